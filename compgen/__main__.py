@@ -1,0 +1,3 @@
+from compgen.cli import main
+
+main()

@@ -1,0 +1,40 @@
+"""Language-modelling corpora: one tokenised sentence per line, ``train/val/test.txt``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from compgen.data.table import make_table
+from compgen.errors import UserError
+
+LANGUAGES = ("kin", "lao", "na", "tok")
+
+
+def parse_corpus(text: str, source: str = "<corpus>") -> list[list[str]]:
+    """Whitespace-tokenised sentences; blank lines are skipped. An empty corpus is an error."""
+    sentences = [line.split() for line in text.splitlines() if line.strip()]
+    if not sentences:
+        raise UserError(f"{source}: empty corpus (no sentences)")
+    return sentences
+
+
+def read_corpus(path: str | Path, split: str = "train") -> pl.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    ys = parse_corpus(path.read_text(encoding="utf-8"), str(path))
+    return make_table([[] for _ in ys], ys, split)
+
+
+def load_lm(lang: str, data_dir: Path) -> pl.DataFrame:
+    if lang not in LANGUAGES:
+        raise UserError(f"unknown LM corpus '{lang}' (valid: {', '.join(LANGUAGES)})")
+    parts = []
+    for split in ("train", "val", "test"):
+        path = data_dir / "lm" / lang / f"{split}.txt"
+        if not path.is_file():
+            raise UserError(f"{path}: missing; run 'compgen data fetch lm' or set --data-dir")
+        parts.append(read_corpus(path, split))
+    return pl.concat(parts)

@@ -1,0 +1,85 @@
+"""SCAN (Lake & Baroni 2018): ``IN: <command> OUT: <actions>`` lines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from compgen.data.sources import embedded_text
+from compgen.data.table import make_table
+from compgen.errors import UserError, where
+
+LINE = re.compile(r"^IN: (.+?) OUT: (.+)$")
+
+# split name -> (folder, file stem): files are <folder>/tasks_{train,test}_<stem>.txt
+SPLITS = {
+    "simple": ("simple_split", "simple"),
+    "length": ("length_split", "length"),
+    "jump": ("add_prim_split", "addprim_jump"),
+    "turn_left": ("add_prim_split", "addprim_turn_left"),
+    "around_right": ("template_split", "template_around_right"),
+    "right": ("template_split", "template_right"),
+    "opposite_right": ("template_split", "template_opposite_right"),
+    "jump_around_right": ("template_split", "template_jump_around_right"),
+}
+EMBEDDED = {"jump", "around_right"}
+
+
+def parse_scan(text: str, source: str = "<scan>") -> tuple[list[list[str]], list[list[str]]]:
+    """Parse SCAN lines into (commands, actions); a malformed line is a UserError."""
+    xs, ys = [], []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = LINE.match(line.strip())
+        if m is None:
+            raise UserError(f"{where(source, lineno)}: expected 'IN: <command> OUT: <actions>'")
+        x, y = m.group(1).split(), m.group(2).split()
+        if not x or not y or "OUT:" in x or "IN:" in y:
+            raise UserError(f"{where(source, lineno)}: expected 'IN: <command> OUT: <actions>'")
+        xs.append(x)
+        ys.append(y)
+    if not xs:
+        raise UserError(f"{source}: no SCAN examples in file")
+    return xs, ys
+
+
+def read_scan_file(path: str | Path, split: str = "train") -> pl.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    xs, ys = parse_scan(path.read_text(encoding="utf-8"), str(path))
+    return make_table(xs, ys, split)
+
+
+def load_scan(split: str, data_dir: Path) -> pl.DataFrame:
+    """Train and test of a named SCAN split; jump and around_right fall back to the
+    copies embedded in the package when the data folder does not have them."""
+    if split not in SPLITS:
+        raise UserError(f"unknown SCAN split '{split}' (valid: {', '.join(SPLITS)})")
+    folder, stem = SPLITS[split]
+    parts = []
+    for part in ("train", "test"):
+        name = f"tasks_{part}_{stem}.txt"
+        path = data_dir / "scan" / folder / name
+        if path.is_file():
+            parts.append(read_scan_file(path, part))
+            continue
+        text = embedded_text(name) if split in EMBEDDED else None
+        if text is None:
+            raise UserError(f"{path}: missing; run 'compgen data fetch scan' or set --data-dir")
+        xs, ys = parse_scan(text, f"<embedded {name}>")
+        parts.append(make_table(xs, ys, part))
+    return pl.concat(parts)
+
+
+def load_scan_grammar(data_dir: Path) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Every SCAN command with its action sequence (``scan/tasks.txt``): the oracle used to
+    judge whether a synthesized pair is a correct SCAN example."""
+    path = data_dir / "scan" / "tasks.txt"
+    if not path.is_file():
+        raise UserError(f"{path}: missing; run 'compgen data fetch scan' or set --data-dir")
+    xs, ys = parse_scan(path.read_text(encoding="utf-8"), str(path))
+    return {tuple(x): tuple(y) for x, y in zip(xs, ys)}
