@@ -1,0 +1,24 @@
+"""Tests read the real data sets in ../shared/data (override with COMPGEN_TEST_DATA)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("COMPGEN_TEST_DATA", ROOT.parent / "shared" / "data"))
+REFERENCE = SHARED_DATA.parent / "reference"
+
+if not SHARED_DATA.is_dir():
+    raise RuntimeError(f"test data folder {SHARED_DATA} is missing (set COMPGEN_TEST_DATA)")
+os.environ["COMPGEN_DATA"] = str(SHARED_DATA)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    return REFERENCE
