@@ -1,0 +1,454 @@
+"""Prototype neighbourhoods: which training data a generator may recombine.
+
+A *generative datum* is ``x + ["<sep>"] + y`` (one token list). A neighbourhood triple
+``(x, xp, xpp)`` says "learn to write datum x from prototypes xp and xpp". This module
+builds the triples the R&R generators train on, the reduced lists for 0/1 prototypes,
+and the sampling-time prototype sets Omega:
+
+* SCAN jump ("long-short", :func:`long_short_neighborhood`): a long first prototype that
+  differs from x in a few tokens, and a short second prototype close to the tokens x
+  has and the first prototype lacks.
+* SCAN around_right ("long-long", :func:`long_long_neighborhood`): two long prototypes
+  each differing from x by one token type.
+* SIGMORPHON (:func:`sig_neighborhoods`): tag-set distances between inflection tables.
+
+Similarity (SCAN) is ``1 - lev(a, b) / max(|a|, |b|)`` over token sequences; ``sim > 0.5``
+is tested exactly on integer edit distances (``2 * lev < max``). Every all-pairs score
+is computed in blocks with rapidfuzz (``process.cdist``) and numpy; the "random
+permutation of the training set" the reference walks for each datum is a per-(datum,
+candidate) hash key, so "the first k qualifying items in random order" is the k smallest
+keys among the qualifying ones -- the same distribution without a Python loop.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+from compgen.data.vocab import SEP
+
+BLOCK = 512          # query rows per all-pairs block (memory ~ BLOCK x |train| x 4 bytes)
+SIM = 0.5            # similarity threshold of every SCAN neighbourhood
+FIRST_LONG_SHORT = 5  # first prototypes per datum (jump; config max_cnt_nb)
+CAP_LONG_SHORT = 3   # second-prototype cap of the jump procedure (see the counter quirk)
+CANDIDATES_LONG_LONG = 10
+TOP_LONG_LONG = 3
+TRIPLE_SCHEMA = {"x": pl.List(pl.String), "xp": pl.List(pl.String), "xpp": pl.List(pl.String)}
+_NO_KEY = np.uint64(np.iinfo(np.uint64).max)
+
+
+def generative_datum(x: Sequence[str], y: Sequence[str]) -> list[str]:
+    """One generative datum: ``x + ["<sep>"] + y``."""
+    return list(x) + [SEP] + list(y)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _splitmix(z: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser over a uint64 array (wrapping arithmetic): a cheap hash."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _keys(seed: int, stream: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Random order key of candidate ``cols`` for query ``rows`` (broadcast): sorting a
+    query's candidates by key is a uniformly random permutation, fixed by (seed, stream)."""
+    base = _splitmix(np.array([seed * 4 + stream], dtype=np.uint64))[0]
+    rows = np.asarray(rows, dtype=np.uint64)
+    cols = np.asarray(cols, dtype=np.uint64)
+    return _splitmix(_splitmix(base ^ (rows << np.uint64(32))) ^ cols)
+
+
+class _Encoded:
+    """Token sequences as strings (one character per token id, for rapidfuzz), their
+    lengths and token-set bitmasks (uint64 words)."""
+
+    def __init__(self, seqs: Sequence[Sequence[str]], index: dict[str, int]):
+        self.ids = [[index.setdefault(t, len(index)) for t in s] for s in seqs]
+        self.strings = ["".join(chr(0x100 + i) for i in s) for s in self.ids]
+        self.lengths = np.array([len(s) for s in self.ids], dtype=np.int32)
+
+    def masks(self, n_words: int) -> np.ndarray:
+        m = np.zeros((len(self.ids), n_words), dtype=np.uint64)
+        rows = np.repeat(np.arange(len(self.ids)), self.lengths)
+        toks = np.fromiter((t for s in self.ids for t in s), dtype=np.int64,
+                           count=int(self.lengths.sum()))
+        np.bitwise_or.at(m, (rows, toks // 64), np.left_shift(np.uint64(1),
+                                                             (toks % 64).astype(np.uint64)))
+        return m
+
+
+def _encode(trn, queries):
+    index: dict[str, int] = {}
+    t = _Encoded(trn, index)
+    q = _Encoded(queries, index) if queries is not None else t
+    n_words = max(1, (len(index) + 63) // 64)
+    return t, q, t.masks(n_words), (q.masks(n_words) if queries is not None else None), index
+
+
+def _popcount(a: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(a).sum(axis=-1)
+
+
+def _distances(queries: list[str], choices: list[str], cutoff: int, workers: int) -> np.ndarray:
+    """Exact Levenshtein distances, or ``cutoff + 1`` where larger than ``cutoff``."""
+    return process.cdist(queries, choices, scorer=Levenshtein.distance, dtype=np.int32,
+                         score_cutoff=cutoff, workers=workers)
+
+
+def _close(dist: np.ndarray, qlen: np.ndarray, tlen: np.ndarray) -> np.ndarray:
+    """``sim > 0.5 and sim != 1`` from integer distances."""
+    longest = np.maximum(qlen[:, None], tlen[None, :])
+    return (2 * dist < longest) & (dist != 0)
+
+
+def _smallest_keys(keys: np.ndarray, ok: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: column ids of the (up to) k qualifying entries with the smallest keys, in
+    key order, and a validity mask."""
+    k = min(k, keys.shape[1])
+    masked = np.where(ok, keys, _NO_KEY)
+    part = np.argpartition(masked, k - 1, axis=1)[:, :k]
+    order = np.argsort(np.take_along_axis(masked, part, 1), axis=1, kind="stable")
+    cols = np.take_along_axis(part, order, 1)
+    return cols, np.take_along_axis(ok, cols, 1)
+
+
+def _gather(seqs: Sequence[Sequence[str]], idx: np.ndarray) -> pl.Series:
+    return pl.Series(values=[list(s) for s in seqs], dtype=pl.List(pl.String)).gather(idx)
+
+
+def _triples(queries, trn, qi, n, l) -> pl.DataFrame:
+    return pl.DataFrame({"x": _gather(queries, qi), "xp": _gather(trn, n),
+                         "xpp": _gather(trn, l)}, schema=TRIPLE_SCHEMA)
+
+
+def _setdiff_strings(query: _Encoded, qi: np.ndarray, other_masks: np.ndarray) -> np.ndarray:
+    """``setdiff(query[qi], other)`` per row -- distinct tokens of the query datum absent
+    from the other datum, in first-occurrence order -- as comparable strings."""
+    width = int(max(1, max((len(dict.fromkeys(s)) for s in query.ids), default=1)))
+    distinct = np.full((len(query.ids), width), -1, dtype=np.int64)
+    for row, s in enumerate(query.ids):       # once per datum, not per pair
+        d = list(dict.fromkeys(s))
+        distinct[row, : len(d)] = d
+    toks = distinct[qi]
+    safe = np.maximum(toks, 0)
+    words = np.take_along_axis(other_masks, safe // 64, 1)
+    present = ((words >> (safe % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
+    keep = (toks >= 0) & ~present
+    order = np.argsort(~keep, axis=1, kind="stable")          # kept tokens first, in order
+    toks = np.take_along_axis(np.where(keep, toks, -1), order, 1)
+    chars = np.where(toks >= 0, toks + 0x100, 0).astype(np.uint32)
+    return chars.view(f"<U{width}").ravel()                   # trailing NULs are dropped
+
+
+# ----------------------------------------------------------------------------- SCAN
+
+def long_short_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=None,
+                            workers: int = 1) -> pl.DataFrame:
+    """SCAN jump neighbourhood ("long-short"): triples ``(x, xp, xpp)`` as a DataFrame
+    with list[str] columns x, xp, xpp.
+
+    ``data`` are the (unique) training generative data; neighbourhoods are built for
+    ``queries`` (default: ``data`` itself; pass the test data for test triples). For each
+    query x, in a random order of ``data``: the first 5 items with ``0.5 < sim < 1`` are
+    first prototypes xp (none: one random item). For each xp, ``d = setdiff(x, xp)`` and
+    every item l with ``sim(d, l) > 0.5``, ``l != xp`` and ``l != i`` is a second
+    prototype, in the same random order.
+
+    Reference quirks kept on purpose: the counter of first prototypes is not reset
+    before the second stage, so the cap of 3 second prototypes only bites when fewer
+    than 3 first prototypes were found (then it caps the running total, once); ``i`` is
+    the index of x in *its own* set, so for test queries the excluded ``l == i`` is an
+    unrelated training item. No fallback when no second prototype qualifies.
+    """
+    trn = list(data)
+    qs = trn if queries is None else list(queries)
+    if not trn or not qs:
+        return pl.DataFrame(schema=TRIPLE_SCHEMA)
+    t, q, tmask, qmask, _ = _encode(trn, None if queries is None else qs)
+    qmask = tmask if qmask is None else qmask
+    stream = 0 if queries is None else 1
+    cutoff = int(max(t.lengths.max(), q.lengths.max()) // 2)
+    all_cols = np.arange(len(trn))
+    pair_q, pair_rank, pair_n, pair_c0 = [], [], [], []
+    for start in range(0, len(qs), BLOCK):
+        rows = np.arange(start, min(start + BLOCK, len(qs)))
+        dist = _distances(q.strings[start:rows[-1] + 1], t.strings, cutoff, workers)
+        ok = _close(dist, q.lengths[rows], t.lengths)
+        keys = _keys(seed, stream, rows[:, None], all_cols[None, :])
+        cols, valid = _smallest_keys(keys, ok, FIRST_LONG_SHORT)
+        found = valid.sum(1)
+        # no first prototype: one random training item, and the counter stays 0
+        fallback = np.argmin(keys, axis=1)
+        cols[found == 0, 0] = fallback[found == 0]
+        valid[found == 0, 0] = True
+        r, rank = np.nonzero(valid)
+        pair_q.append(rows[r])
+        pair_rank.append(rank)
+        pair_n.append(cols[r, rank])
+        pair_c0.append(found[r])
+    qi, rank, n, c0 = (np.concatenate(a) for a in (pair_q, pair_rank, pair_n, pair_c0))
+
+    d = _setdiff_strings(q, qi, tmask[n])
+    unique_d, d_id = np.unique(d, return_inverse=True)
+    matches = []
+    for start in range(0, len(unique_d), BLOCK):
+        block = [s for s in unique_d[start:start + BLOCK]]
+        dlen = np.array([len(s) for s in block], dtype=np.int32)
+        dist = _distances(block, t.strings, cutoff, workers)
+        longest = np.maximum(dlen[:, None], t.lengths[None, :])
+        r, l = np.nonzero(2 * dist < longest)        # sim(d, l) > 0.5 (equality allowed)
+        matches.append(pl.DataFrame({"d_id": (r + start).astype(np.int64), "l": l}))
+    pairs = pl.DataFrame({"qi": qi, "rank": rank, "n": n, "c0": c0, "d_id": d_id.astype(np.int64)})
+    joined = (pairs.join(pl.concat(matches), on="d_id")
+              .filter((pl.col("l") != pl.col("n")) & (pl.col("l") != pl.col("qi"))))
+    key = _keys(seed, stream, joined["qi"].to_numpy(), joined["l"].to_numpy())
+    joined = (joined.with_columns(pl.Series("key", key))
+              .sort("qi", "rank", "key")
+              .with_columns(pos=pl.int_range(1, pl.len() + 1).over("qi")))
+    # the counter quirk: the row where c0 + running count hits 3 ends its own xp group
+    cut = (joined.filter(pl.col("c0") + pl.col("pos") == CAP_LONG_SHORT)
+           .select("qi", cut_rank="rank", cut_pos="pos"))
+    kept = (joined.join(cut, on="qi", how="left")
+            .filter(pl.col("cut_rank").is_null() | (pl.col("rank") != pl.col("cut_rank"))
+                    | (pl.col("pos") <= pl.col("cut_pos"))))
+    return _triples(qs, trn, kept["qi"].to_numpy(), kept["n"].to_numpy(), kept["l"].to_numpy())
+
+
+def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=None,
+                           workers: int = 1) -> pl.DataFrame:
+    """SCAN around_right neighbourhood ("long-long"): triples ``(x, xp, xpp)``.
+
+    For each query x: the first 10 items of ``data`` in random order with
+    ``0.5 < sim < 1`` and exactly one token type of x missing from them
+    (``|setdiff(x, item)| == 1``) are candidates, ordered by similarity (descending,
+    ties in random order). Each of the top 3 is a first prototype xp; its second
+    prototypes are the top 3 *other candidates* l (``l != i``) covering what xp lacks
+    (``setdiff(setdiff(x, xp), l)`` empty). At most 9 triples per x.
+
+    Training queries without a candidate, and (xp) without a second prototype, yield
+    nothing. For test queries (``queries`` given) the reference pads instead: no
+    candidate -> one random first prototype; no second -> one random second prototype;
+    and ``l != i`` compares with the test index (kept quirk).
+    """
+    trn = list(data)
+    is_test = queries is not None
+    qs = list(queries) if is_test else trn
+    if not trn or not qs:
+        return pl.DataFrame(schema=TRIPLE_SCHEMA)
+    t, q, tmask, qmask, _ = _encode(trn, qs if is_test else None)
+    qmask = tmask if qmask is None else qmask
+    stream = 2 if is_test else 3
+    cutoff = int(max(t.lengths.max(), q.lengths.max()) // 2)
+    all_cols = np.arange(len(trn))
+    out_q, out_n, out_l = [], [], []
+    k = min(CANDIDATES_LONG_LONG, len(trn))
+    for start in range(0, len(qs), BLOCK):
+        rows = np.arange(start, min(start + BLOCK, len(qs)))
+        dist = _distances(q.strings[start:rows[-1] + 1], t.strings, cutoff, workers)
+        ok = _close(dist, q.lengths[rows], t.lengths)
+        missing = _popcount(qmask[rows][:, None, :] & ~tmask[None, :, :])
+        ok &= missing == 1
+        if not is_test:
+            ok[np.arange(len(rows)), rows] = False
+        keys = _keys(seed, stream, rows[:, None], all_cols[None, :])
+        cols, valid = _smallest_keys(keys, ok, k)
+        longest = np.maximum(q.lengths[rows][:, None], t.lengths[cols])
+        sim = 1.0 - np.take_along_axis(dist, cols, 1) / longest
+        empty = ~valid.any(1)
+        if is_test:       # test only: one random candidate (it has no possible second)
+            fallback = np.argmin(keys, axis=1)
+            cols[empty, 0] = fallback[empty]
+            valid[empty, 0] = True
+            sim[empty, 0] = 2.0   # sorts first; never a second prototype (it is xp itself)
+        order = np.argsort(np.where(valid, -sim, np.inf), axis=1, kind="stable")
+        cols, valid, sim = (np.take_along_axis(a, order, 1) for a in (cols, valid, sim))
+        top = min(TOP_LONG_LONG, cols.shape[1])
+        # second[r, a, b]: candidate b is a second prototype for first prototype a
+        need = qmask[rows][:, None, :] & ~tmask[cols[:, :top]]
+        covered = _popcount(need[:, :, None, :] & ~tmask[cols][:, None, :, :]) == 0
+        second = (covered & valid[:, None, :] & valid[:, :top, None]
+                  & (cols[:, None, :] != rows[:, None, None]) & (sim[:, None, :] > SIM)
+                  & ~np.eye(top, cols.shape[1], dtype=bool)[None])
+        rank = np.cumsum(second, axis=2)
+        pick = second & (rank <= TOP_LONG_LONG)
+        r, a, b = np.nonzero(pick)
+        out_q.append(rows[r]); out_n.append(cols[r, a]); out_l.append(cols[r, b])
+        if is_test:       # a first prototype without a second: pad with a random item
+            lonely = valid[:, :top] & ~second.any(2)
+            r, a = np.nonzero(lonely)
+            pad = _keys(seed, stream + 4, rows[r] * TOP_LONG_LONG + a, 0) % np.uint64(len(trn))
+            out_q.append(rows[r]); out_n.append(cols[r, a]); out_l.append(pad.astype(np.int64))
+    qi, n, l = (np.concatenate(a) for a in (out_q, out_n, out_l))
+    order = np.lexsort((np.arange(len(qi)), qi))     # group by query, keep emission order
+    return _triples(qs, trn, qi[order], n[order], l[order])
+
+
+LONG_SHORT_SPLITS = ("jump", "turn_left", "add_prim")
+
+
+def unique_generative_data(table: pl.DataFrame, split_name: str = "train") -> list[list[str]]:
+    """Distinct ``x <sep> y`` data of one split, in first-occurrence order."""
+    part = table.filter(pl.col("split") == split_name)
+    data = [generative_datum(x, y) for x, y in zip(part["x"].to_list(), part["y"].to_list())]
+    return [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
+
+
+def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int,
+                      part: str = "train", workers: int = 1) -> pl.DataFrame:
+    """Neighbourhood triples of a SCAN example table (columns x, y, split).
+
+    ``split_name`` is the SCAN split (``jump``/``turn_left`` -> long-short, anything
+    else -> long-long). ``part="train"`` gives the training triples; ``part="test"`` the
+    triples of the unique test data against the training data (for a test perplexity).
+    """
+    trn = unique_generative_data(table, "train")
+    builder = long_short_neighborhood if split_name in LONG_SHORT_SPLITS else long_long_neighborhood
+    if part == "train":
+        return builder(trn, seed, workers=workers)
+    if part == "test":
+        return builder(trn, seed, queries=unique_generative_data(table, "test"), workers=workers)
+    raise ValueError(f"part must be 'train' or 'test', not {part!r}")
+
+
+def prototype_sets(triples: pl.DataFrame, nproto: int) -> pl.DataFrame:
+    """Training list for a generator with ``nproto`` prototypes: columns x and protos
+    (list of prototype token lists). 0 -> distinct x (protos empty); 1 -> distinct
+    (x, xp); 2 -> every triple. First occurrences are kept, in order."""
+    if nproto == 0:
+        return (triples.select("x").unique(maintain_order=True)
+                .with_columns(protos=pl.lit([], dtype=pl.List(pl.List(pl.String)))))
+    if nproto == 1:
+        return (triples.select("x", "xp").unique(maintain_order=True)
+                .select("x", protos=pl.concat_arr(["xp"]).arr.to_list()))
+    if nproto == 2:
+        return triples.select("x", protos=pl.concat_arr(["xp", "xpp"]).arr.to_list())
+    raise ValueError(f"nproto must be 0, 1 or 2, not {nproto}")
+
+
+# ----------------------------------------------------------------------------- Omega
+
+TEMPLATE_SPLITS = ("around_right", "right", "opposite_right", "jump_around_right", "template")
+EXACT_CYCLE_LIMIT = 1 << 20   # Omega sizes up to this cycle an explicit shuffled order
+
+
+class PrototypeSet:
+    """Sampling-time prototype set Omega, drawn lazily.
+
+    Holds ``first`` (indices of first-prototype candidates into ``data``) and, for two
+    prototypes, ``second`` (second-prototype candidates); a pair ``(i, j)`` is valid when
+    ``i != j`` and, with ``one_type_apart``, exactly one token type of ``data[i]`` is
+    missing from ``data[j]``. Valid tuples are numbered i-major (the reference's list
+    order) without listing them: ``_decode`` maps numbers to tuples.
+
+    :meth:`sample` follows the reference's ``cycle(shuffle(Omega))`` -- each tuple once
+    in a random order, then the same order again -- when ``len(self)`` is at most
+    ``EXACT_CYCLE_LIMIT``; larger sets (SCAN around_right: ~3.75 M pairs) are sampled
+    uniformly with replacement, which for the few thousand draws a run makes is the same
+    distribution.
+    """
+
+    def __init__(self, data, first, second=None, masks=None, one_type_apart=False, rng=None):
+        self.data = [list(d) for d in data]
+        self.first = np.asarray(first, dtype=np.int64)
+        self.second = None if second is None else np.asarray(second, dtype=np.int64)
+        self.masks = masks
+        self.one_type_apart = one_type_apart
+        self.rng = np.random.default_rng(rng)
+        if self.second is None:
+            counts = np.ones(len(self.first), dtype=np.int64)
+        else:
+            counts = np.concatenate([self._valid(self.first[s:s + BLOCK]).sum(1)
+                                     for s in range(0, len(self.first), BLOCK)] or [np.zeros(0, np.int64)])
+        self.counts = counts.astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)])
+        self.size = int(self.starts[-1])
+        self._order = None
+        self._cursor = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nproto(self) -> int:
+        return 1 if self.second is None else 2
+
+    def _valid(self, firsts: np.ndarray) -> np.ndarray:
+        ok = firsts[:, None] != self.second[None, :]
+        if self.one_type_apart:
+            missing = _popcount(self.masks[firsts][:, None, :] & ~self.masks[self.second][None, :, :])
+            ok &= missing == 1
+        return ok
+
+    def _decode(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        row = np.searchsorted(self.starts, ranks, side="right") - 1
+        i = self.first[row]
+        if self.second is None:
+            return i, None
+        offset = ranks - self.starts[row]
+        uniq, inv = np.unique(row, return_inverse=True)
+        running = np.cumsum(self._valid(self.first[uniq]), axis=1)
+        j = self.second[np.argmax(running[inv] > offset[:, None], axis=1)]
+        return i, j
+
+    def indices(self, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Draw ``n`` tuples as index arrays into ``data`` (second is None for 1 proto)."""
+        if self.size == 0:
+            raise ValueError("the prototype set is empty")
+        if self.size <= EXACT_CYCLE_LIMIT:
+            if self._order is None:
+                self._order = self.rng.permutation(self.size)
+            pos = (self._cursor + np.arange(n)) % self.size
+            self._cursor = int((self._cursor + n) % self.size)
+            ranks = self._order[pos]
+        else:
+            ranks = self.rng.integers(self.size, size=n)
+        return self._decode(ranks)
+
+    def sample(self, n: int) -> list[tuple[list[str], ...]]:
+        """``n`` prototype tuples (token lists): 1-tuples or (xp, xpp) pairs."""
+        i, j = self.indices(n)
+        if j is None:
+            return [(self.data[a],) for a in i]
+        return [(self.data[a], self.data[b]) for a, b in zip(i, j)]
+
+
+def _length_threshold(lengths: pl.Series, threshold: str) -> float:
+    if threshold == "mean":
+        return float(lengths.mean())
+    if threshold == "mean+std":
+        return float(lengths.mean()) + float(lengths.std())
+    raise ValueError(f"threshold must be 'mean' or 'mean+std', not {threshold!r}")
+
+
+def scan_omega(data: Sequence[Sequence[str]], triples: pl.DataFrame, nproto: int,
+               split_kind: str, rng=None, threshold: str = "mean") -> PrototypeSet:
+    """Sampling-time prototype set for SCAN.
+
+    ``data`` = unique training generative data; ``triples`` = the generator's training
+    triples (their mean prototype lengths set the cut). Prototypes are data no longer
+    than the mean length of xp (first) / xpp (second) over ``triples``; the reference
+    computes the std but uses the mean alone (``threshold="mean"``, default); the paper
+    says mean + std (``threshold="mean+std"``). For template splits (around_right) a
+    pair must also satisfy ``|setdiff(d1, d2)| == 1``. nproto 0 and 1 use single
+    prototypes (0-proto generators ignore them).
+    """
+    data = [list(d) for d in data]
+    lengths = np.array([len(d) for d in data])
+    p_cut = _length_threshold(triples["xp"].list.len(), threshold)
+    first = np.nonzero(lengths <= p_cut)[0]
+    if nproto in (0, 1):
+        return PrototypeSet(data, first, rng=rng)
+    if nproto != 2:
+        raise ValueError(f"nproto must be 0, 1 or 2, not {nproto}")
+    pp_cut = _length_threshold(triples["xpp"].list.len(), threshold)
+    second = np.nonzero(lengths <= pp_cut)[0]
+    template = split_kind in TEMPLATE_SPLITS
+    masks = _encode(data, None)[2] if template else None
+    return PrototypeSet(data, first, second, masks, one_type_apart=template, rng=rng)
