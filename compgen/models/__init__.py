@@ -1,0 +1,1 @@
+"""Neural models: the R&R generator (recombine.py), attention (attention.py)."""

@@ -1,0 +1,107 @@
+"""Attention over K memories at once, each with its own parameters.
+
+Prototypes are padded to one common length and stacked, so K prototypes are one tensor
+``(B, K, T, D)`` and K attention modules are one module whose weights carry a leading K
+axis. No Python lists of tensors, no data-dependent control flow: the same code runs
+eagerly, under TorchScript and through ONNX export.
+
+Two forms, as in the two task variants of the generator:
+
+* ``PositionalAttention`` (SCAN): key, query and value are tanh dense layers, the query
+  also meets learned relative-position vectors (window ``kpos``), scores are scaled by
+  1/sqrt(A). The scaled, masked scores are also the copy scores of the joint softmax.
+* ``DotAttention`` (SIGMORPHON, and the conditional seq2seq model): key is a linear map
+  of the memory, query and value are the identity, no scaling. Needs A == H.
+
+Masks are boolean, True = a real position. Masked scores get -1e18 as in the reference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+MASKED = -1e18
+
+
+def uniform_(tensor: Tensor, bound: float) -> Tensor:
+    with torch.no_grad():
+        return tensor.uniform_(-bound, bound)
+
+
+class StackedLinear(nn.Module):
+    """K independent dense layers ``in -> out``; input ``(B, K, ..., in)``."""
+
+    def __init__(self, k: int, d_in: int, d_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(k, d_out, d_in))
+        self.bias = nn.Parameter(torch.empty(k, d_out))
+        uniform_(self.weight, 1 / math.sqrt(d_in))
+        uniform_(self.bias, 1 / math.sqrt(d_in))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() == 4:  # (B, K, T, in): memories
+            return torch.einsum("bkti,koi->bkto", x, self.weight) + self.bias[None, :, None, :]
+        return torch.einsum("bki,koi->bko", x, self.weight) + self.bias[None]
+
+
+def relative_positions(step: Tensor, length: int, kpos: int) -> Tensor:
+    """One-hot ``(B, T, 2*kpos+1)`` of clip(j - t, -kpos, kpos) for memory positions j."""
+    j = torch.arange(length, device=step.device)
+    rel = (j[None, :] - step[:, None]).clamp(-kpos, kpos) + kpos
+    return nn.functional.one_hot(rel, 2 * kpos + 1).to(torch.float32)
+
+
+class PositionalAttention(nn.Module):
+    """tanh key/query/value attention with relative-position terms, scaled by 1/sqrt(A)."""
+
+    def __init__(self, k: int, mem_dim: int, query_dim: int, att_dim: int, kpos: int):
+        super().__init__()
+        self.att_dim, self.kpos = att_dim, kpos
+        self.key = StackedLinear(k, mem_dim, att_dim)
+        self.value = StackedLinear(k, mem_dim, att_dim)
+        self.query = StackedLinear(k, query_dim, att_dim)
+        npos = 2 * kpos + 1
+        self.pos_key = nn.Parameter(uniform_(torch.empty(k, npos, att_dim), 1 / math.sqrt(npos)))
+        self.pos_value = nn.Parameter(
+            uniform_(torch.empty(k, npos, att_dim), math.sqrt(6 / (npos + att_dim))))
+
+    def memory(self, enc: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the encoder outputs ``(B, K, T, 2H)``: computed once."""
+        return torch.tanh(self.key(enc)), torch.tanh(self.value(enc))
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor,
+                step: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """query ``(B, Q)`` -> context ``(B, K, A)``, scores ``(B, K, T)``, weights."""
+        k = keys.size(1)
+        q = torch.tanh(self.query(query[:, None, :].expand(-1, k, -1)))  # (B, K, A)
+        scores = torch.einsum("bka,bkta->bkt", q, keys)
+        pos = relative_positions(step, keys.size(2), self.kpos)  # (B, T, P)
+        q_pos = torch.einsum("bka,kpa->bkp", q, self.pos_key)  # query . R_k for every offset
+        scores = scores + torch.einsum("bkp,btp->bkt", q_pos, pos)
+        scores = scores / math.sqrt(self.att_dim)
+        scores = scores.masked_fill(~mask, MASKED)
+        alpha = torch.softmax(scores, dim=-1)
+        context = torch.einsum("bkt,bkta->bka", alpha, values)
+        alpha_pos = torch.einsum("bkt,btp->bkp", alpha, pos)  # weight mass per offset
+        context = context + torch.einsum("bkp,kpa->bka", alpha_pos, self.pos_value)
+        return context, scores, alpha
+
+
+class DotAttention(nn.Module):
+    """score_j = h . (W m_j + b), unscaled; context = sum_j alpha_j m_j."""
+
+    def __init__(self, k: int, mem_dim: int, att_dim: int):
+        super().__init__()
+        self.key = StackedLinear(k, mem_dim, att_dim)
+
+    def memory(self, enc: Tensor) -> tuple[Tensor, Tensor]:
+        return self.key(enc), enc
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor,
+                mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        scores = torch.einsum("bh,bkth->bkt", query, keys).masked_fill(~mask, MASKED)
+        alpha = torch.softmax(scores, dim=-1)
+        return torch.einsum("bkt,bkth->bkh", alpha, values), scores, alpha

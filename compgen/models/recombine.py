@@ -1,0 +1,506 @@
+"""The prototype-based recombination generator of R&R ("learned aug (basic)" with 0
+prototypes, recomb-1, recomb-2), one module with two task variants chosen by config.
+
+A generative datum is ``d = x <sep> y``. The model is p(d | d_1..d_K): a BiLSTM encodes
+each prototype (one encoder shared by the prototypes), an LSTM decoder attends to every
+prototype with separate attention parameters, and can copy tokens out of them.
+
+* ``variant = "scan"``: tied embedding (encoder input, decoder input and, transposed,
+  the output layer), tanh attention with relative positions scaled by 1/sqrt(A); copying
+  by ONE softmax over [vocabulary logits ; attention scores of every prototype position];
+  dropout on embeddings (pdrop), on the hidden state before the output layer (outdrop,
+  also at test time when ``outdrop_test``) and on the fed-back feature.
+* ``variant = "sig"``: separate embeddings, dot attention, decoder self-attention over
+  its own past states, decoder initialised from the prototypes' final states; the output
+  mixes writing, copying from the output so far and copying from each prototype: the
+  gate is the write probability of ``<copy>``, a softmax over streams splits the copy
+  mass among the streams.
+* ``vae``: a latent z (2Z dims, von Mises-Fisher posterior with fixed concentration,
+  norm uniform) is fed to every decoder step; z = 0 otherwise.
+
+Pieces, top to bottom: config, batch formatting, ``encode`` (prototypes -> Memory and the
+initial State), ``decode_step`` (one batched decoder step, tensors in, tensors out; the
+function the exporters trace), ``loss`` (teacher forcing), and the vMF helpers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID
+from compgen.models.attention import MASKED, DotAttention, PositionalAttention, StackedLinear
+
+
+@dataclass
+class RecombineConfig:
+    variant: str = "scan"       # "scan" | "sig"
+    vocab_size: int = 0
+    nproto: int = 2             # 0, 1 or 2 prototypes
+    copy: bool = True
+    vae: bool = False           # False = the reference's kill_edit
+    hidden: int = 512           # H
+    embed: int = 64             # E
+    attdim: int = 128           # A (sig: must equal H)
+    zdim: int = 16              # Z; the latent vector has 2Z dimensions
+    kpos: int = 16              # relative-position window of the scan attention
+    pdrop: float = 0.5
+    outdrop: float = 0.7
+    outdrop_test: bool = True   # keep outdrop on while sampling (scan reference)
+    writedrop: float = 0.5      # training: drop the write index from the copy marginal
+    kappa: float = 25.0         # vMF concentration
+    max_norm: float = 10.0      # prior norm ~ U(0, max_norm)
+    eps: float = 1.0            # posterior norm noise
+    max_len: int = 45
+    feedcontext: bool = True
+
+    def __post_init__(self):
+        if self.variant not in ("scan", "sig"):
+            raise ValueError(f"variant must be 'scan' or 'sig', not {self.variant!r}")
+        if self.nproto not in (0, 1, 2):
+            raise ValueError(f"nproto must be 0, 1 or 2, not {self.nproto}")
+        if self.variant == "sig" and self.attdim != self.hidden:
+            raise ValueError("the sig attention needs attdim == hidden")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RecombineConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class Memory(NamedTuple):
+    """Everything the decoder reads that does not change over time."""
+    keys: Tensor     # (B, K, T, A) attention keys of the prototype positions
+    values: Tensor   # (B, K, T, A)
+    tokens: Tensor   # (B, K, T) token ids at those positions (copy sources)
+    mask: Tensor     # (B, K, T) bool, True = real token
+    z: Tensor        # (B, 2Z) latent (zeros without VAE)
+
+
+class State(NamedTuple):
+    """Decoder state after t steps. ``past_*`` hold the sig self-attention memory
+    (length 0 for scan)."""
+    h: Tensor         # (B, H)
+    c: Tensor         # (B, H)
+    feed: Tensor      # (B, F) previous output feature (input feeding)
+    step: Tensor      # (B,) long, number of steps taken
+    past_h: Tensor    # (B, L, H) decoder states h_0..h_{t-1}
+    past_key: Tensor  # (B, L, A) their attention keys
+    past_tok: Tensor  # (B, L) the token each of them predicted (<s> for h_0)
+
+
+def is_real(ids: Tensor) -> Tensor:
+    """The reference's mask: a position counts unless it holds <pad> or <unk>."""
+    return (ids != PAD_ID) & (ids != UNK_ID)
+
+
+# ------------------------------------------------------------------ batch formatting
+
+def format_target(ids: Sequence[int], variant: str, max_len: int) -> list[int]:
+    """``<s> d </s>``; a datum longer than max_len is cut (sig: and loses its </s>)."""
+    if variant == "sig" and len(ids) > max_len:
+        return [BOS_ID] + list(ids[:max_len])
+    return [BOS_ID] + list(ids[:max_len]) + [EOS_ID]
+
+
+def format_prototype(ids: Sequence[int], variant: str, max_len: int) -> list[int]:
+    """scan: ``p </s>`` (no <s>); sig: ``<s> p`` (no </s>) — as the two references do."""
+    if variant == "scan":
+        return list(ids[:max_len]) + [EOS_ID]
+    return [BOS_ID] + list(ids[:max_len])
+
+
+def pad_2d(rows: Sequence[Sequence[int]], length: int | None = None) -> Tensor:
+    length = max([len(r) for r in rows] + [1]) if length is None else length
+    out = torch.full((len(rows), length), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate_prototypes(protos: Sequence[Sequence[Sequence[int]]], variant: str,
+                       max_len: int) -> Tensor:
+    """``protos[b][k]`` token ids -> ``(B, K, T)`` padded to one length over all K."""
+    b = len(protos)
+    k = len(protos[0]) if b else 0
+    rows = [format_prototype(p, variant, max_len) for tup in protos for p in tup]
+    if k == 0:
+        return torch.zeros((b, 0, 1), dtype=torch.long)
+    return pad_2d(rows).view(b, k, -1)
+
+
+def collate_targets(targets: Sequence[Sequence[int]], variant: str, max_len: int) -> Tensor:
+    return pad_2d([format_target(t, variant, max_len) for t in targets])
+
+
+# ------------------------------------------------------------------ initialisation
+
+def xavier_(t: Tensor) -> Tensor:
+    fan_out, fan_in = t.shape[-2], t.shape[-1]
+    return nn.init.uniform_(t, -math.sqrt(6 / (fan_in + fan_out)), math.sqrt(6 / (fan_in + fan_out)))
+
+
+def knet_lstm_init_(lstm: nn.Module) -> None:
+    """Knet's default LSTM init: Xavier-uniform per gate matrix, zero biases, forget-gate
+    bias 1 in both bias vectors (effective forget bias 2)."""
+    with torch.no_grad():
+        for name, p in lstm.named_parameters():
+            hidden = p.shape[0] // 4
+            if name.startswith("weight"):
+                for g in range(4):
+                    xavier_(p[g * hidden:(g + 1) * hidden])
+            else:
+                p.zero_()
+                p[hidden:2 * hidden] = 1.0
+
+
+# ------------------------------------------------------------------ the model
+
+class Recombine(nn.Module):
+    def __init__(self, cfg: RecombineConfig):
+        super().__init__()
+        self.cfg = cfg
+        # plain attributes (constants for TorchScript)
+        self.scan = cfg.variant == "scan"
+        self.nproto, self.copy, self.vae = cfg.nproto, cfg.copy, cfg.vae
+        self.vocab_size, self.hidden, self.latent = cfg.vocab_size, cfg.hidden, 2 * cfg.zdim
+        self.pdrop, self.outdrop, self.outdrop_test = cfg.pdrop, cfg.outdrop, cfg.outdrop_test
+        V, E, H, A, K, Zl = cfg.vocab_size, cfg.embed, cfg.hidden, cfg.attdim, cfg.nproto, 2 * cfg.zdim
+        feeds = cfg.feedcontext and K > 0
+
+        if self.scan:
+            self.embed = nn.Embedding(V, E)
+            xavier_(self.embed.weight)
+            self.feed_dim = E if feeds else 0
+            d_in = E + Zl + self.feed_dim  # z slots are always there (zeros without VAE)
+            self.proto_encoder = nn.LSTM(E, H, batch_first=True, bidirectional=True)
+            self.decoder = nn.LSTMCell(d_in, H)
+            self.attention = PositionalAttention(max(K, 1), 2 * H, H + d_in, A, cfg.kpos)
+            self.out = nn.Linear(H + K * A, E)
+            xavier_(self.out.weight)
+            nn.init.zeros_(self.out.bias)
+            for lstm in (self.proto_encoder, self.decoder):
+                knet_lstm_init_(lstm)
+        else:
+            self.enc_embed = nn.Embedding(V, E)
+            self.dec_embed = nn.Embedding(V, E)  # N(0, 1) init = torch default
+            self.feed_dim = H if feeds else 0
+            d_in = E + (Zl if cfg.vae else 0) + self.feed_dim
+            self.proto_encoder = nn.LSTM(E, H, batch_first=True, bidirectional=True)
+            self.project = nn.Linear(2 * H, H)
+            self.decoder = nn.LSTMCell(d_in, H)
+            self.attention = DotAttention(max(K, 1), H, A)
+            self.self_attention = DotAttention(1, H, A)
+            self.combine = nn.Linear(H + (K + 1) * A, H)
+            self.output = nn.Linear(H, V)
+            self.copygate = nn.Linear(H, K + 1)
+            # torch's defaults are the reference's U(+-1/sqrt(fan_in)) / U(+-1/sqrt(H))
+
+        if cfg.vae:  # posterior network q(z | x, prototypes)
+            summary = 2 * H if self.scan else H
+            self.x_encoder = nn.LSTM(E, H, batch_first=True, bidirectional=True)
+            if self.scan:
+                knet_lstm_init_(self.x_encoder)
+                self.inter_query = nn.Linear(summary, H)
+                self.inter_value = nn.Linear(summary, H)
+            self.inter_key = nn.Linear(summary, H)
+            self.z_emb = nn.Linear(K * H if K > 0 else summary, Zl)
+
+    # -------------------------------------------------------------- encoder
+    def _encode_prototypes(self, protos: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(B, K, T)`` -> outputs ``(B, K, T, 2H)`` (sig: projected to H), summaries
+        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan)."""
+        B, K, T = protos.shape
+        H = self.hidden
+        flat = protos.reshape(B * K, T)
+        if self.scan:  # pad embeddings are not zeroed (reference); dropout on inputs
+            emb = F.dropout(self.embed(flat), self.pdrop, self.training)
+        else:
+            emb = self.enc_embed(flat) * is_real(flat)[..., None]
+            emb = F.dropout(emb, self.pdrop, self.training)
+        # unpacked, like the reference: the backward direction starts at the padding
+        out, (h_n, c_n) = self.proto_encoder(emb)
+        if self.scan:
+            last = is_real(flat).sum(1).clamp(min=1) - 1  # the trailing </s>
+            summary = out[torch.arange(B * K), last]  # (B*K, 2H)
+            zeros = torch.zeros(B, H, device=protos.device)
+            return out.view(B, K, T, 2 * H), summary.view(B, K, -1), zeros, zeros
+        context = self.project(out)
+        h_fin, c_fin = (h_n[0] + h_n[1]).view(B, K, H), (c_n[0] + c_n[1]).view(B, K, H)
+        return context.view(B, K, T, H), h_fin, h_fin.mean(1), c_fin.mean(1)
+
+    def encode(self, protos: Tensor, z: Tensor, max_steps: int) -> tuple[Memory, State]:
+        """Prototypes ``(B, K, T)`` and a latent ``(B, 2Z)`` -> (Memory, initial State).
+        ``max_steps`` sizes the sig self-attention buffer."""
+        B = protos.size(0)
+        if self.nproto > 0:
+            enc, _, h0, c0 = self._encode_prototypes(protos)
+        else:
+            enc = torch.zeros(B, 0, 1, 1, device=protos.device)
+            h0 = c0 = torch.zeros(B, self.hidden, device=protos.device)
+        return self._memory(enc, protos, z), self._initial_state(h0, c0, max_steps)
+
+    def _memory(self, enc: Tensor, protos: Tensor, z: Tensor) -> Memory:
+        if self.nproto > 0:
+            keys, values = self.attention.memory(enc)
+        else:
+            keys = values = enc
+        return Memory(keys, values, protos, is_real(protos), z)
+
+    def _initial_state(self, h0: Tensor, c0: Tensor, max_steps: int) -> State:
+        B, dev = h0.size(0), h0.device
+        L = 0 if self.scan else max_steps + 1
+        A = self.hidden if not self.scan else 0
+        return State(h0, c0, torch.zeros(B, self.feed_dim, device=dev),
+                     torch.zeros(B, dtype=torch.long, device=dev),
+                     torch.zeros(B, L, self.hidden if L else 0, device=dev),
+                     torch.zeros(B, L, A, device=dev),
+                     torch.full((B, L), PAD_ID, dtype=torch.long, device=dev))
+
+    # -------------------------------------------------------------- decoder step
+    def decode_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
+        """Feed the previous token ``(B,)``; return log p(next token) ``(B, V)`` (a
+        normalised distribution, copying already marginalised) and the new State."""
+        if self.scan:
+            joint, state = self._scan_step(token, state, memory)
+            return self._marginalise(joint, memory.tokens), state
+        return self._sig_step(token, state, memory)
+
+    def _scan_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
+        """Returns the joint log-softmax over [vocabulary ; every prototype position]
+        (``(B, V + K*T)`` with copying, ``(B, V)`` without)."""
+        e = F.dropout(self.embed(token), self.pdrop, self.training)
+        parts = [e, memory.z]
+        if self.feed_dim > 0:
+            parts.append(state.feed)
+        inp = torch.cat(parts, dim=1)
+        h, c = self.decoder(inp, (state.h, state.c))
+        h_out = F.dropout(h, self.outdrop, self.training or self.outdrop_test)
+        if self.nproto > 0:
+            context, scores, _ = self.attention(torch.cat([h, inp], 1), memory.keys,
+                                                memory.values, memory.mask, state.step)
+            y = self.out(torch.cat([h_out, context.flatten(1)], 1))
+        else:
+            scores = memory.keys.new_zeros(h.size(0), 0, 0)
+            y = self.out(h_out)
+        feed = F.dropout(y, self.pdrop, self.training) if self.feed_dim > 0 else state.feed
+        logits = y @ self.embed.weight.t()  # tied output layer, no bias
+        if self.copy and self.nproto > 0:
+            logits = torch.cat([logits, scores.flatten(1)], 1)
+        new = State(h, c, feed, state.step + 1, state.past_h, state.past_key, state.past_tok)
+        return torch.log_softmax(logits, dim=1), new
+
+    def _marginalise(self, joint: Tensor, proto_tokens: Tensor) -> Tensor:
+        """Joint log-probs -> log p(token): the vocabulary entry plus every prototype
+        position holding that token."""
+        if joint.size(1) == self.vocab_size:
+            return joint
+        p = joint.exp()
+        marginal = p[:, : self.vocab_size].scatter_add(1, proto_tokens.flatten(1),
+                                                      p[:, self.vocab_size:])
+        return marginal.clamp_min(1e-30).log()
+
+    def _sig_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
+        B, L = token.size(0), state.past_tok.size(1)
+        # the state entering this step, h_{t-1}, joins the self-attention memory paired
+        # with the token it predicted (the one fed now); slot 0 holds h_0 and <s>
+        slot = torch.arange(L, device=token.device)[None, :] == state.step[:, None]
+        past_h = torch.where(slot[..., None], state.h[:, None, :], state.past_h)
+        past_key = torch.where(slot[..., None], self.self_attention.key(state.h[:, None])[:, 0][:, None, :],
+                               state.past_key)
+        past_tok = torch.where(slot, token[:, None], state.past_tok)
+
+        e = self.dec_embed(token) * (token != PAD_ID)[:, None]
+        e = F.dropout(e, self.pdrop, self.training)
+        parts = [e]
+        if self.vae:
+            parts.append(memory.z)
+        if self.feed_dim > 0:
+            parts.append(state.feed)
+        h, c = self.decoder(torch.cat(parts, 1), (state.h, state.c))
+
+        # self-attention over h_1..h_{t-1}; h_0/<s> is masked. Unfilled slots get a lower
+        # score than slot 0, so at the first step all weight sits on <s> as in the reference
+        pos = torch.arange(L, device=token.device)[None, :]
+        self_scores = torch.einsum("bh,blh->bl", h, past_key)
+        self_scores = torch.where((pos >= 1) & (pos <= state.step[:, None]), self_scores,
+                                  torch.where(pos == 0, torch.full_like(self_scores, MASKED),
+                                              torch.full_like(self_scores, 2 * MASKED)))
+        self_alpha = torch.softmax(self_scores, dim=1)
+        self_context = torch.einsum("bl,blh->bh", self_alpha, past_h)
+        if self.nproto > 0:
+            context, _, alpha = self.attention(h, memory.keys, memory.values, memory.mask)
+            feats = torch.cat([h, context.flatten(1), self_context], 1)
+        else:
+            alpha = memory.keys.new_zeros(B, 0, 0)
+            feats = torch.cat([h, self_context], 1)
+        f = F.dropout(self.combine(feats), self.outdrop, self.training)
+        p = torch.softmax(self.output(f), dim=1)
+        if self.copy:
+            beta = torch.softmax(self.copygate(h), dim=1)  # (B, K+1) stream weights
+            gate = p[:, COPY_ID:COPY_ID + 1]  # write probability of <copy>
+            weights = torch.cat([(beta[:, : self.nproto, None] * alpha).flatten(1),
+                                 beta[:, self.nproto:] * self_alpha], 1)
+            sources = torch.cat([memory.tokens.flatten(1), past_tok], 1)
+            p_copy = torch.zeros_like(p).scatter_add(1, sources, weights)
+            p = p + gate * p_copy + 1e-7
+        # <copy> is never emitted; renormalise (the reference leaves the total at ~1)
+        p = p.masked_fill(torch.arange(self.vocab_size, device=p.device) == COPY_ID, 0.0)
+        p = p / p.sum(1, keepdim=True)
+        feed = f if self.feed_dim > 0 else state.feed
+        new = State(h, c, feed, state.step + 1, past_h, past_key, past_tok)
+        return p.clamp_min(1e-30).log(), new
+
+    # -------------------------------------------------------------- VAE
+    def posterior_z(self, target: Tensor, protos: Tensor, summaries: Tensor) -> Tensor:
+        """Sample z ~ vMF(mu(x, prototypes), kappa) with a uniform-noise norm."""
+        x = target[:, 1:]  # without <s>
+        emb = (self.embed if self.scan else self.enc_embed)(x)
+        if not self.scan:
+            emb = emb * is_real(x)[..., None]
+        out, (h_n, _) = self.x_encoder(emb)
+        if self.scan:
+            last = is_real(x).sum(1).clamp(min=1) - 1
+            x_emb = out[torch.arange(x.size(0)), last]  # (B, 2H) at </s>
+        else:
+            x_emb = h_n[0] + h_n[1]  # (B, H)
+        if self.nproto == 0:
+            mu = self.z_emb(x_emb)
+        elif self.scan:  # "feature attention" between x and each prototype summary
+            w = torch.softmax(torch.tanh(self.inter_query(x_emb))[:, None]
+                              * torch.tanh(self.inter_key(summaries)), dim=-1)
+            mu = self.z_emb((torch.tanh(self.inter_value(summaries)) * w).flatten(1))
+        else:
+            w = torch.softmax(x_emb[:, None] * self.inter_key(summaries), dim=-1)
+            mu = self.z_emb((summaries * w).flatten(1))
+        return sample_vmf_posterior(mu, self.cfg.kappa, self.cfg.max_norm, self.cfg.eps)
+
+    def prior_z(self, batch: int, device=None) -> Tensor:
+        if not self.vae:
+            return torch.zeros(batch, self.latent, device=device)
+        return sample_vmf_prior(batch, self.latent, self.cfg.max_norm, device)
+
+    def kl(self) -> float:
+        """KL(q || prior): a constant for fixed kappa (so it is reported, not trained)."""
+        if not self.vae:
+            return 0.0
+        return vmf_kl(self.cfg.kappa, self.latent) + math.log(self.cfg.max_norm / self.cfg.eps)
+
+    # -------------------------------------------------------------- training loss
+    def loss(self, target: Tensor, protos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Teacher-forced loss of ``target`` ``(B, T)`` (``<s> d </s>``) given prototypes.
+        Returns (loss to minimise, summed NLL of the exact marginal, number of tokens).
+        scan: summed over tokens / B (with write-drop when training with copying);
+        sig: mean over tokens."""
+        B, T = target.shape
+        if self.nproto > 0:
+            enc, summaries, h0, c0 = self._encode_prototypes(protos)
+        else:
+            enc = torch.zeros(B, 0, 1, 1, device=target.device)
+            summaries = enc.new_zeros(B, 0, 1)
+            h0 = c0 = torch.zeros(B, self.hidden, device=target.device)
+        z = self.posterior_z(target, protos, summaries) if self.vae else \
+            torch.zeros(B, self.latent, device=target.device)
+        memory = self._memory(enc, protos, z)
+        state = self._initial_state(h0, c0, T)
+        gold = target[:, 1:]
+        valid = is_real(gold)
+        nll_steps, train_steps = [], []
+        scan_copy = self.scan and self.copy and self.nproto > 0
+        for t in range(T - 1):
+            y = gold[:, t]
+            if self.scan:
+                joint, state = self._scan_step(target[:, t], state, memory)
+                logp = self._marginalise(joint, memory.tokens)
+            else:
+                logp, state = self._sig_step(target[:, t], state, memory)
+            nll = -logp.gather(1, y[:, None])[:, 0]
+            nll_steps.append(nll)
+            if scan_copy and self.training:
+                train_steps.append(self._writedrop_nll(joint, memory.tokens, y))
+        nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
+        ntok = valid.sum()
+        if scan_copy and self.training:
+            loss = torch.stack(train_steps, 1).sum() / B
+        elif self.scan:
+            loss = nll.sum() / B
+        else:
+            loss = nll.sum() / ntok.clamp(min=1)
+        return loss, nll.sum().detach(), ntok
+
+    def _writedrop_nll(self, joint: Tensor, proto_tokens: Tensor, y: Tensor) -> Tensor:
+        """-log of the joint mass on {write index (kept with prob 1 - writedrop)} and every
+        prototype position holding y; positions with an empty set contribute 0."""
+        B, V = y.size(0), self.vocab_size
+        keep = torch.rand(B, device=y.device) >= self.cfg.writedrop
+        write = F.one_hot(y, V).bool() & (keep & is_real(y))[:, None]
+        copy = (proto_tokens.flatten(1) == y[:, None]) & (y != PAD_ID)[:, None]
+        chosen = torch.cat([write, copy], 1)
+        lse = torch.logsumexp(joint.masked_fill(~chosen, float("-inf")), dim=1)
+        has = chosen.any(1)
+        return torch.where(has, -lse, torch.zeros_like(lse))
+
+
+# ------------------------------------------------------------------ vMF helpers
+
+def sample_vmf_prior(batch: int, dim: int, max_norm: float, device=None) -> Tensor:
+    direction = F.normalize(torch.randn(batch, dim, device=device), dim=1)
+    return direction * (max_norm * torch.rand(batch, 1, device=device))
+
+
+def sample_vmf_posterior(mu: Tensor, kappa: float, max_norm: float, eps: float) -> Tensor:
+    """Direction ~ vMF(mu/|mu|, kappa) by Wood's rejection sampler; norm =
+    min(|mu|, max_norm - eps) + eps * U(0, 1)."""
+    B, p = mu.shape
+    mu = mu + 1e-18 * torch.randn_like(mu)
+    norm = mu.norm(dim=1, keepdim=True)
+    mu_hat = mu / norm.clamp_min(1e-30)
+    w = _wood_sample(B, p, kappa, mu.device)[:, None]
+    v = torch.randn_like(mu)
+    v = v - (v * mu_hat).sum(1, keepdim=True) * mu_hat.detach()  # Gram-Schmidt
+    v = F.normalize(v, dim=1)
+    direction = w * mu_hat + torch.sqrt((1 - w ** 2).clamp_min(0)) * v
+    new_norm = torch.clamp(norm, max=max_norm - eps) + eps * torch.rand_like(norm)
+    return direction * new_norm
+
+
+def _wood_sample(n: int, p: int, kappa: float, device=None) -> Tensor:
+    b = (p - 1) / (math.sqrt(4 * kappa ** 2 + (p - 1) ** 2) + 2 * kappa)
+    x0 = (1 - b) / (1 + b)
+    c = kappa * x0 + (p - 1) * math.log(1 - x0 ** 2)
+    beta = torch.distributions.Beta(torch.tensor((p - 1) / 2), torch.tensor((p - 1) / 2))
+    w = torch.zeros(n, device=device)
+    todo = torch.ones(n, dtype=torch.bool, device=device)
+    while bool(todo.any()):  # rejection sampling: a few rounds at most
+        s = beta.sample((n,)).to(device)
+        cand = (1 - (1 + b) * s) / (1 - (1 - b) * s)
+        u = torch.rand(n, device=device)
+        ok = kappa * cand + (p - 1) * torch.log(1 - x0 * cand) - c >= torch.log(u)
+        take = todo & ok
+        w = torch.where(take, cand, w)
+        todo = todo & ~ok
+    return w
+
+
+def log_bessel_iv(v: float, x: float, terms: int = 400) -> float:
+    """log I_v(x) by its power series (float64, log-sum-exp); fine for the sizes here."""
+    logs = [(2 * k + v) * math.log(x / 2) - math.lgamma(k + 1) - math.lgamma(k + v + 1)
+            for k in range(terms)]
+    m = max(logs)
+    return m + math.log(sum(math.exp(a - m) for a in logs))
+
+
+def vmf_kl(kappa: float, dim: int) -> float:
+    """The reference's vMF KL term for latent size ``dim``:
+    k I_{d/2+1}(k)/I_{d/2}(k) + (d/2) log k - log I_{d/2}(k) - lgamma(d/2+1) - (d/2) log 2
+    (the textbook KL(vMF || uniform) on the sphere S^{d+1}; >= 0, constant in training)."""
+    d2 = dim / 2
+    log_i = log_bessel_iv(d2, kappa)
+    ratio = math.exp(log_bessel_iv(d2 + 1, kappa) - log_i)
+    return kappa * ratio + d2 * math.log(kappa) - log_i - math.lgamma(d2 + 1) - d2 * math.log(2)
