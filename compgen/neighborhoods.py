@@ -452,3 +452,194 @@ def scan_omega(data: Sequence[Sequence[str]], triples: pl.DataFrame, nproto: int
     template = split_kind in TEMPLATE_SPLITS
     masks = _encode(data, None)[2] if template else None
     return PrototypeSet(data, first, second, masks, one_type_apart=template, rng=rng)
+
+
+# ----------------------------------------------------------------------------- SIGMORPHON
+
+def _tag_masks(tag_lists: Sequence[Sequence[str]]) -> np.ndarray:
+    """Tag SETS as uint64 bitmask rows (one bit per distinct tag)."""
+    index: dict[str, int] = {}
+    enc = _Encoded(tag_lists, index)
+    return enc.masks(max(1, (len(index) + 63) // 64))
+
+
+def _jaccard(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
+    """Multiset Jaccard similarity |a & b| / |a | b| of character-count rows (all pairs);
+    1 for equal strings, 0 if one is empty (float64, so equal ratios compare equal)."""
+    inter = np.minimum(counts_a[:, None, :], counts_b[None, :, :]).sum(-1, dtype=np.int64)
+    union = np.maximum(counts_a[:, None, :], counts_b[None, :, :]).sum(-1, dtype=np.int64)
+    return np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+
+
+def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_train: int,
+                      rand: np.random.RandomState, neighbors: int = 4) -> np.ndarray:
+    """Morphology neighbourhoods of the few-shot splits: ``(len(tags), neighbors, 2)``
+    index pairs ``[i1, i2]`` into the items, always pointing at training items
+    (``0 .. n_train-1``).
+
+    For item i with tag set M: first prototypes are the ``neighbors`` training items
+    i1 != i with the smallest ``(|M ^ M1|, jaccard(lemma_i, lemma_i1), i1)``, where
+    jaccard is the multiset character *similarity* (so dissimilar lemmas come first)
+    and even-numbered items may not use a first prototype with their own tag set. The
+    second prototype of (i, i1) is the training item i2 not in {i, i1}, with a tag set
+    other than M and M1, covering M together with M1, with the smallest ``|M1 ^ M2|``
+    (ties: smaller i2). If there is none, the next best first-stage item takes its place
+    and the pair is put in random order.
+
+    ``rand`` is consumed exactly as the reference build script does (a shuffle of the
+    first-stage list per item, one two-element permutation per fallback), which matters
+    because the few-shot splits chain one RandomState across builds.
+    """
+    n = len(tags)
+    masks = _tag_masks(tags)
+    chars: dict[str, int] = {}
+    for lemma in lemmas:
+        for c in lemma:
+            chars.setdefault(c, len(chars))
+    counts = np.zeros((n, max(1, len(chars))), dtype=np.int16)
+    rows = np.repeat(np.arange(n), [len(lemma) for lemma in lemmas])
+    cols = np.fromiter((chars[c] for lemma in lemmas for c in lemma), dtype=np.int64,
+                       count=len(rows))
+    np.add.at(counts, (rows, cols), 1)
+
+    train = np.arange(n_train)
+    same_set = (masks[:, None, :] == masks[None, :n_train, :]).all(-1)      # (n, n_train)
+    tag_dist = _popcount(masks[:, None, :] ^ masks[None, :n_train, :])
+    jac = np.concatenate([_jaccard(counts[s:s + 256], counts[:n_train])
+                          for s in range(0, n, 256)])
+    allowed = train[None, :] != np.arange(n)[:, None]
+    allowed &= ~(same_set & (np.arange(n) % 2 == 0)[:, None])
+    first_len = allowed.sum(1)
+    # lexicographic (tag distance, jaccard, index) among allowed items
+    big = np.where(allowed, tag_dist, np.iinfo(np.int64).max // 4)
+    order = np.lexsort((np.broadcast_to(train, big.shape), jac, big), axis=-1)
+    if (first_len < neighbors + 1).any():
+        raise ValueError("too few training items for the neighbourhood")
+    top = order[:, :neighbors]                                              # (n, k) = i1
+    # second prototypes, for every (i, i1)
+    m, m1 = masks[:, None, :], masks[top]                                   # (n,1,W) (n,k,W)
+    m2 = masks[None, None, :n_train, :]                                     # (1,1,T,W)
+    ok = ((train[None, None, :] != np.arange(n)[:, None, None])
+          & (train[None, None, :] != top[:, :, None])
+          & ~same_set[:, None, :]
+          & ~(m1[:, :, None, :] == m2).all(-1)
+          & (_popcount(m[:, :, None, :] & ~m1[:, :, None, :] & ~m2) == 0))
+    score = np.where(ok, _popcount(m1[:, :, None, :] ^ m2), np.iinfo(np.int64).max)
+    second = np.argmin(score, axis=2)                                       # ties: smaller i2
+    has_second = ok.any(2)
+    # fallback partner: the best first-stage item other than i1
+    fallback = np.where(np.arange(neighbors)[None, :] == 0, order[:, 1:2], order[:, :1])
+    out = np.stack([top, np.where(has_second, second, fallback)], axis=-1)
+
+    buffer = np.empty(n_train)
+    for i in range(n):                 # replay the reference's RNG consumption, in order
+        rand.shuffle(buffer[: first_len[i]])
+        for k in np.nonzero(~has_second[i])[0]:
+            if rand.permutation(2)[0] == 1:
+                out[i, k] = out[i, k, ::-1]
+    return out
+
+
+def rare_tags(train_table: pl.DataFrame, choice: str = "data") -> list[str]:
+    """Rare tags of a morphology training table (column ``tags``).
+
+    ``choice="data"`` (reference default): tags occurring more than once and at most 20
+    times over all training tag lists whose first character is uppercase (numeric tags
+    such as ``3`` never qualify). ``choice="fixed"``: the paper-final fixed set
+    ``["FUT", "PST"]``.
+    """
+    if choice == "fixed":
+        return ["FUT", "PST"]
+    if choice != "data":
+        raise ValueError(f"rare-tag choice must be 'data' or 'fixed', not {choice!r}")
+    counts = train_table.select(pl.col("tags").list.explode(keep_nulls=False,
+                                                            empty_as_null=False)).to_series()
+    counts = counts.value_counts()
+    rare = counts.filter((pl.col("count") > 1) & (pl.col("count") <= 20)
+                         & pl.col("tags").str.contains(r"^\p{Lu}"))
+    return sorted(rare["tags"].to_list())
+
+
+class PrototypeList:
+    """An explicit prototype set: index tuples into ``data``, drawn as
+    ``cycle(shuffle(list))`` (same interface as :class:`PrototypeSet`)."""
+
+    def __init__(self, data, tuples: np.ndarray, rng=None):
+        self.data = [list(d) for d in data]
+        self.tuples = np.asarray(tuples, dtype=np.int64).reshape(len(tuples), -1)
+        self.rng = np.random.default_rng(rng)
+        self._order = None
+        self._cursor = 0
+
+    def __len__(self) -> int:
+        return len(self.tuples)
+
+    @property
+    def nproto(self) -> int:
+        return self.tuples.shape[1]
+
+    def indices(self, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if not len(self.tuples):
+            raise ValueError("the prototype set is empty")
+        if self._order is None:
+            self._order = self.rng.permutation(len(self.tuples))
+        pos = (self._cursor + np.arange(n)) % len(self.tuples)
+        self._cursor = int((self._cursor + n) % len(self.tuples))
+        chosen = self.tuples[self._order[pos]]
+        return chosen[:, 0], (chosen[:, 1] if self.nproto == 2 else None)
+
+    def sample(self, n: int) -> list[tuple[list[str], ...]]:
+        i, j = self.indices(n)
+        if j is None:
+            return [(self.data[a],) for a in i]
+        return [(self.data[a], self.data[b]) for a, b in zip(i, j)]
+
+
+SIG_OMEGA_ROUNDS = 100   # |val_hard|: rounds of 4 pairs around a random rare-tag item
+
+
+def sig_omega(train_table: pl.DataFrame, nproto: int, rare_token: bool = True, rng=None,
+              rare: str = "data") -> PrototypeList:
+    """Sampling-time prototype set for morphology: tuples of generative data
+    (``x <sep> y`` of the training rows, reinflection order).
+
+    * nproto 2 with ``rare_token`` (every reference run): 100 rounds; each draws a
+      random training item i1 with a rare tag (:func:`rare_tags`, ``rare`` choice) and
+      finds the two items i2, i3 sorted first by (tag list differs from i1's -- on odd
+      rounds an identical tag list is allowed to sort first --, most shared tags); ties
+      are broken at random. Each round adds (i1,i2), (i1,i3), (i2,i1), (i3,i1): 400 pairs.
+    * nproto 2 without ``rare_token``: every ordered pair whose tag sets differ in 1 or
+      2 tags.
+    * nproto 0 or 1: every training item alone.
+    """
+    rng = np.random.default_rng(rng)
+    data = [generative_datum(x, y) for x, y in zip(train_table["x"].to_list(),
+                                                   train_table["y"].to_list())]
+    n = len(data)
+    if nproto in (0, 1):
+        return PrototypeList(data, np.arange(n)[:, None], rng)
+    if nproto != 2:
+        raise ValueError(f"nproto must be 0, 1 or 2, not {nproto}")
+    tags = train_table["tags"].to_list()
+    masks = _tag_masks(tags)
+    if not rare_token:
+        diff = _popcount(masks[:, None, :] ^ masks[None, :, :])
+        i, j = np.nonzero((diff > 0) & (diff <= 2))
+        return PrototypeList(data, np.stack([i, j], 1), rng)
+    rare_set = set(rare_tags(train_table, rare))
+    weird = np.array([k for k, t in enumerate(tags) if rare_set & set(t)], dtype=np.int64)
+    if not len(weird):
+        raise ValueError("no training item has a rare tag")
+    first = rng.choice(weird, size=SIG_OMEGA_ROUNDS)
+    allow_exact = (np.arange(1, SIG_OMEGA_ROUNDS + 1) % 2 == 1)[:, None]
+    bundle = np.unique(np.array([";".join(t) for t in tags]), return_inverse=True)[1]
+    same_list = bundle[None, :] == bundle[first][:, None]
+    shared = _popcount(masks[first][:, None, :] & masks[None, :, :])
+    key = (~(allow_exact & same_list)).astype(np.float64) * 1e6 - shared
+    key = key + rng.random(key.shape) * 0.5            # random tie-break, order kept
+    key[np.arange(SIG_OMEGA_ROUNDS), first] = np.inf
+    best = np.argsort(key, axis=1)[:, :2]
+    i1, i2, i3 = first, best[:, 0], best[:, 1]
+    pairs = np.stack([np.stack([i1, i2], 1), np.stack([i1, i3], 1),
+                      np.stack([i2, i1], 1), np.stack([i3, i1], 1)], 1).reshape(-1, 2)
+    return PrototypeList(data, pairs, rng)

@@ -81,6 +81,4 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.Dat
     lang, _, fewshot = rest.partition("/")
     if not fewshot:
         return sigmorphon.load_sigmorphon(lang, root)
-    if not hasattr(sigmorphon, "load_fewshot"):
-        raise UserError("the SIGMORPHON few-shot splits are not available in this build")
     return sigmorphon.load_fewshot(lang, fewshot, root)
