@@ -65,6 +65,82 @@ def data_stats(name: str = typer.Argument(..., help="data set name or file"),
     console.print(table)
 
 
+# ---------------------------------------------------------------- train
+train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("predictor")
+def train_predictor_cmd(
+    data: str = typer.Option(..., "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file"),
+    config: str = typer.Option("seq2seq_scan", "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file"),
+    output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors)"),
+    augment: Optional[Path] = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
+    p_aug: Optional[float] = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="override the preset's number of epochs"),
+    label: Optional[str] = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed"),
+    data_dir: Optional[Path] = DataDir,
+) -> None:
+    """Train the conditional seq2seq predictor on original (+ augmented) data."""
+    import torch
+
+    from compgen.train_seq2seq import train_predictor
+
+    if threads is not None:
+        if threads < 1:
+            raise UserError("--threads must be >= 1")
+        torch.set_num_threads(threads)
+    summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
+                              data_dir=data_dir, epochs=epochs, resume=resume, label=label,
+                              log=lambda line: console.print(line, highlight=False))
+    console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
+                  f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
+                  f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s); "
+                  f"curve {summary['curve']}", highlight=False)
+
+
+# ---------------------------------------------------------------- evaluate
+@app.command("evaluate")
+def evaluate_cmd(
+    models: list[Path] = typer.Argument(..., help="predictor checkpoint(s); several = seeds, reported as mean ± std"),
+    data: Optional[str] = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
+    output: Path = typer.Option(..., "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md)"),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs"),
+    beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy, as the reference)"),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
+    batch_size: int = typer.Option(256, "--batch-size"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed", help="unused by greedy/beam decoding; kept for uniformity"),
+    data_dir: Optional[Path] = DataDir,
+) -> None:
+    """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL)."""
+    import torch
+
+    from compgen.evaluate import aggregate, evaluate_predictor, markdown_table, write_plots, write_results
+
+    if batch_size < 1:
+        raise UserError("--batch-size must be >= 1")
+    if beam < 0:
+        raise UserError("--beam must be >= 0")
+    if predictions and len(models) > 1:
+        raise UserError("--predictions takes one model")
+    if threads is not None:
+        torch.set_num_threads(max(1, threads))
+    torch.manual_seed(seed)
+    rows = []
+    for model in models:
+        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions)
+        if plots:
+            for path in write_plots(model, plots, data, data_dir):
+                console.print(f"plot {path}", highlight=False)
+    paths = write_results(rows, output)
+    console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
+    console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,288 @@
+"""Scoring the conditional predictor as the reference does, and the result tables.
+
+Metrics (reference ``seqseqatt.jl``, spec §6.4):
+
+* Predictions are greedy, ``max_len`` (45) steps, cut at the first ``</s>``; a
+  prediction that used all 45 steps without ``</s>`` loses its last token.
+* References are truncated like the model's training targets: a reference longer than
+  45 tokens has no ``</s>``, so it is compared on its first 44 tokens only (SCAN: 56 jump
+  and 96 around_right test outputs). Consequence kept on purpose: a reference of
+  *exactly* 45 tokens can never be matched (the prediction has at most 44).
+* Units compared: SCAN = action tokens. Morphology (``eval_units``): if the token list
+  has a token made entirely of uppercase letters / numerals, it is split at the first
+  token whose *first* character is uppercase or numeric; the part before is joined into
+  ONE lemma string and every tag is one unit: ``[lemma, tag1, tag2, ...]``; otherwise
+  the raw character list is used.
+* Exact match = fraction of identical unit lists.
+* Micro F1 over the whole set: ``tp += #{p in pred : p in ref}``, ``fp += #{p in pred :
+  p not in ref}``, ``fn += #{r in ref : r not in pred}`` (membership tests, so repeated
+  predicted units each count), ``P = tp/(tp+fp)``, ``R = tp/(tp+fn)``, F1 = 0 if P or R
+  is 0, else ``2PR/(P+R)``. As in the reference, 0/0 is NaN: a set where every
+  prediction AND every reference is empty scores NaN (if only the predictions are empty,
+  R = 0 and F1 = 0).
+
+Evaluation sets: SCAN ``test`` (deduplicated). Morphology few-shot splits: FUT
+(``test_hard``), PST (``val_hard``), their mean FUT+PST (the paper's hard column) and
+OTHER (``test_easy``), each also restricted to NOVEL items (whose exact ``;``-joined tag
+bundle never occurs in training). Over several checkpoints (seeds): mean and population
+standard deviation (ddof 0), as the paper.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from pathlib import Path
+from typing import Sequence
+
+import polars as pl
+import torch
+
+from compgen.errors import UserError
+from compgen.io import atomic_open
+
+MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
+
+
+# ------------------------------------------------------------------ metrics
+
+def _upper_or_numeric(c: str) -> bool:
+    cat = unicodedata.category(c)
+    return cat in ("Lu", "Lt") or cat.startswith("N")
+
+
+def eval_units(tokens: Sequence[str], morphology: bool) -> list[str]:
+    """The units one prediction/reference is scored on (module doc)."""
+    tokens = list(tokens)
+    if not morphology or not any(all(map(_upper_or_numeric, t)) for t in tokens):
+        return tokens
+    k = next(i for i, t in enumerate(tokens) if t and _upper_or_numeric(t[0]))
+    return ["".join(tokens[:k])] + tokens[k:]
+
+
+def reference_view(ref: Sequence[str], max_len: int) -> list[str]:
+    """A reference as the reference code compares it: longer than max_len -> the first
+    max_len - 1 tokens (its truncated target has no </s> and loses its last token)."""
+    ref = list(ref)
+    return ref if len(ref) <= max_len else ref[: max_len - 1]
+
+
+def exact_match(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> float:
+    if not preds:
+        return math.nan
+    return sum(list(p) == list(r) for p, r in zip(preds, refs)) / len(preds)
+
+
+def micro_f1(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> float:
+    """Micro F1 over unit lists, exactly as the reference counts (module doc)."""
+    tp = fp = fn = 0
+    for pred, ref in zip(preds, refs):
+        ref_set, pred_set = set(ref), set(pred)
+        hits = sum(p in ref_set for p in pred)
+        tp, fp = tp + hits, fp + len(pred) - hits
+        fn += sum(r not in pred_set for r in ref)
+    precision = tp / (tp + fp) if tp + fp else math.nan
+    recall = tp / (tp + fn) if tp + fn else math.nan
+    if precision == 0 or recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)  # NaN stays NaN, as in Julia
+
+
+def score_predictions(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]],
+                      morphology: bool, max_len: int = 45) -> dict:
+    """-> {n, exact_match, f1, correct (per example)}."""
+    p_units = [eval_units(p, morphology) for p in preds]
+    r_units = [eval_units(reference_view(r, max_len), morphology) for r in refs]
+    correct = [p == r for p, r in zip(p_units, r_units)]
+    return {"n": len(preds), "exact_match": exact_match(p_units, r_units),
+            "f1": micro_f1(p_units, r_units), "correct": correct}
+
+
+# ------------------------------------------------------------------ prediction
+
+def predict(model, vocab, sources: Sequence[Sequence[str]], batch_size: int = 256,
+            beam_width: int = 0) -> list[list[str]]:
+    """Greedy (or beam, ``beam_width > 1``) predictions as token lists. Sources are
+    batched by length (the encoder is batch-independent, so order does not matter)."""
+    from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
+
+    model.eval()
+    ids = [vocab.encode(s) for s in sources]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out: list[list[str]] = [[] for _ in ids]
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            source = collate([ids[i] for i in chunk], model.cfg.max_len)
+            if beam_width > 1:
+                best, _ = beam_search(model, source, beam_width)
+            else:
+                best = greedy_search(model, source)
+            for i, row in zip(chunk, best.tolist()):
+                out[i] = [vocab.tokens[t] for t in cut_prediction(row)]
+    return out
+
+
+# ------------------------------------------------------------------ evaluation sets
+
+def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """name -> deduplicated table with ``source``, ``target`` (token lists) and ``novel``
+    (bool; None for SCAN). See the module doc for the names."""
+    from compgen.train_seq2seq import is_morphology
+
+    splits = set(table["split"].unique().to_list())
+    if not is_morphology(table):
+        if "test" not in splits:
+            raise UserError(f"the data has no 'test' split (have: {', '.join(sorted(splits))})")
+        test = table.filter(pl.col("split") == "test")
+        return {"test": test.select(source="x", target="y", novel=pl.lit(None, pl.Boolean))
+                .unique(subset=["source", "target"], maintain_order=True)}
+    missing = [s for s in MORPH_SETS.values() if s not in splits]
+    if missing:
+        raise UserError("morphology evaluation needs a few-shot split "
+                        f"(sigmorphon/<lang>/hints-<h>.<i>); missing: {', '.join(missing)}")
+    joined = pl.col("tags").list.join(";")
+    seen = table.filter(pl.col("split") == "train").select(joined.alias("bundle"))["bundle"]
+    sets = {}
+    for name, split in MORPH_SETS.items():
+        part = table.filter(pl.col("split") == split)
+        # the predictor reads analysis pairs: form chars -> lemma chars + tags
+        sets[name] = (part.select(source="y", target="x", novel=~joined.is_in(seen.implode()))
+                      .unique(subset=["source", "target"], maintain_order=True))
+    return sets
+
+
+def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir=None,
+                       beam_width: int = 0, batch_size: int = 256,
+                       predictions: str | Path | None = None) -> list[dict]:
+    """Score one checkpoint on every evaluation set of its data (or ``data``): rows of
+    {model, label, data, seed, set, subset, n, exact_match, f1}."""
+    from compgen.data import load_dataset
+    from compgen.train_seq2seq import is_morphology, load_predictor
+
+    model, vocab, meta = load_predictor(checkpoint)
+    data = data or meta.get("data")
+    table = load_dataset(data, data_dir)
+    morphology = is_morphology(table)
+    if morphology != (meta.get("task") == "morphology"):
+        raise UserError(f"{checkpoint}: trained on {meta.get('data')}, cannot evaluate on {data}")
+    base = {"model": Path(checkpoint).stem, "label": meta.get("label", "baseline"),
+            "data": data, "seed": meta.get("seed")}
+    rows, logged = [], []
+    for name, part in evaluation_sets(table).items():
+        sources, refs = part["source"].to_list(), part["target"].to_list()
+        preds = predict(model, vocab, sources, batch_size, beam_width)
+        scored = score_predictions(preds, refs, morphology, model.cfg.max_len)
+        rows.append({**base, "set": name, "subset": "all", "n": scored["n"],
+                     "exact_match": scored["exact_match"], "f1": scored["f1"]})
+        if morphology:
+            keep = part["novel"].to_list()
+            sub = score_predictions([p for p, k in zip(preds, keep) if k],
+                                    [r for r, k in zip(refs, keep) if k], True, model.cfg.max_len)
+            rows.append({**base, "set": name, "subset": "novel", "n": sub["n"],
+                         "exact_match": sub["exact_match"], "f1": sub["f1"]})
+        logged += [(name, s, r, p, c) for s, r, p, c in zip(sources, refs, preds, scored["correct"])]
+    if morphology:
+        rows += _hard_rows(rows)
+    if predictions:
+        lines = ["#set\tsource\treference\tprediction\tcorrect"]
+        lines += [f"{n}\t{' '.join(s)}\t{' '.join(r)}\t{' '.join(p)}\t{int(c)}"
+                  for n, s, r, p, c in logged]
+        with atomic_open(predictions, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    return rows
+
+
+def _hard_rows(rows: list[dict]) -> list[dict]:
+    """FUT+PST = the mean of the FUT and PST scores (the paper's hard column)."""
+    out = []
+    for subset in ("all", "novel"):
+        fut = next(r for r in rows if r["set"] == "FUT" and r["subset"] == subset)
+        pst = next(r for r in rows if r["set"] == "PST" and r["subset"] == subset)
+        out.append({**fut, "set": "FUT+PST", "n": fut["n"] + pst["n"],
+                    "exact_match": (fut["exact_match"] + pst["exact_match"]) / 2,
+                    "f1": (fut["f1"] + pst["f1"]) / 2})
+    return out
+
+
+# ------------------------------------------------------------------ tables
+
+def aggregate(rows: Sequence[dict]) -> pl.DataFrame:
+    """Mean and population std (ddof 0) over models (seeds) per (data, label, set, subset)."""
+    df = pl.DataFrame(rows)
+    keys = ["data", "label", "set", "subset"]
+    return (df.group_by(keys, maintain_order=True)
+            .agg(pl.len().alias("models"), pl.col("n").first(),
+                 pl.col("exact_match").mean().alias("exact_match_mean"),
+                 pl.col("exact_match").std(ddof=0).alias("exact_match_std"),
+                 pl.col("f1").mean().alias("f1_mean"),
+                 pl.col("f1").std(ddof=0).alias("f1_std")))
+
+
+def _fmt(mean: float, std: float) -> str:
+    if mean is None or math.isnan(mean):
+        return "nan"
+    return f"{mean:.3f} ± {std:.3f}"
+
+
+def markdown_table(summary: pl.DataFrame) -> str:
+    lines = ["| data | label | set | subset | n | models | exact match | F1 |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for r in summary.iter_rows(named=True):
+        lines.append(f"| {r['data']} | {r['label']} | {r['set']} | {r['subset']} | {r['n']} | "
+                     f"{r['models']} | {_fmt(r['exact_match_mean'], r['exact_match_std'])} | "
+                     f"{_fmt(r['f1_mean'], r['f1_std'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(rows: Sequence[dict], out: str | Path) -> dict[str, Path]:
+    """``out`` (CSV, one row per model and set), ``<out>.summary.csv`` (mean ± std over
+    models) and ``<out stem>.md`` (Markdown of both); all written atomically."""
+    out = Path(out)
+    summary = aggregate(rows)
+    paths = {"csv": out, "summary": out.with_name(out.stem + ".summary.csv"),
+             "markdown": out.with_suffix(".md")}
+    for path, text in ((paths["csv"], pl.DataFrame(rows).write_csv()),
+                       (paths["summary"], summary.write_csv())):
+        with atomic_open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    per_model = ["| model | set | subset | n | exact match | F1 |", "|---|---|---|---:|---:|---:|"]
+    per_model += [f"| {r['model']} | {r['set']} | {r['subset']} | {r['n']} | "
+                  f"{r['exact_match']:.4f} | {r['f1']:.4f} |" for r in rows]
+    with atomic_open(paths["markdown"], "w", encoding="utf-8") as f:
+        f.write("## Summary (mean ± population std over models)\n\n" + markdown_table(summary)
+                + "\n## Per model\n\n" + "\n".join(per_model) + "\n")
+    return paths
+
+
+# ------------------------------------------------------------------ figures
+
+def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = None,
+                data_dir=None, n_attention: int = 2) -> list[Path]:
+    """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
+    the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
+    from compgen.data import load_dataset
+    from compgen.models.seq2seq import collate, cut_prediction, greedy_search
+    from compgen.plots import plot_attention, plot_learning_curve
+    from compgen.train_seq2seq import load_predictor, write_curve_csv
+
+    model, vocab, meta = load_predictor(checkpoint)
+    folder, stem = Path(folder), Path(checkpoint).stem
+    written = []
+    if meta.get("curve"):
+        csv = folder / f"{stem}.curve.csv"
+        write_curve_csv(meta["curve"], csv)
+        written.append(plot_learning_curve(csv, folder / f"{stem}.curve.png"))
+    sets = evaluation_sets(load_dataset(data or meta["data"], data_dir))
+    first = next(iter(sets.values()))
+    for k, source in enumerate(first["source"].to_list()[:n_attention]):
+        ids, attention = greedy_search(model, collate([vocab.encode(source)], model.cfg.max_len),
+                                       return_attention=True)
+        pred = cut_prediction(ids[0].tolist())
+        steps = len(pred) + 1 if len(pred) < ids.size(1) else len(pred)  # include </s>
+        rows = [vocab.tokens[t] for t in ids[0, :steps].tolist()]
+        cols = ["<s>"] + list(source[: model.cfg.max_len]) + (["</s>"] if len(source) <= model.cfg.max_len else [])
+        matrix = attention[0, :steps, : len(cols)].numpy()
+        written.append(plot_attention(matrix, rows, cols, folder / f"{stem}.attention{k}.png",
+                                      title=" ".join(source)))
+    return written

@@ -1,0 +1,252 @@
+"""The conditional predictor of R&R: an LSTM encoder-decoder with attention, trained on
+original + augmented data (reference ``seqseqatt.jl``; the model the paper's numbers are
+measured with).
+
+* Encoder: embedding (dropout, then zeroed at <pad>/<unk>) -> one-layer BiLSTM ->
+  ``context_j = W_hp [fwd_j ; bwd_j]`` (2H -> H). The decoder starts from the sum of the
+  two directions' final (h, c).
+* Decoder step: ``x = dropout([embed(y_prev) ; feed])`` -> LSTM cell -> dot attention over
+  the contexts (key = linear map of the context, no scaling) -> ``f = dropout(W_c [h ; a])``
+  is both the next step's feed and the input of the output layer.
+* ``copy = True`` (morphology): the write probability of ``<copy>`` is a gate g and
+  ``q(w) = p_gen(w) + g * (sum_j alpha_j [src_j = w] + 1e-7)``. The reference leaves q
+  unnormalised and trains on ``log_softmax(log q)``; ``decode_step`` returns exactly that
+  normalised distribution, so training, greedy and beam search all read one thing.
+
+Pieces, top to bottom: config, batch formatting, the model (``encode``, ``decode_step``,
+``loss``), then batched search (``greedy_search``, ``beam_search``) and ``cut_prediction``.
+
+One deliberate difference from the reference: the encoder runs on *packed* sequences, so
+a prediction does not depend on how much padding its batch has (the reference runs the
+BiLSTM over the padded batch: its backward direction starts on the padding). Predictions
+made one by one and in batches are therefore the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
+
+MASKED = -1e18
+COPY_EPS = 1e-7
+
+
+@dataclass
+class Seq2SeqConfig:
+    vocab_size: int = 0
+    hidden: int = 512     # H
+    embed: int = 64       # E
+    pdrop: float = 0.5    # dropout on encoder embeddings, decoder input and the feature
+    copy: bool = False    # copy from the source (morphology)
+    max_len: int = 45     # longer sources/targets are cut; decoding runs max_len steps
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Seq2SeqConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown seq2seq model option(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+class Memory(NamedTuple):
+    """What the decoder reads and never changes: computed once per source batch."""
+    keys: Tensor         # (B, T, H) attention keys
+    context: Tensor      # (B, T, H) attention values
+    mask: Tensor         # (B, T) True = a real source position
+    source_onehot: Tensor  # (B, T, V) for copying; (B, T, 0) without copy
+
+
+class State(NamedTuple):
+    h: Tensor     # (B, H)
+    c: Tensor     # (B, H)
+    feed: Tensor  # (B, H) the previous step's feature
+
+
+def is_real(ids: Tensor) -> Tensor:
+    """The reference's mask: a position counts unless it holds <pad> or <unk>."""
+    return (ids != PAD_ID) & (ids != UNK_ID)
+
+
+# ------------------------------------------------------------------ batch formatting
+
+def format_sequence(ids: Sequence[int], max_len: int) -> list[int]:
+    """``<s> s </s>``; a sequence longer than max_len keeps its first max_len tokens and
+    has no ``</s>`` (as the reference)."""
+    if len(ids) > max_len:
+        return [BOS_ID] + list(ids[:max_len])
+    return [BOS_ID] + list(ids) + [EOS_ID]
+
+
+def collate(seqs: Sequence[Sequence[int]], max_len: int) -> Tensor:
+    rows = [format_sequence(s, max_len) for s in seqs]
+    out = torch.full((len(rows), max(len(r) for r in rows)), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+# ------------------------------------------------------------------ the model
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: Seq2SeqConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.copy, self.pdrop, self.vocab_size = cfg.copy, cfg.pdrop, cfg.vocab_size
+        V, E, H = cfg.vocab_size, cfg.embed, cfg.hidden
+        # torch's default inits are the reference's: N(0, 1) embeddings, U(+-1/sqrt(H))
+        # for every LSTM weight and bias, U(+-1/sqrt(fan_in)) for the dense layers
+        self.enc_embed = nn.Embedding(V, E)
+        self.dec_embed = nn.Embedding(V, E)
+        self.encoder = nn.LSTM(E, H, batch_first=True, bidirectional=True)
+        self.project = nn.Linear(2 * H, H)      # [fwd ; bwd] -> context
+        self.att_key = nn.Linear(H, H)          # dot attention: h . (W context_j + b)
+        self.decoder = nn.LSTMCell(E + H, H)    # input: [embedding ; feed]
+        self.combine = nn.Linear(2 * H, H)      # [h ; attended context] -> feature
+        self.output = nn.Linear(H, V)
+
+    # -------------------------------------------------------------- encoder
+    def encode(self, source: Tensor) -> tuple[Memory, State]:
+        """Source ids ``(B, T)`` (``<s> x </s>`` padded) -> Memory and the first State."""
+        B, T = source.shape
+        real = is_real(source)
+        emb = F.dropout(self.enc_embed(source), self.pdrop, self.training) * real[..., None]
+        lengths = (source != PAD_ID).sum(1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)
+        out, (h_n, c_n) = self.encoder(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
+        context = self.project(out)
+        if self.copy:
+            onehot = F.one_hot(source, self.vocab_size).to(context.dtype)
+        else:
+            onehot = context.new_zeros(B, T, 0)
+        memory = Memory(self.att_key(context), context, real, onehot)
+        state = State(h_n[0] + h_n[1], c_n[0] + c_n[1], context.new_zeros(B, self.cfg.hidden))
+        return memory, state
+
+    # -------------------------------------------------------------- decoder step
+    def decode_step(self, token: Tensor, state: State,
+                    memory: Memory) -> tuple[Tensor, State, Tensor]:
+        """Feed the previous token ``(B,)``; return log p(next token) ``(B, V)``, the new
+        State and the attention weights ``(B, T)``. Pure tensor code, no data-dependent
+        branches: this is the function the exporters trace."""
+        x = torch.cat([self.dec_embed(token), state.feed], dim=1)
+        x = F.dropout(x, self.pdrop, self.training)
+        h, c = self.decoder(x, (state.h, state.c))
+        scores = torch.einsum("bh,bth->bt", h, memory.keys).masked_fill(~memory.mask, MASKED)
+        alpha = torch.softmax(scores, dim=1)
+        attended = torch.einsum("bt,bth->bh", alpha, memory.context)
+        feature = F.dropout(self.combine(torch.cat([h, attended], 1)), self.pdrop, self.training)
+        logits = self.output(feature)
+        if self.copy:
+            p_gen = torch.softmax(logits, dim=1)
+            gate = p_gen[:, COPY_ID : COPY_ID + 1]
+            p_copy = torch.einsum("bt,btv->bv", alpha, memory.source_onehot) + COPY_EPS
+            logp = torch.log_softmax(torch.log(p_gen + gate * p_copy), dim=1)
+        else:
+            logp = torch.log_softmax(logits, dim=1)
+        return logp, State(h, c, feature), alpha
+
+    # -------------------------------------------------------------- training loss
+    def loss(self, source: Tensor, target: Tensor) -> Tensor:
+        """Mean token NLL with teacher forcing; targets exclude ``<s>``, include ``</s>``;
+        <pad>/<unk> targets carry no loss."""
+        memory, state = self.encode(source)
+        steps = []
+        for t in range(target.size(1) - 1):
+            logp, state, _ = self.decode_step(target[:, t], state, memory)
+            steps.append(logp)
+        logp = torch.stack(steps, 1)  # (B, T-1, V)
+        gold = target[:, 1:]
+        nll = -logp.gather(2, gold[..., None]).squeeze(2)
+        weight = is_real(gold).to(nll.dtype)
+        return (nll * weight).sum() / weight.sum().clamp(min=1)
+
+
+# ------------------------------------------------------------------ search
+
+def step_masks(vocab_size: int, device=None) -> tuple[Tensor, Tensor]:
+    """Additive masks for decoding: the first step may not emit any special token; later
+    steps may not emit <pad>, <unk>, <s> or <copy> (so ``</s>`` can end a sequence)."""
+    first = torch.zeros(vocab_size, device=device)
+    first[: len(SPECIALS)] = MASKED
+    later = torch.zeros(vocab_size, device=device)
+    later[[PAD_ID, UNK_ID, BOS_ID, COPY_ID]] = MASKED
+    return first, later
+
+
+@torch.no_grad()
+def greedy_search(model: Seq2Seq, source: Tensor, max_len: int | None = None,
+                  return_attention: bool = False):
+    """Batched argmax decoding for ``max_len`` steps -> ids ``(B, steps)`` (and, if asked,
+    attention ``(B, steps, T)``). Stops early once every row has produced ``</s>``; what
+    follows a ``</s>`` is never read (see ``cut_prediction``)."""
+    max_len = model.cfg.max_len if max_len is None else max_len
+    memory, state = model.encode(source)
+    first, later = step_masks(model.vocab_size, source.device)
+    token = torch.full((source.size(0),), BOS_ID, dtype=torch.long, device=source.device)
+    done = torch.zeros_like(token, dtype=torch.bool)
+    out, attention = [], []
+    for t in range(max_len):
+        logp, state, alpha = model.decode_step(token, state, memory)
+        token = (logp + (first if t == 0 else later)).argmax(1)
+        out.append(token)
+        attention.append(alpha)
+        done = done | (token == EOS_ID)
+        if bool(done.all()):
+            break
+    ids = torch.stack(out, 1)
+    return (ids, torch.stack(attention, 1)) if return_attention else ids
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, source: Tensor, width: int = 4,
+                max_len: int | None = None) -> tuple[Tensor, Tensor]:
+    """Batched beam search -> best ids ``(B, steps)`` and their log-probabilities ``(B,)``.
+    As the reference: the first step expands the start into the top ``width`` tokens, a
+    finished beam proposes only ``</s>`` at +0, no length normalisation."""
+    max_len = model.cfg.max_len if max_len is None else max_len
+    B, V = source.size(0), model.vocab_size
+    memory, state = model.encode(source)
+    memory = Memory(*(m.repeat_interleave(width, 0) for m in memory))
+    state = State(*(s.repeat_interleave(width, 0) for s in state))
+    first, later = step_masks(V, source.device)
+    only_eos = torch.full((V,), float("-inf"), device=source.device)
+    only_eos[EOS_ID] = 0.0
+    scores = torch.full((B, width), float("-inf"), device=source.device)
+    scores[:, 0] = 0.0  # one live hypothesis before the first step
+    token = torch.full((B * width,), BOS_ID, dtype=torch.long, device=source.device)
+    done = torch.zeros_like(token, dtype=torch.bool)
+    history = token.new_zeros(B * width, 0)
+    rows = torch.arange(B, device=source.device)[:, None] * width
+    for t in range(max_len):
+        logp, state, _ = model.decode_step(token, state, memory)
+        logp = torch.where(done[:, None], only_eos, logp + (first if t == 0 else later))
+        candidates = (scores.reshape(-1, 1) + logp).view(B, width * V)
+        scores, index = candidates.topk(width, dim=1)
+        parent = (rows + torch.div(index, V, rounding_mode="floor")).reshape(-1)
+        token = (index % V).reshape(-1)
+        state = State(*(s[parent] for s in state))
+        history = torch.cat([history[parent], token[:, None]], 1)
+        done = done[parent] | (token == EOS_ID)
+        if bool(done.all()):
+            break
+    return history.view(B, width, -1)[:, 0], scores[:, 0]
+
+
+def cut_prediction(ids: Sequence[int]) -> list[int]:
+    """The reference's trim: cut at the first ``</s>`` or ``<pad>``; a prediction with
+    neither (all ``max_len`` steps used) loses its last token."""
+    ids = [int(i) for i in ids]
+    for k, i in enumerate(ids):
+        if i in (EOS_ID, PAD_ID):
+            return ids[:k]
+    return ids[:-1]

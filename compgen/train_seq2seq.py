@@ -1,0 +1,394 @@
+"""Training the conditional predictor (``models/seq2seq.py``) on original + augmented data,
+as the reference's conditional run does it.
+
+* Data: the training split, deduplicated. SCAN: shuffled once and cut 95 % / 5 % into
+  train and dev. Morphology (a table with a ``tags`` column): the model reads *analysis*
+  pairs (form chars -> lemma chars + tags); dev = ``val_hard`` (PST) when present.
+  Augmented samples (TSV ``x<TAB>y`` in the generators' order; morphology samples are
+  reinflection pairs and are turned around the same way) are deduplicated too.
+* Mixing: with ``p_aug > 0`` every drawn example comes from the augmented list with
+  probability ``p_aug``, otherwise from the original list (each list shuffled once and
+  cycled); an epoch is ``floor(|train| / (1 - p_aug) / B)`` batches. The reference uses
+  p_aug 0.01 for SCAN jump and 0.2 for around_right (GECA's own recipe: 0.3). With
+  ``p_aug = 0`` (morphology) the two lists are concatenated, shuffled once and cycled;
+  an epoch is ``ceil(n / B)`` batches (epochs are not aligned to passes).
+* Schedule: Adam; global-norm clipping when ``gradnorm > 0``; batches whose loss is not
+  finite or exactly 0 are skipped; once, at epoch ``epochs // 2``, lr *= ``gamma`` (when
+  > 0); after every epoch the dev exact match is measured: an improvement above 1e-4
+  resets the patience, otherwise the patience counts down and at 0 the lr is multiplied
+  by ``lrdecay`` (``patience = 0`` turns this off). The final model is the last epoch's
+  (the reference never restores the best one).
+* Checkpoint: one safetensors file (weights; loading executes no code) whose metadata
+  holds the model config, the vocabulary, the training config and the learning curve.
+  It is rewritten atomically after every epoch together with the optimizer, RNG and
+  batch-stream state, so ``resume=True`` continues an interrupted run; the final file
+  drops the optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import polars as pl
+import torch
+
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+from compgen.io import atomic_open
+from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
+
+CHECKPOINT_KIND = "seq2seq"
+CONFIG_DIR = Path(__file__).parent / "configs"
+# the reference's augmentation probability per data set (other data: concatenation)
+REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2}
+
+Pair = tuple[list[str], list[str]]
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 64
+    lr: float = 0.001
+    gradnorm: float = 1.0       # global L2 clip; 0 = off
+    epochs: int = 150
+    patience: int = 10          # epochs without dev improvement before lr *= lrdecay
+    lrdecay: float = 0.5
+    gamma: float = 0.0          # one-off lr *= gamma at epoch epochs // 2; 0 = off
+    dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
+    eval_batch_size: int = 256
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise UserError(f"unknown [train] option(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+# ------------------------------------------------------------------ presets
+
+def load_preset(preset: str | Path | dict) -> tuple[dict, TrainConfig]:
+    """A preset name (``seq2seq_scan``), a TOML path, or an already parsed dict ->
+    (model options, TrainConfig)."""
+    if isinstance(preset, dict):
+        doc, source = preset, "<preset>"
+    else:
+        path = Path(preset)
+        if not path.is_file():
+            path = CONFIG_DIR / f"{preset}.toml"
+        if not path.is_file():
+            names = sorted(p.stem for p in CONFIG_DIR.glob("seq2seq*.toml"))
+            raise UserError(f"--config: no preset or file '{preset}' (presets: {', '.join(names)})")
+        source = str(path)
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise UserError(f"{path}: {exc}") from None
+    if doc.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:
+        raise UserError(f"{source}: a '{doc.get('kind')}' preset, not a seq2seq one")
+    model = dict(doc.get("model", {}))
+    try:
+        Seq2SeqConfig.from_dict({"vocab_size": 1, **model})
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"{source}: [model]: {exc}") from None
+    return model, TrainConfig.from_dict(dict(doc.get("train", {})))
+
+
+# ------------------------------------------------------------------ data
+
+def is_morphology(table: pl.DataFrame) -> bool:
+    return "tags" in table.columns
+
+
+def conditional_pairs(table: pl.DataFrame) -> list[Pair]:
+    """(source, target) pairs the predictor learns. Morphology tables are in
+    reinflection order (x = lemma chars + tags, y = form chars): the predictor reads the
+    analysis direction, so the pair is turned around."""
+    xs, ys = table["x"].to_list(), table["y"].to_list()
+    return list(zip(ys, xs)) if is_morphology(table) else list(zip(xs, ys))
+
+
+def unique_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    seen, out = set(), []
+    for x, y in pairs:
+        key = (tuple(x), tuple(y))
+        if key not in seen:
+            seen.add(key)
+            out.append((list(x), list(y)))
+    return out
+
+
+def split_train_dev(table: pl.DataFrame, dev_fraction: float,
+                    seed: int) -> tuple[list[Pair], list[Pair]]:
+    """Deduplicated training pairs and a dev set: ``val_hard`` for the morphology
+    few-shot splits, else a shuffled ``dev_fraction`` of train (the reference drops the
+    one element the two floors leave over)."""
+    splits = set(table["split"].unique().to_list())
+    if "train" not in splits:
+        raise UserError(f"the data has no 'train' split (have: {', '.join(sorted(splits))})")
+    train = unique_pairs(conditional_pairs(table.filter(pl.col("split") == "train")))
+    if is_morphology(table) and "val_hard" in splits:
+        return train, unique_pairs(conditional_pairs(table.filter(pl.col("split") == "val_hard")))
+    order = np.random.default_rng(seed).permutation(len(train))
+    n_train = math.floor((1 - dev_fraction) * len(train))
+    n_dev = math.floor(dev_fraction * len(train))
+    return [train[i] for i in order[:n_train]], [train[i] for i in order[n_train:n_train + n_dev]]
+
+
+def read_augmented(path: str | Path, morphology: bool) -> list[Pair]:
+    from compgen.io import read_samples_tsv
+
+    pairs = read_samples_tsv(path)
+    if morphology:
+        pairs = [(y, x) for x, y in pairs]
+    return unique_pairs(pairs)
+
+
+class MixedStream:
+    """Endless training examples: from the augmented list with probability ``p_aug``,
+    else from the original list; each list shuffled once and cycled. With ``p_aug = 0``
+    the lists are concatenated first. Its position is a small state (two counters and
+    the generator state) so a resumed run continues the same stream."""
+
+    def __init__(self, original: list[Pair], augmented: list[Pair], p_aug: float, seed: int):
+        self.p_aug = p_aug if augmented else 0.0
+        if self.p_aug == 0:
+            original, augmented = original + augmented, []
+        self.rng = np.random.default_rng([seed, 1])  # independent of the dev split's draw
+        self.lists = [[original[i] for i in self.rng.permutation(len(original))],
+                      [augmented[i] for i in self.rng.permutation(len(augmented))]]
+        self.pos = [0, 0]
+
+    def batches_per_epoch(self, n_train: int, batch_size: int) -> int:
+        if self.p_aug > 0:
+            return max(1, math.floor(n_train / (1 - self.p_aug) / batch_size))
+        return math.ceil(len(self.lists[0]) / batch_size)
+
+    def take(self, n: int) -> list[Pair]:
+        source = (self.rng.random(n) < self.p_aug).astype(int) if self.p_aug > 0 else np.zeros(n, int)
+        counts = [int((source == 0).sum()), int((source == 1).sum())]
+        drawn = []
+        for k in (0, 1):
+            idx = (self.pos[k] + np.arange(counts[k])) % max(len(self.lists[k]), 1)
+            drawn.append(iter([self.lists[k][i] for i in idx]))
+            self.pos[k] += counts[k]
+        return [next(drawn[k]) for k in source]
+
+    def state(self) -> dict:
+        return {"pos": self.pos, "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self.pos = list(state["pos"])
+        self.rng.bit_generator.state = state["rng"]
+
+
+# ------------------------------------------------------------------ checkpoints
+
+def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, meta: dict,
+                   extra: dict[str, torch.Tensor] | None = None) -> None:
+    """One safetensors file: weights (+ ``extra`` tensors) and, as metadata, the kind,
+    the model config, the vocabulary and ``meta`` (JSON). Written atomically."""
+    from safetensors.torch import save
+
+    tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
+    tensors.update(extra or {})
+    metadata = {"kind": CHECKPOINT_KIND, "format": "1",
+                "config": json.dumps(dataclasses.asdict(model.cfg)),
+                "vocab": vocab.to_json(), "meta": json.dumps(meta)}
+    blob = save(tensors, metadata=metadata)
+    with atomic_open(path, "wb") as f:
+        f.write(blob)
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """Tensors and metadata of a checkpoint file; a file that is not a compgen seq2seq
+    checkpoint is a UserError."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    try:
+        blob = path.read_bytes()
+        tensors = load(blob)
+        header_len = int.from_bytes(blob[:8], "little")
+        metadata = json.loads(blob[8:8 + header_len]).get("__metadata__") or {}
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise UserError(f"{path}: not a compgen checkpoint ({exc})") from None
+    kind = metadata.get("kind")
+    if kind != CHECKPOINT_KIND:
+        raise UserError(f"{path}: a '{kind}' checkpoint, not a seq2seq predictor")
+    return tensors, metadata
+
+
+def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
+    """-> (model in eval mode, vocabulary, meta dict)."""
+    tensors, metadata = read_checkpoint(path)
+    cfg = Seq2SeqConfig.from_dict(json.loads(metadata["config"]))
+    model = Seq2Seq(cfg)
+    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
+                           if k.startswith("model.")})
+    return model.eval(), Vocab.from_json(metadata["vocab"], str(path)), json.loads(metadata["meta"])
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    out = {}
+    for i, p in enumerate(optimizer.param_groups[0]["params"]):
+        for name, value in optimizer.state.get(p, {}).items():
+            out[f"optim.{i}.{name}"] = torch.as_tensor(value).detach().clone().contiguous()
+    return out
+
+
+def _restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
+    for i, p in enumerate(optimizer.param_groups[0]["params"]):
+        state = {k.rsplit(".", 1)[1]: v for k, v in tensors.items()
+                 if k.startswith(f"optim.{i}.")}
+        if state:
+            optimizer.state[p] = state
+
+
+# ------------------------------------------------------------------ training
+
+def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morphology: bool,
+                   batch_size: int = 256) -> dict:
+    from compgen.evaluate import predict, score_predictions
+
+    preds = predict(model, vocab, [x for x, _ in pairs], batch_size=batch_size)
+    return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
+
+
+def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
+        augmented: list[Pair], tcfg: TrainConfig, *, p_aug: float = 0.0, seed: int = 0,
+        morphology: bool = False, save: Callable[[dict, dict], None] | None = None,
+        resume: tuple[dict, dict] | None = None,
+        log: Callable[[str], None] | None = None) -> list[dict]:
+    """Train ``model`` in place; returns the learning curve (one dict per epoch).
+    ``save(meta, extra_tensors)`` is called after every epoch; ``resume`` = (meta,
+    tensors) of such a save."""
+    stream = MixedStream(train, augmented, p_aug, seed)
+    n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size)
+    optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+    curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
+    if resume is not None:
+        meta, tensors = resume
+        s = meta["state"]
+        curve, start, best_acc, patience, lr = meta["curve"], s["epoch"], s["best_acc"], s["patience"], s["lr"]
+        stream.restore(s["stream"])
+        _restore_optimizer(optimizer, tensors)
+        torch.set_rng_state(tensors["rng.torch"])
+    for epoch in range(start + 1, tcfg.epochs + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        model.train()
+        tic, total, counted = time.perf_counter(), 0.0, 0
+        for _ in range(n_batches):
+            batch = stream.take(tcfg.batch_size)
+            source = collate([vocab.encode(x) for x, _ in batch], model.cfg.max_len)
+            target = collate([vocab.encode(y) for _, y in batch], model.cfg.max_len)
+            loss = model.loss(source, target)
+            if not torch.isfinite(loss) or loss.item() == 0.0:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tcfg.gradnorm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.gradnorm)
+            optimizer.step()
+            total, counted = total + loss.item(), counted + 1
+        if tcfg.gamma > 0 and epoch == tcfg.epochs // 2:
+            lr *= tcfg.gamma
+        model.eval()
+        scores = evaluate_pairs(model, vocab, dev, morphology, tcfg.eval_batch_size) if dev else {}
+        acc = scores.get("exact_match", float("nan"))
+        if dev and acc - best_acc > 1e-4:
+            best_acc, patience = acc, tcfg.patience
+        elif dev and tcfg.patience > 0:
+            patience -= 1
+            if patience == 0:
+                lr *= tcfg.lrdecay
+                patience = tcfg.patience
+        row = {"epoch": epoch, "train_loss": total / max(counted, 1), "dev_exact_match": acc,
+               "dev_f1": scores.get("f1", float("nan")), "lr": lr,
+               "seconds": round(time.perf_counter() - tic, 2)}
+        curve.append(row)
+        if log:
+            log(f"epoch {epoch}/{tcfg.epochs}  loss {row['train_loss']:.4f}  dev exact match "
+                f"{acc:.4f}  f1 {row['dev_f1']:.4f}  lr {lr:.2e}  {row['seconds']:.1f}s")
+        if save:
+            state = {"epoch": epoch, "best_acc": best_acc, "patience": patience, "lr": lr,
+                     "stream": stream.state()}
+            extra = {**_optimizer_tensors(optimizer), "rng.torch": torch.get_rng_state()}
+            save({"state": state, "curve": curve}, extra if epoch < tcfg.epochs else {})
+    return curve
+
+
+def write_curve_csv(curve: list[dict], path: str | Path) -> None:
+    text = pl.DataFrame(curve).write_csv()
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
+                    augment: str | Path | None = None, p_aug: float | None = None,
+                    seed: int = 0, data_dir=None, epochs: int | None = None,
+                    resume: bool = False, label: str | None = None,
+                    log: Callable[[str], None] | None = None) -> dict:
+    """Train the predictor on a data set (+ an augmented samples TSV) and write the
+    checkpoint ``out`` and its learning curve ``<out>.curve.csv``. Returns a summary."""
+    from compgen.data import load_dataset
+
+    model_opts, tcfg = load_preset(preset)
+    if epochs is not None:
+        if epochs < 1:
+            raise UserError("--epochs must be >= 1")
+        tcfg = dataclasses.replace(tcfg, epochs=epochs)
+    if p_aug is None:
+        p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
+    if not 0.0 <= p_aug < 1.0:
+        raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
+    table = load_dataset(data, data_dir)
+    morphology = is_morphology(table)
+    train, dev = split_train_dev(table, tcfg.dev_fraction, seed)
+    augmented = read_augmented(augment, morphology) if augment else []
+    # the vocabulary of all original data (the reference: SCAN train = all SCAN tokens;
+    # morphology: all items of the split); tokens only in augmented data become <unk>
+    vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
+
+    out = Path(out)
+    meta = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
+            "augment": str(augment) if augment else None, "p_aug": p_aug,
+            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
+            "label": label or (Path(augment).stem if augment else "baseline"),
+            "train_config": dataclasses.asdict(tcfg)}
+    torch.manual_seed(seed)
+    model = Seq2Seq(Seq2SeqConfig.from_dict({**model_opts, "vocab_size": len(vocab)}))
+    resume_from = None
+    if resume and out.is_file():
+        model, old_vocab, old_meta = load_predictor(out)
+        tensors, _ = read_checkpoint(out)
+        if old_vocab != vocab or old_meta.get("data") != data or "state" not in old_meta:
+            raise UserError(f"{out}: cannot resume (different data, or a finished run)")
+        resume_from = (old_meta, tensors)
+
+    def save(progress: dict, extra: dict) -> None:
+        save_predictor(out, model, vocab, {**meta, **progress}, extra)
+
+    tic = time.perf_counter()
+    curve = fit(model, vocab, train, dev, augmented, tcfg, p_aug=p_aug, seed=seed,
+                morphology=morphology, save=save, resume=resume_from, log=log)
+    save_predictor(out, model, vocab, {**meta, "curve": curve})
+    curve_path = out.with_name(out.name + ".curve.csv")
+    write_curve_csv(curve, curve_path)
+    return {"checkpoint": str(out), "curve": str(curve_path), "epochs": len(curve),
+            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
+            "p_aug": p_aug, "dev_exact_match": curve[-1]["dev_exact_match"] if curve else None,
+            "seconds": round(time.perf_counter() - tic, 1)}
