@@ -254,6 +254,19 @@ def _cross_chunks(unit_lo: np.ndarray, unit_m: np.ndarray, left: np.ndarray, chu
         begin = end
 
 
+def _unique(keys: np.ndarray):
+    """(sorted distinct keys, index of the first occurrence of each, inverse), like
+    ``np.unique(..., return_index=True, return_inverse=True)`` but with a stable radix
+    argsort (much faster on integer keys)."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    new = np.ones(len(sk), bool)
+    new[1:] = sk[1:] != sk[:-1]
+    inv = np.empty(len(keys), np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return sk[new], order[new], inv
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -352,7 +365,7 @@ def _grams(c: _Corpus, cfg: GecaConfig):
         else:
             # prev_id is indexed by position (dense array over positions of length-1 windows)
             key = prev_id[pos].astype(np.int64) * (c.sep + 1) + flat[pos + length - 1]
-        uniq, first_idx, inv = np.unique(key, return_index=True, return_inverse=True)
+        uniq, first_idx, inv = _unique(key)
         gid = inv.astype(np.int64) + n_grams
         dense = np.full(len(flat), -1, np.int64)
         dense[pos] = inv
@@ -376,7 +389,8 @@ def _units(c: _Corpus, gids, gpos, gram_len, keep) -> _Units:
     ex_of = np.searchsorted(c.off, gpos, side="right") - 1
     sel = keep[gids] & c.eligible[ex_of]
     gids, gpos, ex_of = gids[sel], gpos[sel], ex_of[sel]
-    order = np.lexsort((gpos, gids, ex_of))
+    order = np.argsort(gpos, kind="stable")
+    order = order[np.argsort((ex_of * len(gram_len) + gids)[order], kind="stable")]
     gids, gpos, ex_of = gids[order], gpos[order], ex_of[order]
     new = np.ones(len(gids), bool)
     new[1:] = (gids[1:] != gids[:-1]) | (ex_of[1:] != ex_of[:-1])
@@ -403,7 +417,7 @@ def _units(c: _Corpus, gids, gpos, gram_len, keep) -> _Units:
     # per-example local token index -> bitmask of token types of each unit
     ex_all = np.repeat(np.arange(n_ex), np.diff(c.off))
     key = ex_all * (c.wug0 + 1) + c.flat
-    uk, inv = np.unique(key, return_inverse=True)
+    uk, _, inv = _unique(key)
     ex_first = np.searchsorted(uk, np.arange(n_ex) * (c.wug0 + 1))
     local = inv - ex_first[ex_all]
     words = max(1, int(local.max()) // 64 + 1) if len(local) else 1
@@ -483,7 +497,7 @@ def _rep_rows(u: _Units, inst_units: np.ndarray):
     inst = np.concatenate(insts)
     pos = np.concatenate(poss)
     k = np.concatenate(ks)
-    order = np.lexsort((pos, inst))
+    order = np.argsort(inst * (int(pos.max(initial=0)) + 1) + pos, kind="stable")
     inst, pos, k = inst[order], pos[order], k[order]
     length = u.length[inst_units[inst, k]]
     return inst, pos, length, k
@@ -502,6 +516,62 @@ def _template_keys(c: _Corpus, u: _Units, hasher: _Hasher, inst_units: np.ndarra
         keys[begin: begin + chunk] = hasher.rewrites(lo, hi, inst, pos, length, rh,
                                                      np.ones(len(inst), np.int64))
     return keys
+
+
+def _prehash(c: _Corpus, u: _Units, inst_units: np.ndarray) -> np.ndarray:
+    """A cheap necessary condition for two instances to have the same template: the hash
+    of the template's token multiset and length, summed per span in O(1) per instance."""
+    tok = _mix(np.arange(c.wug0 + 8, dtype=U64) * U64(0x2545F4914F6CDD1D))
+    pref = np.concatenate([np.zeros(1, U64), np.cumsum(tok[c.flat], dtype=U64)])
+    total = pref[c.off[1:]] - pref[c.off[:-1]]
+    gram_sum = pref[u.first + u.length] - pref[u.first]
+    n_rep = (u.rep_start[1:] - u.rep_start[:-1]).astype(np.int64)
+    ex = u.ex[inst_units[:, 0]]
+    h = total[ex].copy()
+    length = (c.off[ex + 1] - c.off[ex]).astype(np.int64)
+    for k in range(inst_units.shape[1]):
+        uk = inst_units[:, k]
+        has = uk >= 0
+        uk = np.maximum(uk, 0)
+        delta = n_rep[uk].astype(U64) * (tok[c.wug0 + k] - gram_sum[uk])
+        h += np.where(has, delta, U64(0))
+        length -= np.where(has, n_rep[uk] * (u.length[uk] - 1), 0)
+    return h ^ _mix(length.astype(U64))
+
+
+def _template_ids(c, u, hasher, inst, fkey, keep_all: bool):
+    """Template id of every instance, the number of distinct templates, and which
+    instances matter for generation.
+
+    Exact (hashed) templates are computed only for instances whose cheap multiset hash is
+    shared with another instance; an instance with a unique one has a template of its own
+    (so with a single fragment). A template matters if it has >= 2 fragments (it can
+    supply candidates) or, with template_sim none, if one of its fragments is in such a
+    template (it can receive them). With window similarity every template is kept."""
+    n = len(inst)
+    if keep_all:
+        shared = np.ones(n, bool)
+    else:
+        _, _, pinv = _unique(_prehash(c, u, inst))
+        shared = np.bincount(pinv)[pinv] > 1
+    tkey = _template_keys(c, u, hasher, inst[shared])
+    _, _, tid_shared = _unique(tkey)
+    n_shared = int(tid_shared.max(initial=-1)) + 1
+    inst_t = np.empty(n, np.int64)
+    inst_t[shared] = tid_shared
+    inst_t[~shared] = n_shared + np.arange(int((~shared).sum()))
+    n_t = n_shared + int((~shared).sum())
+    if keep_all:
+        return inst_t, n_t, np.ones(n, bool)
+    idx = np.flatnonzero(shared)
+    pairs = _unique(tid_shared * (int(fkey.max()) + 1) + fkey[idx])[1]   # distinct (t, f)
+    mult = np.bincount(tid_shared[pairs], minlength=n_shared)
+    donors = np.unique(fkey[idx[pairs][mult[tid_shared[pairs]] > 1]])
+    receiving = np.isin(fkey, donors)
+    t_recv = np.zeros(n_t, bool)
+    t_recv[inst_t[receiving]] = True
+    keep = t_recv[inst_t] | (shared & (np.concatenate([mult, np.zeros(n_t - n_shared, np.int64)])[inst_t] > 1))
+    return inst_t, n_t, keep
 
 
 # ---------------------------------------------------------------------------- generation
@@ -557,7 +627,7 @@ def _window_classes(c: _Corpus, u: _Units, hasher: _Hasher, rep_units: np.ndarra
         st = np.flatnonzero(np.r_[True, row_t[1:] != row_t[:-1]])
         s[row_t[st]] = np.add.reduceat(vals, st)
         sig = sig * U64(0x9E3779B97F4A7C15) ^ _mix(s)
-    return np.unique(sig, return_inverse=True)[1]
+    return _unique(sig)[2]
 
 
 def _candidates(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
@@ -565,7 +635,7 @@ def _candidates(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
     template -> key map. key = (environment fragment set, own fragment set)."""
     mult = np.bincount(ta_t, minlength=n_t)
     own_hash = _set_hash(ta_t, ta_f, n_t)
-    _, own_first, own = np.unique(own_hash, return_index=True, return_inverse=True)
+    _, own_first, own = _unique(own_hash)
     ta = pl.DataFrame({"t": ta_t, "f": ta_f})
     own_of = pl.DataFrame({"t": np.arange(n_t), "own": own, "mult": mult})
     own_members = (pl.DataFrame({"t": own_first, "own": np.arange(len(own_first))})
@@ -584,7 +654,7 @@ def _candidates(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
         wm = win_members.sort("win", "f")
         wn = int(env_class.max()) + 1
         e_hash = _set_hash(wm["win"].to_numpy(), wm["f"].to_numpy(), wn)
-        _, e_first, e_of_win = np.unique(e_hash, return_index=True, return_inverse=True)
+        _, e_first, e_of_win = _unique(e_hash)
         env_of = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class]})
         e_members = (pl.DataFrame({"win": e_first, "E": np.arange(len(e_first))})
                      .join(win_members, on="win").select("E", "f"))
@@ -631,7 +701,7 @@ def _draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int
         cnt = k_start[key + 1] - k_start[key]
         g, w = _segments(cnt)
         rows_t, rows_f = t[g], cf[k_start[key][g] + w]
-        order = rank[g] * (int(cnt.max()) + 1) + w
+        order = rank[g] * (int(cnt.max(initial=0)) + 1) + w
     else:
         cum = np.cumsum(cc)
         base = np.concatenate([[0], cum])
@@ -694,30 +764,33 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     max_len = int(np.diff(c.off).max()) * cfg.wug_size + 2
     hasher = _Hasher(c.flat, c.wug0 + 8, max_len)
 
-    # fragments: the tuple of span gram ids
-    frag_g = np.where(inst >= 0, u.gram[np.maximum(inst, 0)], -1)
     if len(inst) == 0:
         return _empty_result(stats, clock)
+    # a fragment is the tuple of its spans' gram ids, packed into one integer key
+    frag_g = np.where(inst >= 0, u.gram[np.maximum(inst, 0)], -1)
     bits = max(1, int(len(gram_len) + 1).bit_length())
     if bits * 3 <= 63:
         fkey = ((frag_g[:, 0] + 1) << (2 * bits)) | ((frag_g[:, 1] + 1) << bits) | (frag_g[:, 2] + 1)
-        _, f_first, inst_f = np.unique(fkey, return_index=True, return_inverse=True)
     else:
         df = pl.DataFrame({"a": frag_g[:, 0], "b": frag_g[:, 1], "c": frag_g[:, 2]})
-        inst_f = df.select(pl.struct("a", "b", "c").rank("dense") - 1).to_series().to_numpy()
-        _, f_first = np.unique(inst_f, return_index=True)
-    frag_grams = frag_g[f_first]
+        fkey = df.select(pl.struct("a", "b", "c").rank("dense")).to_series().to_numpy().astype(np.int64)
     del frag_g
+    stats["fragments"] = len(_unique(fkey)[0])
 
-    tkeys = _template_keys(c, u, hasher, inst)
-    _, t_first, inst_t = np.unique(tkeys, return_index=True, return_inverse=True)
-    del tkeys
-    n_t = len(t_first)
-    pair = np.unique(inst_t.astype(np.int64) * len(f_first) + inst_f)
-    ta_t, ta_f = pair // len(f_first), pair % len(f_first)
+    inst_t, n_t, keep_inst = _template_ids(c, u, hasher, inst, fkey, cfg.template_sim == "window")
+    stats["templates"] = n_t
+    say(f"{n_t:,} templates, {stats['fragments']:,} fragments ({clock():.1f}s)")
+    # only templates that can take part in a substitution stay (see _template_ids)
+    inst, fkey, inst_t = inst[keep_inst], fkey[keep_inst], inst_t[keep_inst]
+    _, t_first, inst_t = _unique(inst_t)
+    _, f_first, inst_f = _unique(fkey)
+    frag_grams = np.where(inst[f_first] >= 0, u.gram[np.maximum(inst[f_first], 0)], -1)
+    n_t, n_f = len(t_first), len(f_first)
+    pair = _unique(inst_t.astype(np.int64) * n_f + inst_f)[0]
+    ta_t, ta_f = pair // n_f, pair % n_f
     del pair
-    stats.update(templates=n_t, fragments=len(f_first), template_fragment_pairs=len(ta_t))
-    say(f"{n_t:,} templates, {len(f_first):,} fragments ({clock():.1f}s)")
+    stats.update(active_templates=n_t, active_fragments=n_f, template_fragment_pairs=len(ta_t))
+    say(f"{n_t:,} templates and {n_f:,} fragments can take part ({clock():.1f}s)")
 
     rep_units = inst[t_first]
     t_ex = u.ex[rep_units[:, 0]]
@@ -818,7 +891,7 @@ def _realize_and_filter(c, u, hasher, data, rep_units, frag_grams, gram_len, gra
             novel &= ~np.isin(hx, train_x)
         idx = np.flatnonzero(novel)
         pair_key = hx[idx] ^ _mix(hy[idx])
-        _, first = np.unique(pair_key, return_index=True)
+        _, first, _ = _unique(pair_key)
         first = np.sort(first)
         idx, pair_key = idx[first], pair_key[first]
         fresh = ~np.isin(pair_key, seen)
