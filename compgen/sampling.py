@@ -1,0 +1,284 @@
+"""Batched decoding on the eager model, and collecting augmentation data.
+
+Strategies (spec §5.1): ``greedy``; ``temperature`` (sample from softmax(logp / T));
+``mixed`` (temperature until <sep> has been emitted, greedy after it: sampled inputs,
+deterministic outputs); ``beam`` (width 4, no length normalisation; the best final beam
+is the sample). Every decoder step is one batched call; finished sequences are tracked
+with mask tensors, never with a Python loop over the batch.
+
+Token masks: the first step may not emit <pad> <s> </s> <unk> <sep> <copy>; later steps
+may not emit <pad> <s> <unk> <copy>. They are applied to the (copy-marginalised)
+log-probabilities of the step.
+
+``collect_samples`` draws prototype tuples from Omega in batches, decodes, filters
+(``compgen.resample.SampleFilter``) until ``nsamples`` are accepted, then keeps the
+``n`` most probable. When a round accepts nothing new for ``patience`` rounds, the
+temperature rises by 0.1 (greedy and beam switch to the mixed sampler first); the
+reference did this by hand, per script.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import torch
+from torch import Tensor
+
+from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocab
+from compgen.errors import UserError
+from compgen.models.recombine import Memory, State, collate_prototypes
+
+STRATEGIES = ("greedy", "temperature", "mixed", "beam")
+FIRST_STEP_BANNED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
+LATER_BANNED = (PAD_ID, BOS_ID, UNK_ID, COPY_ID)
+NEG = float("-inf")
+
+
+def banned_mask(vocab_size: int, first: bool) -> Tensor:
+    mask = torch.zeros(vocab_size, dtype=torch.bool)
+    mask[list(FIRST_STEP_BANNED if first else LATER_BANNED)] = True
+    return mask
+
+
+@dataclass
+class Decoded:
+    tokens: Tensor  # (B, L) ids, <pad> after </s>
+    scores: Tensor  # (B,) sum of log p of the emitted tokens (up to and including </s>)
+
+
+def check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise UserError(f"--strategy {strategy}: unknown (valid: {', '.join(STRATEGIES)})")
+
+
+@torch.no_grad()
+def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
+                 max_len: int = 45) -> Decoded:
+    """Decode one sequence per row of ``protos`` ``(B, K, T)``; greedy/temperature/mixed."""
+    check_strategy(strategy)
+    if strategy == "beam":
+        tokens, scores = beam_search(model, protos, 4, max_len)
+        return Decoded(tokens[:, 0], scores[:, 0])
+    B = protos.size(0)
+    memory, state = model.encode(protos, model.prior_z(B), max_len)
+    first, later = banned_mask(model.vocab_size, True), banned_mask(model.vocab_size, False)
+    token = torch.full((B,), BOS_ID, dtype=torch.long)
+    out = torch.full((B, max_len), PAD_ID, dtype=torch.long)
+    score = torch.zeros(B)
+    done = torch.zeros(B, dtype=torch.bool)
+    after_sep = torch.zeros(B, dtype=torch.bool)
+    for t in range(max_len):
+        logp, state = model.decode_step(token, state, memory)
+        logp = logp.masked_fill(first if t == 0 else later, NEG)
+        greedy = logp.argmax(1)
+        if strategy == "greedy":
+            nxt = greedy
+        else:
+            sampled = torch.multinomial(torch.softmax(logp / temperature, 1), 1)[:, 0]
+            nxt = sampled if strategy == "temperature" else torch.where(after_sep, greedy, sampled)
+        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+        score = score + torch.where(done, torch.zeros_like(score), logp.gather(1, nxt[:, None])[:, 0])
+        out[:, t] = nxt
+        after_sep |= nxt == SEP_ID
+        done |= nxt == EOS_ID
+        token = nxt
+        if bool(done.all()):
+            break
+    return Decoded(out, score)
+
+
+def _repeat(tup, width: int):
+    return type(tup)(*[t.repeat_interleave(width, 0) for t in tup])
+
+
+def _select(tup, index: Tensor):
+    return type(tup)(*[t.index_select(0, index) for t in tup])
+
+
+@torch.no_grad()
+def beam_search(model, protos: Tensor, width: int = 4, max_len: int = 45) -> tuple[Tensor, Tensor]:
+    """Beam search; returns hypotheses ``(B, W, L)`` and their log-probabilities
+    ``(B, W)``, best first. A finished beam continues with <pad> at +0."""
+    B, W, V = protos.size(0), width, model.vocab_size
+    memory, state = model.encode(protos, model.prior_z(B), max_len)
+    memory, state = _repeat(memory, W), _repeat(state, W)
+    first, later = banned_mask(V, True), banned_mask(V, False)
+    finished_row = torch.full((V,), NEG)
+    finished_row[PAD_ID] = 0.0
+    scores = torch.full((B, W), NEG)
+    scores[:, 0] = 0.0  # one live hypothesis at the start
+    hist = torch.full((B, W, max_len), PAD_ID, dtype=torch.long)
+    done = torch.zeros(B, W, dtype=torch.bool)
+    token = torch.full((B * W,), BOS_ID, dtype=torch.long)
+    for t in range(max_len):
+        logp, state = model.decode_step(token, state, memory)
+        logp = logp.masked_fill(first if t == 0 else later, NEG).view(B, W, V)
+        logp = torch.where(done[..., None], finished_row, logp)
+        cand = (scores[..., None] + logp).view(B, W * V)
+        scores, flat = cand.topk(W, dim=1)
+        beam, tok = flat // V, flat % V
+        hist = hist.gather(1, beam[..., None].expand(-1, -1, max_len))
+        hist[:, :, t] = tok
+        done = done.gather(1, beam) | (tok == EOS_ID)
+        state = _select(state, (beam + torch.arange(B)[:, None] * W).flatten())
+        token = tok.flatten()
+        if bool(done.all()):
+            break
+    return hist, scores
+
+
+# ------------------------------------------------------------------ collecting samples
+
+@dataclass
+class Sample:
+    x: list[str]
+    y: list[str]
+    logprob: float
+
+
+def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
+    return vocab.decode(row, strip=True)
+
+
+def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list], n: int,
+                    nsamples: int | None = None, strategy: str = "greedy",
+                    temperature: float = 1.0, accept: Callable | None = None,
+                    batch_size: int = 128, max_rounds: int = 200, patience: int = 3,
+                    max_len: int = 45, log: Callable[[str], None] = print) -> list[Sample]:
+    """Decode batches of prototype tuples until ``nsamples`` samples are accepted (or
+    ``max_rounds``), then return the ``n`` most probable. ``draw_prototypes(k)`` returns k
+    prototype tuples (token lists); ``accept(tokens)`` -> (x, y) or None."""
+    check_strategy(strategy)
+    nsamples = max(nsamples or n, n)
+    accept = accept or (lambda toks: None)
+    variant = "scan" if model.scan else "sig"
+    kept: list[Sample] = []
+    stalled, rounds = 0, 0
+    while len(kept) < nsamples and rounds < max_rounds:
+        rounds += 1
+        tuples = draw_prototypes(batch_size)
+        ids = [[vocab.encode(p) for p in tup] for tup in tuples]
+        protos = collate_prototypes(ids, variant, max_len)
+        dec = sample_batch(model, protos, strategy, temperature, max_len)
+        before = len(kept)
+        for row, score in zip(dec.tokens.tolist(), dec.scores.tolist()):
+            pair = accept(_ids_to_tokens(vocab, row))
+            if pair is not None:
+                kept.append(Sample(pair[0], pair[1], score))
+        stalled = stalled + 1 if len(kept) == before else 0
+        if stalled >= patience:
+            if strategy in ("greedy", "beam"):
+                strategy = "mixed"
+            else:
+                temperature = round(temperature + 0.1, 3)
+            log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
+            stalled = 0
+    if len(kept) < nsamples:
+        log(f"warning: only {len(kept)} of {nsamples} samples accepted after {rounds} rounds")
+    kept.sort(key=lambda s: -s.logprob)
+    return kept[:n]
+
+
+# ------------------------------------------------------------------ from a checkpoint
+
+@dataclass
+class SampleRun:
+    samples: list[Sample]
+    seconds: float
+    out: str | None
+
+
+def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int):
+    """Omega of the checkpoint's data set: a function k -> k prototype tuples."""
+    from compgen import neighborhoods as nb
+
+    data_name = config["data"]
+    rng = np.random.default_rng(seed)
+    if nproto == 0:
+        return lambda k: [() for _ in range(k)]
+    if data_name.startswith("scan/"):
+        split = data_name.split("/", 1)[1]
+        triples = nb.scan_neighborhood(table, split, int(config["train"].get("seed", 0)))
+        omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split, rng=rng)
+        return omega.sample
+    train = table.filter(pl.col("split") == "train")
+    rare = config.get("sample", {}).get("resample", "none") == "rare"
+    if hasattr(nb, "sig_omega"):
+        omega = nb.sig_omega(train, nproto, rare, rng)
+        return omega.sample
+    data = [nb.generative_datum(x, y) for x, y in zip(train["x"].to_list(), train["y"].to_list())]
+    if nproto == 1:  # every training item as a single prototype
+        return nb.PrototypeSet(data, np.arange(len(data)), rng=rng).sample
+    raise UserError("two-prototype morphology sampling needs compgen.neighborhoods.sig_omega")
+
+
+def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):
+    from compgen.resample import (DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule,
+                                  rare_tags)
+
+    sample_cfg = config.get("sample", {})
+    train = table.filter(pl.col("split") == "train")
+    pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
+    scan = config["data"].startswith("scan/")
+    rule = None
+    if resample == "rare":
+        rare = rare or sample_cfg.get("rare")
+        if scan:
+            split = config["data"].split("/", 1)[1]
+            rule = contains_rule(rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump"))
+        else:
+            tags = (rare_tags(train["tags"].to_list()) if not rare or rare == "auto"
+                    else {t.strip() for t in rare.split(",") if t.strip()})
+            rule = rare_tag_rule(tags)
+    elif resample != "none":
+        raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
+    novel = bool(sample_cfg.get("novel", scan))
+    return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
+
+
+def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None = None,
+                     temperature: float | None = None, resample: str | None = None,
+                     rare: str | None = None, nsamples: int | None = None,
+                     batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
+                     threads: int | None = None, log: Callable[[str], None] = print) -> SampleRun:
+    """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
+    write them as a samples TSV (x, y, logprob) if ``out`` is given."""
+    from compgen.data import load_dataset
+    from compgen.io import write_samples_tsv
+    from compgen.train import load_generator
+
+    if strategy is not None:
+        check_strategy(strategy)
+    if threads:
+        torch.set_num_threads(threads)
+    model, vocab, config = load_generator(checkpoint)
+    scfg = config.get("sample", {})
+    strategy = strategy or scfg.get("strategy", "greedy")
+    check_strategy(strategy)
+    n = n or int(scfg.get("n", 400))
+    if n < 1:
+        raise UserError("--n must be >= 1")
+    nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
+    temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
+    if temperature <= 0:
+        raise UserError("--temperature must be > 0")
+    resample = resample or scfg.get("resample", "none")
+    table = load_dataset(config["data"], data_dir)
+    accept = make_filter(config, table, resample, rare).accept
+    torch.manual_seed(seed)
+    draw = prototype_source(config, table, model.nproto, seed)
+    start = time.perf_counter()
+    samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
+                              batch_size or int(scfg.get("batch_size", 128)),
+                              max_len=model.cfg.max_len, log=log)
+    seconds = time.perf_counter() - start
+    if out is not None:
+        write_samples_tsv(out, [(s.x, s.y) for s in samples],
+                          {"logprob": [s.logprob for s in samples]})
+    return SampleRun(samples, seconds, str(out) if out else None)
