@@ -141,6 +141,93 @@ def evaluate_cmd(
     console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
 
 
+# ---------------------------------------------------------------- train generator / sample
+@train_app.command("generator")
+def train_generator_cmd(
+    data: str = typer.Option(..., "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>"),
+    config: str = typer.Option("recombine_scan", "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file"),
+    output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors, self-describing)"),
+    nproto: Optional[int] = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
+    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    vae: Optional[bool] = typer.Option(None, "--vae/--no-vae", help="vMF latent on/off"),
+    copy: Optional[bool] = typer.Option(None, "--copy/--no-copy", help="copying on/off"),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="LSTM hidden size H"),
+    embed: Optional[int] = typer.Option(None, "--embed", help="embedding size E"),
+    attdim: Optional[int] = typer.Option(None, "--attdim", help="attention size A"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
+    lr: Optional[float] = typer.Option(None, "--lr"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    data_dir: Optional[Path] = DataDir,
+) -> None:
+    """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
+    from compgen.train import apply_overrides, load_preset, train_generator
+
+    for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
+                             ("--embed", embed, 1), ("--attdim", attdim, 1),
+                             ("--batch-size", batch_size, 1), ("--threads", threads, 1),
+                             ("--max-steps", max_steps, 0)):
+        if value is not None and value < low:
+            raise UserError(f"{name} must be >= {low}")
+    if nproto is not None and nproto > 2:
+        raise UserError("--nproto must be 0, 1 or 2")
+    cfg = apply_overrides(load_preset(config), {
+        "model.nproto": nproto, "model.vae": vae, "model.copy": copy, "model.hidden": hidden,
+        "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
+        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads})
+    result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
+                             max_steps=max_steps, time_budget=time_budget, progress=not quiet,
+                             log=lambda line: console.print(line, highlight=False, markup=False))
+    state = "finished" if result.finished else "stopped (resume with --resume)"
+    ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""
+    console.print(f"wrote {result.path}: {state} at step {result.steps} ({result.epochs_done:.2f} epochs"
+                  f"{ppl}, {result.examples_per_s:.1f} examples/s); curve {result.curve_path}",
+                  highlight=False, markup=False)
+
+
+@app.command("sample")
+def sample_cmd(
+    checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...)"),
+    n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", "-T"),
+    resample: Optional[str] = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
+    rare: Optional[str] = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
+    nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
+    backend: str = typer.Option("torch", "--backend", help="torch (eager PyTorch)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed"),
+    data_dir: Optional[Path] = DataDir,
+) -> None:
+    """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
+    from compgen.sampling import check_strategy, sample_generator
+
+    if backend != "torch":
+        raise UserError(f"--backend {backend}: unknown (valid: torch)")
+    if strategy is not None:
+        check_strategy(strategy)
+    for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
+                        ("--threads", threads)):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be >= 1")
+    run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
+                           resample=resample, rare=rare, nsamples=nsamples, batch_size=batch_size,
+                           seed=seed, out=output, data_dir=data_dir, threads=threads,
+                           log=lambda line: err_console.print(line, highlight=False, markup=False))
+    if output is None:
+        for s in run.samples:
+            console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,
+                          markup=False, soft_wrap=True)
+    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s"
+                  + (f" -> {output}" if output else ""), highlight=False, markup=False)
+
+
 def main() -> None:
     try:
         app()
