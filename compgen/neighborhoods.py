@@ -465,10 +465,28 @@ def _tag_masks(tag_lists: Sequence[Sequence[str]]) -> np.ndarray:
 
 def _jaccard(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
     """Multiset Jaccard similarity |a & b| / |a | b| of character-count rows (all pairs);
-    1 for equal strings, 0 if one is empty (float64, so equal ratios compare equal)."""
-    inter = np.minimum(counts_a[:, None, :], counts_b[None, :, :]).sum(-1, dtype=np.int64)
-    union = np.maximum(counts_a[:, None, :], counts_b[None, :, :]).sum(-1, dtype=np.int64)
+    1 for equal strings, 0 if one is empty (float64, so equal ratios compare equal).
+    |a & b| = sum_t [a >= t] . [b >= t] over count levels t: one exact matmul per level."""
+    inter = np.zeros((len(counts_a), len(counts_b)), dtype=np.float32)
+    for level in range(1, int(max(counts_a.max(initial=0), counts_b.max(initial=0))) + 1):
+        inter += (counts_a >= level).astype(np.float32) @ (counts_b >= level).astype(np.float32).T
+    inter = inter.astype(np.int64)
+    union = counts_a.sum(1, dtype=np.int64)[:, None] + counts_b.sum(1, dtype=np.int64)[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+
+
+def _smallest_lex(key: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the column ids of the k smallest keys, ties broken by column id (what a
+    stable sort gives), without sorting whole rows."""
+    kth = np.partition(key, k - 1, axis=1)[:, k - 1:k]
+    r, c = np.nonzero(key <= kth)
+    o = np.lexsort((c, key[r, c], r))
+    r, c = r[o], c[o]
+    pos = np.arange(len(r)) - np.searchsorted(r, r)
+    out = np.empty((key.shape[0], k), dtype=np.int64)
+    keep = pos < k
+    out[r[keep], pos[keep]] = c[keep]
+    return out
 
 
 def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_train: int,
@@ -491,42 +509,54 @@ def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_tr
     because the few-shot splits chain one RandomState across builds.
     """
     n = len(tags)
-    masks = _tag_masks(tags)
-    chars: dict[str, int] = {}
-    for lemma in lemmas:
-        for c in lemma:
-            chars.setdefault(c, len(chars))
-    counts = np.zeros((n, max(1, len(chars))), dtype=np.int16)
-    rows = np.repeat(np.arange(n), [len(lemma) for lemma in lemmas])
-    cols = np.fromiter((chars[c] for lemma in lemmas for c in lemma), dtype=np.int64,
-                       count=len(rows))
-    np.add.at(counts, (rows, cols), 1)
-
     train = np.arange(n_train)
-    same_set = (masks[:, None, :] == masks[None, :n_train, :]).all(-1)      # (n, n_train)
-    tag_dist = _popcount(masks[:, None, :] ^ masks[None, :n_train, :])
-    jac = np.concatenate([_jaccard(counts[s:s + 256], counts[:n_train])
-                          for s in range(0, n, 256)])
+    # distinct tag sets (u of them) and distinct lemmas: scores are computed once per pair
+    sets, sid = np.unique(_tag_masks(tags), axis=0, return_inverse=True)
+    sid = sid.ravel()
+    words, lid = np.unique(np.asarray(lemmas, dtype=object).astype(str), return_inverse=True)
+    lid = lid.ravel()
+    chars: dict[str, int] = {}
+    for word in words:
+        for c in word:
+            chars.setdefault(c, len(chars))
+    counts = np.zeros((len(words), max(1, len(chars))), dtype=np.int16)
+    rows = np.repeat(np.arange(len(words)), [len(w) for w in words])
+    cols = np.fromiter((chars[c] for w in words for c in w), dtype=np.int64, count=len(rows))
+    np.add.at(counts, (rows, cols), 1)
+    train_words = np.unique(lid[:n_train])
+    jac_u = np.zeros((len(words), len(words)))
+    jac_u[:, train_words] = _jaccard(counts, counts[train_words])
+
+    tsid = sid[:n_train]
+    same_set = sid[:, None] == tsid[None, :]                                # (n, n_train)
+    tag_dist = _popcount(sets[:, None, :] ^ sets[None, :, :])[sid][:, tsid]
+    jac = jac_u[lid][:, lid[:n_train]]
     allowed = train[None, :] != np.arange(n)[:, None]
     allowed &= ~(same_set & (np.arange(n) % 2 == 0)[:, None])
     first_len = allowed.sum(1)
-    # lexicographic (tag distance, jaccard, index) among allowed items
-    big = np.where(allowed, tag_dist, np.iinfo(np.int64).max // 4)
-    order = np.lexsort((np.broadcast_to(train, big.shape), jac, big), axis=-1)
-    if (first_len < neighbors + 1).any():
+    if (first_len < max(2, neighbors)).any():
         raise ValueError("too few training items for the neighbourhood")
+    # lexicographic (tag distance, jaccard, index): 2*dist + jac keeps the order of the
+    # pair exactly (jaccard values in [0, 1] differ by far more than a rounding step),
+    # and ties go to the smaller index
+    key = np.where(allowed, 2.0 * tag_dist + jac, np.inf)
+    order = _smallest_lex(key, max(2, neighbors))
     top = order[:, :neighbors]                                              # (n, k) = i1
-    # second prototypes, for every (i, i1)
-    m, m1 = masks[:, None, :], masks[top]                                   # (n,1,W) (n,k,W)
-    m2 = masks[None, None, :n_train, :]                                     # (1,1,T,W)
-    ok = ((train[None, None, :] != np.arange(n)[:, None, None])
-          & (train[None, None, :] != top[:, :, None])
-          & ~same_set[:, None, :]
-          & ~(m1[:, :, None, :] == m2).all(-1)
-          & (_popcount(m[:, :, None, :] & ~m1[:, :, None, :] & ~m2) == 0))
-    score = np.where(ok, _popcount(m1[:, :, None, :] ^ m2), np.iinfo(np.int64).max)
-    second = np.argmin(score, axis=2)                                       # ties: smaller i2
-    has_second = ok.any(2)
+    # second prototype for (M, M1) = (set of i, set of i1): a training tag set S other
+    # than M and M1 with M - M1 - S empty and the smallest |M1 ^ S|; among items with
+    # that set, the first. (i and i1 need no explicit exclusion: their sets are M, M1.)
+    first_of = np.full(len(sets), n_train, dtype=np.int64)
+    np.minimum.at(first_of, tsid, train)
+    cand = np.nonzero(first_of < n_train)[0]                                # train sets
+    pair, pair_id = np.unique(np.stack([np.repeat(sid, neighbors), sid[top].ravel()], 1),
+                              axis=0, return_inverse=True)
+    a, b = sets[pair[:, 0]], sets[pair[:, 1]]
+    ok = ((cand[None, :] != pair[:, :1]) & (cand[None, :] != pair[:, 1:])
+          & (_popcount(a[:, None, :] & ~b[:, None, :] & ~sets[cand][None, :, :]) == 0))
+    score = _popcount(b[:, None, :] ^ sets[cand][None, :, :]) * (n_train + 1) + first_of[cand]
+    best = first_of[cand][np.argmin(np.where(ok, score, np.iinfo(np.int64).max), axis=1)]
+    has_second = ok.any(1)[pair_id.ravel()].reshape(n, neighbors)
+    second = best[pair_id.ravel()].reshape(n, neighbors)
     # fallback partner: the best first-stage item other than i1
     fallback = np.where(np.arange(neighbors)[None, :] == 0, order[:, 1:2], order[:, :1])
     out = np.stack([top, np.where(has_second, second, fallback)], axis=-1)

@@ -286,10 +286,13 @@ def _rng_from(state: list) -> tuple:
 
 
 def default_cache_dir() -> Path:
+    """``$COMPGEN_CACHE``, else ``$XDG_CACHE_HOME/compgen``, else ``~/.cache/compgen``."""
     import os
 
-    root = os.environ.get("COMPGEN_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    return Path(root) / "compgen" if root else Path.home() / ".cache" / "compgen"
+    if os.environ.get("COMPGEN_CACHE"):
+        return Path(os.environ["COMPGEN_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "compgen"
 
 
 def _file_digest(path: Path) -> str:

@@ -83,7 +83,8 @@ class Vocab:
         try:
             data = json.loads(text)
             tokens = data["tokens"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            # ValueError covers JSONDecodeError and over-long integer literals
             raise UserError(f"{source}: not a compgen vocabulary ({exc})") from None
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             raise UserError(f"{source}: 'tokens' must be a list of strings")
