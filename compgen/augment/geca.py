@@ -141,6 +141,7 @@ class GecaResult:
     stats: dict = field(default_factory=dict)
     templates: list[tuple[str, str]] = field(default_factory=list)  # per example: (x, y) template text
     fragments: list[str] = field(default_factory=list)              # per example: substituted fragment
+    train: pl.DataFrame | None = None         # the training examples used (after holdout/dedup)
 
 
 # ---------------------------------------------------------------------------- hashing
@@ -765,7 +766,7 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     hasher = _Hasher(c.flat, c.wug0 + 8, max_len)
 
     if len(inst) == 0:
-        return _empty_result(stats, clock)
+        return _empty_result(stats, clock, data)
     # a fragment is the tuple of its spans' gram ids, packed into one integer key
     frag_g = np.where(inst >= 0, u.gram[np.maximum(inst, 0)], -1)
     bits = max(1, int(len(gram_len) + 1).bit_length())
@@ -841,15 +842,16 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
         seconds=round(clock(), 3),
         peak_rss_mb=round(_peak_rss_mb(), 1),
     )
-    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i])
+    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i], data)
 
 
-def _empty_result(stats, clock) -> GecaResult:
-    stats.update(templates=0, fragments=0, template_fragment_pairs=0, proposals=0, synthesized=0,
+def _empty_result(stats, clock, data) -> GecaResult:
+    stats.update(templates=0, fragments=0, active_templates=0, active_fragments=0,
+                 template_fragment_pairs=0, proposals=0, synthesized=0,
                  templates_used=0, fragments_used=0, seconds=round(clock(), 3),
                  peak_rss_mb=round(_peak_rss_mb(), 1))
     empty = pl.DataFrame(schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
-    return GecaResult(empty, stats)
+    return GecaResult(empty, stats, train=data)
 
 
 def _realize_and_filter(c, u, hasher, data, rep_units, frag_grams, gram_len, gram_rep,
@@ -942,6 +944,58 @@ def _materialize(c, u, rep_units, frag_grams, gram_len, gram_rep, ts, fs):
                                          flat[gram_rep[g]: gram_rep[g] + gram_len[g]].tolist())
                                 for g in spans))
     return xs, ys, templs, frags
+
+
+# ---------------------------------------------------------------------------- files
+
+SCAN_HOLDOUT = 640   # the reference's n_batch * 10 validation examples
+
+
+def make_config(preset: str | None = None, overrides: dict | None = None,
+                data: str | None = None, reference_split: bool | None = None) -> GecaConfig:
+    """A config from a preset plus explicit overrides (None values are ignored).
+
+    ``reference_split`` None (auto) holds out the reference's 640 SCAN validation
+    examples exactly when the scan preset runs on a named SCAN data set (``scan/...``);
+    a file such as the reference's own training set is used as it is."""
+    values = load_preset(preset) if preset else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if reference_split is None:
+        reference_split = preset == "scan" and bool(data) and data.startswith("scan/")
+    if reference_split:
+        values.setdefault("holdout", SCAN_HOLDOUT)
+    known = {f.name for f in fields(GecaConfig)}
+    unknown = set(values) - known
+    if unknown:
+        raise UserError(f"unknown GECA option(s): {', '.join(sorted(unknown))}")
+    return GecaConfig(**values)
+
+
+def load_training(data: str, data_dir=None) -> pl.DataFrame:
+    """The train split of a named data set, or every example of a data file."""
+    from compgen.data import load_dataset, select_split
+
+    table = load_dataset(data, data_dir)
+    if "split" in table.columns and table.height:
+        table = select_split(table, "train")
+    if table.height == 0:
+        raise UserError(f"{data}: no training examples")
+    return table
+
+
+def augment_file(data: str, output, config: GecaConfig, concat: bool = False, data_dir=None,
+                 progress=None) -> GecaResult:
+    """Run GECA on the train split of ``data`` and write the synthesized examples (after
+    the training examples with ``concat``) as a samples TSV, atomically."""
+    from compgen.io import write_samples_tsv
+
+    config.validate()
+    result = geca_augment(load_training(data, data_dir), config, progress=progress)
+    rows = list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
+    if concat:
+        rows = list(zip(result.train["x"].to_list(), result.train["y"].to_list())) + rows
+    result.stats["rows_written"] = write_samples_tsv(output, rows)
+    return result
 
 
 def config_dict(cfg: GecaConfig) -> dict:

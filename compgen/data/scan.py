@@ -83,3 +83,27 @@ def load_scan_grammar(data_dir: Path) -> dict[tuple[str, ...], tuple[str, ...]]:
         raise UserError(f"{path}: missing; run 'compgen data fetch scan' or set --data-dir")
     xs, ys = parse_scan(path.read_text(encoding="utf-8"), str(path))
     return {tuple(x): tuple(y) for x, y in zip(xs, ys)}
+
+
+def scan_sample_report(pairs, train_table: pl.DataFrame, grammar: dict, primitive: str = "jump") -> dict:
+    """Quality of synthesized SCAN pairs ``[(x tokens, y tokens), ...]``: counts and shares of
+    novel inputs (not a training input), inputs that use ``primitive`` in a command absent
+    from training, and pairs that are correct SCAN examples (``grammar[x] == y``, see
+    ``load_scan_grammar``)."""
+    samples = pl.DataFrame({"x": [" ".join(x) for x, _ in pairs], "y": [" ".join(y) for _, y in pairs]},
+                           schema={"x": pl.String, "y": pl.String})
+    train_x = train_table["x"].list.join(" ").unique()
+    oracle = pl.DataFrame({"x": [" ".join(k) for k in grammar], "gold": [" ".join(v) for v in grammar.values()]},
+                          schema={"x": pl.String, "gold": pl.String})
+    checked = (samples.join(oracle, on="x", how="left", maintain_order="left")
+               .with_columns(novel=~pl.col("x").is_in(train_x.implode()),
+                             uses=pl.col("x").str.split(" ").list.contains(primitive),
+                             correct=(pl.col("gold") == pl.col("y")).fill_null(False)))
+    total = checked.height
+    counts = {"total": total,
+              "novel": int(checked["novel"].sum()),
+              "uses_primitive_in_new_command": int((checked["novel"] & checked["uses"]).sum()),
+              "correct": int(checked["correct"].sum())}
+    for key in ("novel", "uses_primitive_in_new_command", "correct"):
+        counts[f"{key}_share"] = counts[key] / total if total else 0.0
+    return counts
