@@ -22,6 +22,7 @@ keys among the qualifying ones -- the same distribution without a Python loop.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -300,21 +301,43 @@ def unique_generative_data(table: pl.DataFrame, split_name: str = "train") -> li
     return [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
 
 
-def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int,
-                      part: str = "train", workers: int = 1) -> pl.DataFrame:
+def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int, part: str = "train",
+                      workers: int = 1, cache_dir=None, use_cache: bool = True) -> pl.DataFrame:
     """Neighbourhood triples of a SCAN example table (columns x, y, split).
 
     ``split_name`` is the SCAN split (``jump``/``turn_left`` -> long-short, anything
     else -> long-long). ``part="train"`` gives the training triples; ``part="test"`` the
     triples of the unique test data against the training data (for a test perplexity).
+    Results are cached as Parquet under ``<cache>/neighborhoods/`` (cache = ``cache_dir``
+    or :func:`compgen.data.sigmorphon.default_cache_dir`), keyed by a hash of the data,
+    the procedure, ``part`` and ``seed``; ``use_cache=False`` always recomputes.
     """
+    import hashlib
+
+    from compgen.data.sigmorphon import default_cache_dir
+    from compgen.io import atomic_open
+
+    if part not in ("train", "test"):
+        raise ValueError(f"part must be 'train' or 'test', not {part!r}")
     trn = unique_generative_data(table, "train")
-    builder = long_short_neighborhood if split_name in LONG_SHORT_SPLITS else long_long_neighborhood
-    if part == "train":
-        return builder(trn, seed, workers=workers)
-    if part == "test":
-        return builder(trn, seed, queries=unique_generative_data(table, "test"), workers=workers)
-    raise ValueError(f"part must be 'train' or 'test', not {part!r}")
+    queries = unique_generative_data(table, "test") if part == "test" else None
+    long_short = split_name in LONG_SHORT_SPLITS
+    digest = hashlib.sha256(repr((long_short, part, seed, trn, queries)).encode()).hexdigest()
+    path = Path(cache_dir or default_cache_dir()) / "neighborhoods" / f"{digest[:32]}.parquet"
+    if use_cache and path.is_file():
+        try:
+            return pl.read_parquet(path)
+        except Exception:   # unreadable cache file: recompute and replace it
+            pass
+    builder = long_short_neighborhood if long_short else long_long_neighborhood
+    triples = builder(trn, seed, queries=queries, workers=workers)
+    if use_cache:
+        try:
+            with atomic_open(path, "wb") as handle:
+                triples.write_parquet(handle)
+        except OSError:
+            pass      # an unwritable cache only costs time
+    return triples
 
 
 def prototype_sets(triples: pl.DataFrame, nproto: int) -> pl.DataFrame:

@@ -155,7 +155,7 @@ def test_lazy_omega_samples_only_valid_pairs(monkeypatch):
 @pytest.fixture(scope="module")
 def jump():
     table = load_dataset("scan/jump")
-    return table, nb.scan_neighborhood(table, "jump", seed=0)
+    return table, nb.scan_neighborhood(table, "jump", seed=0, use_cache=False)
 
 
 def test_scan_jump_triples_near_reference_counts(jump):
@@ -186,3 +186,21 @@ def test_scan_jump_omega_sizes(jump):
     assert len(omega.second) == 15   # the primitives, `jump -> I_JUMP` among them
     assert ["jump", SEP, "I_JUMP"] in [omega.data[j] for j in omega.second]
     assert len(omega) == len(omega.first) * 15 - np.isin(omega.first, omega.second).sum()
+
+
+def test_scan_neighborhood_cache(tmp_path):
+    from compgen.data.table import make_table
+
+    names = list(LONG_LONG)
+    table = make_table([LONG_LONG[k] for k in names] + [["q", "r"]], [["Y"]] * 6,
+                       ["train"] * 5 + ["test"])
+    first = nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path)
+    files = list((tmp_path / "neighborhoods").glob("*.parquet"))
+    assert len(files) == 1
+    assert nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path).equals(first)
+    assert first.equals(nb.scan_neighborhood(table, "around_right", 0, use_cache=False))
+    files[0].write_bytes(b"garbage")                       # a broken file is recomputed
+    assert nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path).equals(first)
+    test = nb.scan_neighborhood(table, "around_right", 0, part="test", cache_dir=tmp_path)
+    assert test["x"].to_list() == [["q", "r", SEP, "Y"]]   # no candidate: padded at random
+    assert len(list((tmp_path / "neighborhoods").glob("*.parquet"))) == 2
