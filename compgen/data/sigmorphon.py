@@ -1,7 +1,8 @@
 """SIGMORPHON 2018 task 1: ``lemma<TAB>form<TAB>TAG;TAG;...`` lines.
 
 Plain loading of the shared-task files (``<lang>-train-{low,medium,high}``, ``-dev``,
-``-test``). Tokens are characters (spaces included); tags are single tokens.
+``-test``) and the R&R few-shot splits (:func:`load_fewshot`, ``hints-<h>.<i>``) built
+from ``<lang>-train-high``. Tokens are characters (spaces included); tags are single tokens.
 Two token orders: *reinflection* (x = lemma chars + tags, y = form chars; generators)
 and *analysis* (x = form chars, y = lemma chars + tags; the conditional model).
 """
@@ -246,6 +247,10 @@ class _FewshotBuilder:
         train_like = self._permute(self.rand, self.train_like)
         val_like = self._permute(self.test_rand, np.concatenate(val_like or [np.zeros(0, int)]))
         test_like = self._permute(self.test_rand, np.concatenate(test_like or [np.zeros(0, int)]))
+        for tag, like in ((VAL_TAG, val_like), (TEST_TAG, test_like)):
+            if len(like) < hints + TEST_COUNT:
+                raise UserError(f"SIGMORPHON {self.lang}: {len(like)} usable items tagged {tag} "
+                                f"(a hints-{hints} split needs {hints + TEST_COUNT})")
         parts = {
             "train": np.concatenate([train_like[: TRAIN_COUNT - 2 * hints], val_like[:hints],
                                      test_like[:hints]]),
