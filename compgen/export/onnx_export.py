@@ -1,0 +1,70 @@
+"""ONNX export: ``encoder.onnx`` and ``decoder_step.onnx`` with dynamic batch and length axes.
+
+The decoding loop is not in the graph: the runtime (ONNX Runtime from Python) runs it,
+so any strategy (greedy, temperature, mixed, beam) works on the same two graphs.
+Inputs a variant never reads (e.g. the self-attention buffers of the scan variant) are
+dropped by the exporter; ``graph_io`` reports what each graph really takes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+
+from compgen.export.graphs import (ENCODER_INPUTS, ENCODER_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS,
+                                   EncoderGraph, StepGraph, example_inputs)
+
+OPSET = 17
+
+DYNAMIC_AXES = {
+    "protos": {0: "batch", 2: "proto_len"}, "z": {0: "batch"},
+    "keys": {0: "batch", 2: "proto_len"}, "values": {0: "batch", 2: "proto_len"},
+    "mask": {0: "batch", 2: "proto_len"}, "tokens": {0: "batch", 2: "proto_len"},
+    "h0": {0: "batch"}, "c0": {0: "batch"}, "token": {0: "batch"}, "logp": {0: "batch"},
+}
+for _name in ("h", "c", "feed", "step"):
+    DYNAMIC_AXES[_name] = {0: "batch"}
+    DYNAMIC_AXES[f"{_name}_out"] = {0: "batch"}
+for _name in ("past_h", "past_key", "past_tok"):
+    DYNAMIC_AXES[_name] = {0: "batch", 1: "steps"}
+    DYNAMIC_AXES[f"{_name}_out"] = {0: "batch", 1: "steps"}
+
+
+def _export(module, args, path, inputs, outputs) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about constant sizes
+        torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=OPSET,
+                          input_names=list(inputs), output_names=list(outputs),
+                          dynamic_axes={k: v for k, v in DYNAMIC_AXES.items()
+                                        if k in inputs or k in outputs})
+    onnx.checker.check_model(str(path), full_check=True)
+
+
+def export_onnx(model, folder: Path, max_len: int) -> dict:
+    """Write ``encoder.onnx`` and ``decoder_step.onnx`` into ``folder``; return their IO."""
+    enc_args, step_args = example_inputs(model, max_steps=max_len)
+    _export(EncoderGraph(model), enc_args, folder / "encoder.onnx", ENCODER_INPUTS,
+            ENCODER_OUTPUTS)
+    _export(StepGraph(model), step_args, folder / "decoder_step.onnx", STEP_INPUTS, STEP_OUTPUTS)
+    model.eval()  # torch.onnx.export restores the wrapper's mode recursively
+    return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
+            "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}
+
+
+def graph_io(path: Path) -> dict:
+    """Input/output names, element types and (symbolic) shapes of an ONNX graph."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+
+    def describe(values):
+        out = []
+        for v in values:
+            t = v.type.tensor_type
+            dims = [d.dim_param or d.dim_value for d in t.shape.dim]
+            out.append({"name": v.name, "dtype": onnx.TensorProto.DataType.Name(t.elem_type).lower(),
+                        "shape": dims})
+        return out
+
+    return {"inputs": describe(graph.input), "outputs": describe(graph.output)}

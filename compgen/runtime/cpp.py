@@ -1,0 +1,97 @@
+"""The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
+installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
+sources and the torch version), run as a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from compgen.errors import UserError
+
+SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
+
+
+def _cache_root() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "compgen" / "cpp_runner"
+
+
+def _source_key() -> str:
+    import torch
+
+    h = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(SOURCE.rglob("*")):
+        if path.is_file() and "build" not in path.parts:
+            h.update(path.relative_to(SOURCE).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_runner(log=print) -> Path:
+    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min)."""
+    import torch.utils
+
+    if not (SOURCE / "CMakeLists.txt").is_file():
+        raise UserError(f"{SOURCE}: C++ runner sources not found (run from a compgen checkout)")
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
+                            "(apt-get install cmake g++) to use --backend cpp")
+    folder = _cache_root() / _source_key()
+    binary = folder / "compgen-sample"
+    if binary.is_file():
+        return binary
+    build = folder / "build"
+    log(f"building the C++ runner in {folder} (once, about a minute)")
+    configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+    for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+            raise UserError("building the C++ runner failed: " + " | ".join(tail))
+    tmp = folder / ".compgen-sample.tmp"
+    shutil.copy2(build / "compgen-sample", tmp)
+    os.replace(tmp, binary)
+    shutil.rmtree(build, ignore_errors=True)
+    return binary
+
+
+def run_cpp(binary: Path, folder: Path, out: Path, *, n: int, batch_size: int, strategy: str,
+            seed: int, max_len: int, offset: int = 0, temperature: float = 1.0,
+            beam_width: int = 4, vae_max_norm: float = 0.0, threads: int | None = None) -> float:
+    """Run the C++ sampler; returns its samples/s (as it reports on stderr)."""
+    cmd = [str(binary), str(folder), "-o", str(out), "--n", str(n), "--batch-size",
+           str(batch_size), "--strategy", strategy, "--seed", str(seed), "--max-len",
+           str(max_len), "--offset", str(offset), "--temperature", str(temperature),
+           "--beam-width", str(beam_width), "--vae-max-norm", str(vae_max_norm)]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
+        raise UserError(f"C++ runner: {message.removeprefix('error: ')}")
+    words = result.stderr.split("(")[-1].split()
+    return float(words[0]) if words and _is_number(words[0]) else float("nan")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_cpp_samples(path: Path) -> list[tuple[list[str], list[str], float, float]]:
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            continue
+        x, y, logp, low = line.split("\t")
+        rows.append((x.split(), y.split(), float(logp), float(low)))
+    return rows

@@ -1,0 +1,226 @@
+// compgen-sample: batched sampling from an exported compgen generator, without Python.
+//
+// Reads an export folder (model.ts: the TorchScript sampler; vocab.txt: one token per
+// line, line i = id i; prototypes.txt: one prototype tuple per line, K tab-separated
+// fields of space-separated token ids, already formatted for the model), draws --n
+// samples in batches of --batch-size, and writes the samples TSV
+//   x <TAB> y <TAB> logp <TAB> min_logp
+// (tokens space-joined; x before <sep>, y after it; logp = sum of the emitted tokens'
+// log-probabilities up to </s>, min_logp = the smallest one; resampling filters use them).
+// Prototype tuples are taken in file order starting at --offset, cycling, like the
+// reference's cycle over a shuffled prototype set. Throughput goes to stderr.
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kPad = 0, kEos = 2, kSep = 4;
+
+struct Options {
+  std::string folder, out;
+  int64_t n = 400, batch = 128, max_len = 45, seed = 0, offset = 0, beam_width = 4;
+  std::string strategy = "greedy";
+  double temperature = 1.0, vae_max_norm = 0.0;
+  int threads = 0;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "error: " << message << std::endl;
+  std::exit(2);
+}
+
+void usage() {
+  std::cerr << "usage: compgen-sample EXPORT_DIR -o OUT.tsv [--n N] [--batch-size B]\n"
+               "       [--strategy greedy|temperature|mixed|beam] [--temperature T]\n"
+               "       [--beam-width W] [--max-len L] [--seed S] [--offset O]\n"
+               "       [--vae-max-norm M] [--threads K]\n";
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto value = [&](size_t& i) -> std::string {
+    if (i + 1 >= args.size()) fail("option " + args[i] + " needs a value");
+    return args[++i];
+  };
+  auto number = [&](size_t& i) -> double {
+    std::string name = args[i], text = value(i);
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0') fail("option " + name + ": not a number: " + text);
+    return v;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") { usage(); std::exit(0); }
+    else if (a == "-o" || a == "--out") o.out = value(i);
+    else if (a == "--n") o.n = static_cast<int64_t>(number(i));
+    else if (a == "--batch-size") o.batch = static_cast<int64_t>(number(i));
+    else if (a == "--max-len") o.max_len = static_cast<int64_t>(number(i));
+    else if (a == "--seed") o.seed = static_cast<int64_t>(number(i));
+    else if (a == "--offset") o.offset = static_cast<int64_t>(number(i));
+    else if (a == "--beam-width") o.beam_width = static_cast<int64_t>(number(i));
+    else if (a == "--temperature") o.temperature = number(i);
+    else if (a == "--vae-max-norm") o.vae_max_norm = number(i);
+    else if (a == "--threads") o.threads = static_cast<int>(number(i));
+    else if (a == "--strategy") o.strategy = value(i);
+    else if (!a.empty() && a[0] == '-') fail("unknown option " + a);
+    else if (o.folder.empty()) o.folder = a;
+    else fail("unexpected argument " + a);
+  }
+  if (o.folder.empty() || o.out.empty()) { usage(); fail("EXPORT_DIR and -o are required"); }
+  if (o.n < 1 || o.batch < 1 || o.max_len < 1 || o.beam_width < 1)
+    fail("--n, --batch-size, --max-len and --beam-width must be >= 1");
+  if (o.temperature <= 0) fail("--temperature must be > 0");
+  if (o.strategy != "greedy" && o.strategy != "temperature" && o.strategy != "mixed" &&
+      o.strategy != "beam")
+    fail("--strategy must be greedy, temperature, mixed or beam, not " + o.strategy);
+  return o;
+}
+
+std::vector<std::string> read_vocab(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path + ": cannot open vocabulary");
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(in, line)) tokens.push_back(line);
+  if (tokens.size() < 6) fail(path + ": vocabulary too short");
+  return tokens;
+}
+
+// prototypes[i][k] = token ids of prototype k of tuple i
+std::vector<std::vector<std::vector<int64_t>>> read_prototypes(const std::string& path,
+                                                                int64_t nproto,
+                                                                int64_t vocab_size) {
+  std::vector<std::vector<std::vector<int64_t>>> tuples;
+  if (nproto == 0) return tuples;
+  std::ifstream in(path);
+  if (!in) fail(path + ": cannot open prototype list");
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    std::vector<std::vector<int64_t>> tuple;
+    std::stringstream fields(line);
+    std::string field;
+    while (std::getline(fields, field, '\t')) {
+      std::vector<int64_t> ids;
+      std::stringstream words(field);
+      int64_t id;
+      while (words >> id) {
+        if (id < 0 || id >= vocab_size)
+          fail(path + ":" + std::to_string(lineno) + ": token id out of range");
+        ids.push_back(id);
+      }
+      tuple.push_back(ids);
+    }
+    if (static_cast<int64_t>(tuple.size()) != nproto)
+      fail(path + ":" + std::to_string(lineno) + ": expected " + std::to_string(nproto) +
+           " prototypes");
+    tuples.push_back(tuple);
+  }
+  if (tuples.empty()) fail(path + ": no prototypes");
+  return tuples;
+}
+
+torch::Tensor prior_z(int64_t batch, int64_t dim, double max_norm, torch::Generator& gen) {
+  if (max_norm <= 0) return torch::zeros({batch, dim});
+  auto direction = torch::randn({batch, dim}, gen);
+  direction = direction / direction.norm(2, {1}, true).clamp_min(1e-12);
+  return direction * (torch::rand({batch, 1}, gen) * max_norm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  torch::manual_seed(o.seed);
+  torch::NoGradGuard no_grad;
+
+  torch::jit::script::Module model;
+  try {
+    model = torch::jit::load(o.folder + "/model.ts");
+  } catch (const c10::Error& e) {
+    fail(o.folder + "/model.ts: cannot load TorchScript module");
+  }
+  model.eval();
+  const int64_t nproto = model.attr("nproto").toInt();
+  const int64_t latent = model.attr("latent").toInt();
+  const auto vocab = read_vocab(o.folder + "/vocab.txt");
+  const int64_t vocab_size = static_cast<int64_t>(vocab.size());
+  const auto tuples = read_prototypes(o.folder + "/prototypes.txt", nproto, vocab_size);
+
+  std::ofstream out(o.out + ".tmp");
+  if (!out) fail(o.out + ": cannot write");
+  out << "#x\ty\tlogp\tmin_logp\n";
+  const int mode = o.strategy == "greedy" ? 0 : o.strategy == "temperature" ? 1 : 2;
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed) + 1);
+  int64_t done = 0, cursor = o.offset;
+  const auto start = std::chrono::steady_clock::now();
+  while (done < o.n) {
+    const int64_t B = std::min(o.batch, o.n - done);
+    // pad this batch's prototypes to one length
+    int64_t T = 1;
+    for (int64_t b = 0; b < B && nproto > 0; ++b)
+      for (const auto& p : tuples[(cursor + b) % tuples.size()])
+        T = std::max<int64_t>(T, static_cast<int64_t>(p.size()));
+    auto protos = torch::full({B, nproto, nproto > 0 ? T : 1}, kPad, torch::kLong);
+    auto acc = protos.accessor<int64_t, 3>();
+    for (int64_t b = 0; b < B && nproto > 0; ++b) {
+      const auto& tuple = tuples[(cursor + b) % tuples.size()];
+      for (int64_t k = 0; k < nproto; ++k)
+        for (size_t t = 0; t < tuple[k].size(); ++t) acc[b][k][t] = tuple[k][t];
+    }
+    if (nproto == 0) protos = protos.slice(1, 0, 0);
+    cursor += B;
+    auto z = prior_z(B, latent, o.vae_max_norm, gen);
+    c10::ivalue::TupleElements result;
+    if (o.strategy == "beam") {
+      result = model.get_method("beam")({protos, z, o.max_len, o.beam_width}).toTuple()->elements();
+    } else {
+      result = model.get_method("decode")({protos, z, o.max_len, o.temperature, mode})
+                   .toTuple()->elements();
+    }
+    auto tokens = result[0].toTensor().contiguous();
+    auto logp = result[1].toTensor().contiguous();
+    auto tok = tokens.accessor<int64_t, 2>();
+    auto lp = logp.accessor<float, 2>();
+    for (int64_t b = 0; b < B; ++b) {
+      std::string x, y;
+      bool after_sep = false;
+      double total = 0.0, lowest = 0.0;
+      for (int64_t t = 0; t < tokens.size(1); ++t) {
+        const int64_t id = tok[b][t];
+        if (id == kPad) break;
+        total += lp[b][t];
+        lowest = t == 0 ? lp[b][t] : std::min<double>(lowest, lp[b][t]);
+        if (id == kEos) break;
+        if (id == kSep && !after_sep) { after_sep = true; continue; }
+        std::string& side = after_sep ? y : x;
+        if (!side.empty()) side += ' ';
+        side += vocab[id];
+      }
+      out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
+    }
+    done += B;
+  }
+  out.close();
+  if (std::rename((o.out + ".tmp").c_str(), o.out.c_str()) != 0) fail(o.out + ": cannot write");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "sampled " << done << " in " << seconds << " s (" << done / seconds
+            << " samples/s)" << std::endl;
+  return 0;
+}
