@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import polars as pl
 import torch

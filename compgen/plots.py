@@ -6,18 +6,18 @@ matplotlib with the Agg backend (no display needed); files are written atomicall
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
 
-from compgen.errors import UserError  # noqa: E402
-from compgen.io import atomic_open  # noqa: E402
+from compgen.errors import UserError
+from compgen.io import atomic_open
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -39,7 +39,7 @@ def plot_learning_curve(curve_csv: str | Path, png: str | Path, x: str = "epoch"
     df = pl.read_csv(path)
     if x not in df.columns or df.height == 0:
         raise UserError(f"{path}: need a '{x}' column and at least one row")
-    losses = [c for c in df.columns if c.endswith("loss") or c.endswith("ppl")]
+    losses = [c for c in df.columns if c.endswith(("loss", "ppl"))]
     scores = [c for c in df.columns if c.startswith("dev_") and c not in losses]
     fig, left = plt.subplots(figsize=(6, 3.5))
     for c in losses:

@@ -18,23 +18,22 @@ as the reference's conditional run does it.
   resets the patience, otherwise the patience counts down and at 0 the lr is multiplied
   by ``lrdecay`` (``patience = 0`` turns this off). The final model is the last epoch's
   (the reference never restores the best one).
-* Checkpoint: one safetensors file (weights; loading executes no code) whose metadata
-  holds the model config, the vocabulary, the training config and the learning curve.
-  It is rewritten atomically after every epoch together with the optimizer, RNG and
-  batch-stream state, so ``resume=True`` continues an interrupted run; the final file
-  drops the optimizer state.
+* Checkpoint: the project's format (``compgen.train.save_checkpoint``: one safetensors
+  file, loading executes no code) of kind "seq2seq", holding the model and training
+  config, the run description, the vocabulary and the learning curve. It is rewritten
+  atomically after every epoch together with the optimizer, RNG and batch-stream state,
+  so ``resume=True`` continues an interrupted run; the final file drops the optimizer.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -66,7 +65,7 @@ class TrainConfig:
     eval_batch_size: int = 256
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -184,7 +183,7 @@ class MixedStream:
         return [next(drawn[k]) for k in source]
 
     def state(self) -> dict:
-        return {"pos": self.pos, "rng": self.rng.bit_generator.state}
+        return {"pos": list(self.pos), "rng": self.rng.bit_generator.state}
 
     def restore(self, state: dict) -> None:
         self.pos = list(state["pos"])
@@ -192,69 +191,41 @@ class MixedStream:
 
 
 # ------------------------------------------------------------------ checkpoints
+# The project's checkpoint format (compgen/train.py): one safetensors file, kind
+# "seq2seq". config = {"model": ..., "train": ..., "run": data set, seed, label, p_aug,
+# sizes}; train_state = the learning curve, plus while training the resume state.
 
-def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, meta: dict,
-                   extra: dict[str, torch.Tensor] | None = None) -> None:
-    """One safetensors file: weights (+ ``extra`` tensors) and, as metadata, the kind,
-    the model config, the vocabulary and ``meta`` (JSON). Written atomically."""
-    from safetensors.torch import save
+def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
+                   train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
+                   train_state: dict | None = None) -> None:
+    from compgen.train import save_checkpoint
 
-    tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
-    tensors.update(extra or {})
-    metadata = {"kind": CHECKPOINT_KIND, "format": "1",
-                "config": json.dumps(dataclasses.asdict(model.cfg)),
-                "vocab": vocab.to_json(), "meta": json.dumps(meta)}
-    blob = save(tensors, metadata=metadata)
-    with atomic_open(path, "wb") as f:
-        f.write(blob)
+    model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
+    config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
+    save_checkpoint(path, model, config, vocab, CHECKPOINT_KIND, optimizer,
+                    train_state=train_state or {})
 
 
-def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """Tensors and metadata of a checkpoint file; a file that is not a compgen seq2seq
-    checkpoint is a UserError."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load
+def read_predictor(path: str | Path):
+    """The raw checkpoint (``compgen.train.Checkpoint``); other kinds are a UserError."""
+    from compgen.train import load_checkpoint
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such checkpoint")
-    try:
-        blob = path.read_bytes()
-        tensors = load(blob)
-        header_len = int.from_bytes(blob[:8], "little")
-        metadata = json.loads(blob[8:8 + header_len]).get("__metadata__") or {}
-    except (SafetensorError, ValueError, OSError) as exc:
-        raise UserError(f"{path}: not a compgen checkpoint ({exc})") from None
-    kind = metadata.get("kind")
-    if kind != CHECKPOINT_KIND:
-        raise UserError(f"{path}: a '{kind}' checkpoint, not a seq2seq predictor")
-    return tensors, metadata
+    return load_checkpoint(path, kind=CHECKPOINT_KIND)
 
 
 def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
-    """-> (model in eval mode, vocabulary, meta dict)."""
-    tensors, metadata = read_checkpoint(path)
-    cfg = Seq2SeqConfig.from_dict(json.loads(metadata["config"]))
-    model = Seq2Seq(cfg)
-    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
-                           if k.startswith("model.")})
-    return model.eval(), Vocab.from_json(metadata["vocab"], str(path)), json.loads(metadata["meta"])
-
-
-def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
-    out = {}
-    for i, p in enumerate(optimizer.param_groups[0]["params"]):
-        for name, value in optimizer.state.get(p, {}).items():
-            out[f"optim.{i}.{name}"] = torch.as_tensor(value).detach().clone().contiguous()
-    return out
-
-
-def _restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
-    for i, p in enumerate(optimizer.param_groups[0]["params"]):
-        state = {k.rsplit(".", 1)[1]: v for k, v in tensors.items()
-                 if k.startswith(f"optim.{i}.")}
-        if state:
-            optimizer.state[p] = state
+    """-> (model in eval mode, vocabulary, info): info = the run description (data,
+    task, seed, label, p_aug, ...) plus ``curve`` and ``train_config``."""
+    ckpt = read_predictor(path)
+    try:
+        cfg = Seq2SeqConfig.from_dict({**ckpt.config["model"], "vocab_size": len(ckpt.vocab)})
+        model = Seq2Seq(cfg)
+        model.load_state_dict(ckpt.weights)
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{path}: damaged seq2seq checkpoint ({exc})") from None
+    info = {**ckpt.config.get("run", {}), "curve": ckpt.train_state.get("curve", []),
+            "train_config": ckpt.config.get("train", {})}
+    return model.eval(), ckpt.vocab, info
 
 
 # ------------------------------------------------------------------ training
@@ -280,12 +251,12 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
     if resume is not None:
-        meta, tensors = resume
-        s = meta["state"]
-        curve, start, best_acc, patience, lr = meta["curve"], s["epoch"], s["best_acc"], s["patience"], s["lr"]
+        s = resume.train_state["state"]
+        curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
+                                                s["best_acc"], s["patience"], s["lr"])
         stream.restore(s["stream"])
-        _restore_optimizer(optimizer, tensors)
-        torch.set_rng_state(tensors["rng.torch"])
+        optimizer.load_state_dict(resume.optim)
+        torch.set_rng_state(resume.rng)
     for epoch in range(start + 1, tcfg.epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -326,8 +297,7 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         if save:
             state = {"epoch": epoch, "best_acc": best_acc, "patience": patience, "lr": lr,
                      "stream": stream.state()}
-            extra = {**_optimizer_tensors(optimizer), "rng.torch": torch.get_rng_state()}
-            save({"state": state, "curve": curve}, extra if epoch < tcfg.epochs else {})
+            save(optimizer, {"state": state, "curve": curve})
     return curve
 
 
@@ -364,28 +334,28 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
 
     out = Path(out)
-    meta = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
-            "augment": str(augment) if augment else None, "p_aug": p_aug,
-            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
-            "label": label or (Path(augment).stem if augment else "baseline"),
-            "train_config": dataclasses.asdict(tcfg)}
+    run = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
+           "augment": str(augment) if augment else None, "p_aug": p_aug,
+           "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
+           "label": label or (Path(augment).stem if augment else "baseline")}
+    train_cfg = dataclasses.asdict(tcfg)
     torch.manual_seed(seed)
     model = Seq2Seq(Seq2SeqConfig.from_dict({**model_opts, "vocab_size": len(vocab)}))
     resume_from = None
     if resume and out.is_file():
-        model, old_vocab, old_meta = load_predictor(out)
-        tensors, _ = read_checkpoint(out)
-        if old_vocab != vocab or old_meta.get("data") != data or "state" not in old_meta:
+        model, old_vocab, old_run = load_predictor(out)
+        resume_from = read_predictor(out)
+        if (old_vocab != vocab or old_run.get("data") != data
+                or "state" not in resume_from.train_state):
             raise UserError(f"{out}: cannot resume (different data, or a finished run)")
-        resume_from = (old_meta, tensors)
 
-    def save(progress: dict, extra: dict) -> None:
-        save_predictor(out, model, vocab, {**meta, **progress}, extra)
+    def save(optimizer: torch.optim.Optimizer, train_state: dict) -> None:
+        save_predictor(out, model, vocab, run, train_cfg, optimizer, train_state)
 
     tic = time.perf_counter()
     curve = fit(model, vocab, train, dev, augmented, tcfg, p_aug=p_aug, seed=seed,
                 morphology=morphology, save=save, resume=resume_from, log=log)
-    save_predictor(out, model, vocab, {**meta, "curve": curve})
+    save_predictor(out, model, vocab, run, train_cfg, None, {"curve": curve})
     curve_path = out.with_name(out.name + ".curve.csv")
     write_curve_csv(curve, curve_path)
     return {"checkpoint": str(out), "curve": str(curve_path), "epochs": len(curve),

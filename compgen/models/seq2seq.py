@@ -22,11 +22,12 @@ BiLSTM over the padded batch: its backward direction starts on the padding). Pre
 made one by one and in batches are therefore the same.
 """
 
-from __future__ import annotations
+
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -35,8 +36,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
 
-MASKED = -1e18
-COPY_EPS = 1e-7
+MASKED = -1e18   # score of a masked position / token (written inline in decode_step:
+COPY_EPS = 1e-7  # TorchScript does not read module-level floats)
 
 
 @dataclass
@@ -100,7 +101,9 @@ class Seq2Seq(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
+        # plain attributes: constants for TorchScript
         self.copy, self.pdrop, self.vocab_size = cfg.copy, cfg.pdrop, cfg.vocab_size
+        self.copy_id = COPY_ID
         V, E, H = cfg.vocab_size, cfg.embed, cfg.hidden
         # torch's default inits are the reference's: N(0, 1) embeddings, U(+-1/sqrt(H))
         # for every LSTM weight and bias, U(+-1/sqrt(fan_in)) for the dense layers
@@ -141,15 +144,15 @@ class Seq2Seq(nn.Module):
         x = torch.cat([self.dec_embed(token), state.feed], dim=1)
         x = F.dropout(x, self.pdrop, self.training)
         h, c = self.decoder(x, (state.h, state.c))
-        scores = torch.einsum("bh,bth->bt", h, memory.keys).masked_fill(~memory.mask, MASKED)
+        scores = torch.einsum("bh,bth->bt", h, memory.keys).masked_fill(~memory.mask, -1e18)
         alpha = torch.softmax(scores, dim=1)
         attended = torch.einsum("bt,bth->bh", alpha, memory.context)
         feature = F.dropout(self.combine(torch.cat([h, attended], 1)), self.pdrop, self.training)
         logits = self.output(feature)
         if self.copy:
             p_gen = torch.softmax(logits, dim=1)
-            gate = p_gen[:, COPY_ID : COPY_ID + 1]
-            p_copy = torch.einsum("bt,btv->bv", alpha, memory.source_onehot) + COPY_EPS
+            gate = p_gen[:, self.copy_id : self.copy_id + 1]
+            p_copy = torch.einsum("bt,btv->bv", alpha, memory.source_onehot) + 1e-7  # COPY_EPS
             logp = torch.log_softmax(torch.log(p_gen + gate * p_copy), dim=1)
         else:
             logp = torch.log_softmax(logits, dim=1)
