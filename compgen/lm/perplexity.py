@@ -1,0 +1,356 @@
+"""Scoring corpora with KenLM models, interpolating two models, perplexity, paired t-test.
+
+Perplexity follows the GECA evaluation (geca-spec.md §10): every sentence is scored with
+``<s>``/``</s>`` added by KenLM, and the token count is words + 1 per sentence (``</s>``
+is predicted, ``<s>`` is not): ``ppl = exp(sum of per-sentence NLL in nats / n_tokens)``.
+Blank lines of an evaluation corpus are skipped (the shared corpus reader does so; the
+LM corpora have none).
+
+Two ways to interpolate a base model B with a model A trained on the augmented corpus:
+
+* ``token`` (default): the linear mixture per token,
+  ``p(w | h) = (1 - lam) p_B(w | h) + lam p_A(w | h)``, from KenLM's per-token scores
+  (``full_scores``); ``lam`` is the weight of A.
+* ``sentence``: the linear mixture of the two sentence distributions,
+  ``p(x) = (1 - lam) p_B(x) + lam p_A(x)``; equivalently a per-token mixture whose weights
+  are the posterior over {B, A} given the sentence so far (Bayesian model averaging).
+* ``geca``: the reference's formula, mixing whole-sentence scores with a natural-log
+  ``logaddexp`` applied to log10 values (spec §10), parametrised by the ratio ``r``
+  (A's weight r / (1 + r)). Kept to reproduce the paper's numbers; it is not a proper
+  mixture of the two distributions.
+
+The weight is chosen on the validation corpus (lowest perplexity); the test figures of
+every weight are reported, with a paired t-test of per-sentence NLL against the base.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compgen.errors import UserError
+
+LN10 = math.log(10.0)
+MIXES = ("token", "sentence", "geca")
+# geca: the reference's ratios (its run scripts); the others are weights of the aug model.
+DEFAULT_WEIGHTS = {"token": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
+                   "sentence": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
+                   "geca": (0.0, 0.1, 0.2, 1.0)}
+
+
+# ---------------------------------------------------------------------------- scoring
+
+def load_model(path: str | os.PathLike, option: str = "model"):
+    """A ``kenlm.Model`` (ARPA or binary), or a UserError naming the file."""
+    import kenlm
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{option} {path}: no such file")
+    config = kenlm.Config()
+    config.show_progress = False
+    try:
+        with _quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
+            return kenlm.Model(str(path), config)
+    except (OSError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{option} {path}: not a KenLM model ({reason})") from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def read_sentences(path: str | os.PathLike) -> list[str]:
+    """Sentences of a corpus file, tokens joined by single spaces."""
+    from compgen.data.lm import parse_corpus
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    return [" ".join(words) for words in parse_corpus(path.read_text(encoding="utf-8"), str(path))]
+
+
+@dataclass
+class CorpusScores:
+    """One model on one corpus, all log10: per token (flat, ``</s>`` included) and per
+    sentence (KenLM ``score``). ``starts[i]`` is sentence i's first token index."""
+
+    token_log10: np.ndarray
+    sentence_log10: np.ndarray
+    starts: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_log10.size)
+
+
+def score_corpus(model, sentences: list[str]) -> CorpusScores:
+    lengths = np.fromiter((len(s.split()) + 1 for s in sentences), dtype=np.int64,
+                          count=len(sentences))
+    total = int(lengths.sum())
+    tokens = np.fromiter((p for s in sentences for p, _, _ in model.full_scores(s)),
+                         dtype=np.float64, count=total)
+    sentence = np.fromiter((model.score(s) for s in sentences), dtype=np.float64,
+                           count=len(sentences))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    return CorpusScores(tokens, sentence, starts)
+
+
+# ---------------------------------------------------------------------------- mixing
+
+def base_nll(base: CorpusScores) -> np.ndarray:
+    """Per-sentence NLL (nats) of the base model alone, from KenLM's sentence scores."""
+    return -base.sentence_log10 * LN10
+
+
+def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
+    """Per-sentence NLL (nats) of the per-token mixture (1 - weight) B + weight A.
+    Weight 0 is exactly the base model, weight 1 exactly A."""
+    if not 0.0 <= weight <= 1.0:
+        raise UserError(f"--weights: token mixture weights must be in [0, 1] (got {weight})")
+    if weight == 0.0:
+        return base_nll(base)
+    if weight == 1.0:
+        return -aug.sentence_log10 * LN10
+    if base.starts.shape != aug.starts.shape or not np.array_equal(base.starts, aug.starts):
+        raise ValueError("the two models were scored on different corpora")
+    log_p = np.logaddexp(math.log1p(-weight) + base.token_log10 * LN10,
+                         math.log(weight) + aug.token_log10 * LN10)
+    return -np.add.reduceat(log_p, base.starts)
+
+
+def mix_sentence(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
+    """Per-sentence NLL (nats) of the sentence-level mixture (1 - weight) B + weight A."""
+    if not 0.0 <= weight <= 1.0:
+        raise UserError(f"--weights: sentence mixture weights must be in [0, 1] (got {weight})")
+    if weight == 0.0:
+        return base_nll(base)
+    if weight == 1.0:
+        return -aug.sentence_log10 * LN10
+    return -np.logaddexp(math.log1p(-weight) + base.sentence_log10 * LN10,
+                         math.log(weight) + aug.sentence_log10 * LN10)
+
+
+def mix_geca(base: CorpusScores, aug: CorpusScores, ratio: float) -> np.ndarray:
+    """Per-sentence NLL (nats) by the reference's formula with ratio r (spec §10):
+    ``lp = logaddexp(s_B + ln(1/(1+r)), s_A + ln(r/(1+r)))`` on log10 sentence scores
+    ``s``, then ``nll = -lp ln 10``. Ratio 0 is the base model."""
+    if ratio < 0:
+        raise UserError(f"--weights: geca ratios must be >= 0 (got {ratio})")
+    if ratio == 0.0:
+        return base_nll(base)
+    lp = np.logaddexp(base.sentence_log10 + math.log(1.0 / (1.0 + ratio)),
+                      aug.sentence_log10 + math.log(ratio / (1.0 + ratio)))
+    return -lp * LN10
+
+
+def mix(mode: str, base: CorpusScores, aug: CorpusScores | None, weight: float) -> np.ndarray:
+    if aug is None or weight == 0.0:
+        return base_nll(base)
+    if mode == "token":
+        return mix_token(base, aug, weight)
+    if mode == "sentence":
+        return mix_sentence(base, aug, weight)
+    if mode == "geca":
+        return mix_geca(base, aug, weight)
+    raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+
+
+def aug_weight(mode: str, weight: float) -> float:
+    """The augmented model's share for a ``--weights`` value of ``mode``."""
+    return weight / (1.0 + weight) if mode == "geca" else weight
+
+
+def perplexity(nll: np.ndarray, n_tokens: int) -> float:
+    return float(math.exp(float(nll.sum()) / n_tokens))
+
+
+# ---------------------------------------------------------------------------- t-test
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz evaluation)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta function I_x(a, b) for a, b > 0, 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    # The fraction converges fast only below the mean; use the symmetry I_x(a,b) = 1 - I_{1-x}(b,a).
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isnan(t):
+        return float("nan")
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def paired_t_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Paired t statistic of ``a - b`` and its two-sided p-value. Identical samples give
+    (0, 1); fewer than two pairs give NaNs."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    n = d.size
+    if n < 2:
+        return float("nan"), float("nan")
+    sd = float(d.std(ddof=1))
+    mean = float(d.mean())
+    if sd == 0.0:
+        return (0.0, 1.0) if mean == 0.0 else (math.copysign(math.inf, mean), 0.0)
+    t = mean / (sd / math.sqrt(n))
+    return t, student_t_two_sided_p(t, n - 1)
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+@dataclass
+class LmEval:
+    rows: list[dict]          # one per weight: mix, weight, aug_weight, val_ppl, test_ppl, ...
+    chosen: int               # index of the weight with the lowest validation perplexity
+    n_tokens: dict            # split -> token count used for perplexity
+
+    @property
+    def best(self) -> dict:
+        return self.rows[self.chosen]
+
+
+def parse_weights(text: str | None, mode: str) -> list[float]:
+    if text is None or not text.strip():
+        return list(DEFAULT_WEIGHTS[mode])
+    try:
+        weights = [float(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise UserError(f"--weights must be comma-separated numbers (got {text!r})") from None
+    if not weights or any(not math.isfinite(w) for w in weights):
+        raise UserError(f"--weights must be comma-separated finite numbers (got {text!r})")
+    return weights
+
+
+def evaluate_scores(base: dict[str, CorpusScores], aug: dict[str, CorpusScores] | None,
+                    weights: list[float], mode: str) -> LmEval:
+    """Rows of val/test perplexity per weight from pre-computed scores (split -> scores).
+    Without ``aug`` only the base row is produced."""
+    if mode not in MIXES:
+        raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+    if aug is None:
+        weights = [0.0]
+    base_test = base_nll(base["test"])
+    rows = []
+    for weight in weights:
+        nll = {split: mix(mode, base[split], aug[split] if aug else None, weight)
+               for split in ("val", "test")}
+        t, p = paired_t_test(nll["test"], base_test)
+        rows.append({
+            "mix": mode, "weight": weight, "aug_weight": aug_weight(mode, weight),
+            "val_ppl": perplexity(nll["val"], base["val"].n_tokens),
+            "test_ppl": perplexity(nll["test"], base["test"].n_tokens),
+            "t": t, "p": p,
+        })
+    base_ppl = perplexity(base_test, base["test"].n_tokens)
+    for row in rows:
+        row["test_delta"] = row["test_ppl"] - base_ppl
+    chosen = min(range(len(rows)), key=lambda i: (rows[i]["val_ppl"], i))
+    for i, row in enumerate(rows):
+        row["chosen"] = i == chosen
+    return LmEval(rows, chosen, {s: base[s].n_tokens for s in ("val", "test")})
+
+
+def score_splits(model_path, corpora: dict[str, str | os.PathLike], option: str
+                 ) -> dict[str, CorpusScores]:
+    model = load_model(model_path, option)
+    return {split: score_corpus(model, read_sentences(path)) for split, path in corpora.items()}
+
+
+def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike,
+             aug: str | os.PathLike | None = None, weights: list[float] | None = None,
+             mode: str = "token", data_dir=None) -> LmEval:
+    """Perplexity of ``base`` (and its interpolation with ``aug`` for every weight) on the
+    validation and test corpora (files, or ``lm/<lang>`` = that corpus's val/test split)."""
+    from compgen.lm.kenlm_tools import resolve_corpus
+
+    if mode not in MIXES:
+        raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+    corpora = {"val": resolve_corpus(val, "val", data_dir), "test": resolve_corpus(test, "test", data_dir)}
+    base_scores = score_splits(base, corpora, "--base")
+    aug_scores = score_splits(aug, corpora, "--aug") if aug is not None else None
+    return evaluate_scores(base_scores, aug_scores,
+                           weights if weights is not None else list(DEFAULT_WEIGHTS[mode]), mode)
+
+
+# ---------------------------------------------------------------------------- tables
+
+COLUMNS = ("mix", "weight", "aug_weight", "val_ppl", "test_ppl", "test_delta", "t", "p", "chosen")
+
+
+def format_cell(key: str, value) -> str:
+    if isinstance(value, bool):
+        return "*" if value else ""
+    if isinstance(value, float):
+        if key in ("p",):
+            return f"{value:.3g}"
+        if key in ("weight", "aug_weight"):
+            return f"{value:g}" if key == "weight" else f"{value:.4f}"
+        if key == "test_delta":
+            return f"{value:+.2f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def rows_markdown(rows: list[dict], columns=COLUMNS) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(format_cell(c, row[c]) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_rows(rows: list[dict], csv: str | os.PathLike | None = None,
+               markdown: str | os.PathLike | None = None, header: str = "") -> None:
+    """Write the rows as CSV and/or Markdown (atomically)."""
+    import polars as pl
+
+    from compgen.io import atomic_open
+
+    if csv:
+        frame = pl.DataFrame([{c: row[c] for c in COLUMNS} for row in rows])
+        with atomic_open(csv, "w", encoding="utf-8") as out:
+            out.write(frame.write_csv())
+    if markdown:
+        with atomic_open(markdown, "w", encoding="utf-8") as out:
+            out.write(header + rows_markdown(rows))
