@@ -10,7 +10,9 @@ from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, EOS_ID, Vocab
 from compgen.errors import UserError
 from compgen.models.seq2seq import (
+    Memory,
     Seq2Seq,
+    State,
     Seq2SeqConfig,
     beam_search,
     collate,
@@ -240,3 +242,29 @@ def test_bad_training_options_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown"):
         train_predictor("scan/jump", {"train": {"learning_rate": 1}}, tmp_path / "x.pt")
     assert not (tmp_path / "x.pt").exists()
+
+
+class _Step(torch.nn.Module):
+    """decode_step with flat tensor inputs/outputs, the way an exporter wraps it."""
+
+    def __init__(self, model: Seq2Seq):
+        super().__init__()
+        self.model = model
+
+    def forward(self, token, h, c, feed, keys, context, mask, onehot):
+        logp, state, alpha = self.model.decode_step(token, State(h, c, feed),
+                                                    Memory(keys, context, mask, onehot))
+        return logp, state.h, state.c, state.feed, alpha
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_decode_step_compiles_to_torchscript(vocab, copy):
+    model = _model(vocab, seed=5, copy=copy)
+    source = collate([vocab.encode(["jump", "twice"]), vocab.encode(["walk", "left"])], 45)
+    memory, state = model.encode(source)
+    args = (torch.tensor([BOS_ID, BOS_ID]), *state, *memory)
+    step = _Step(model).eval()
+    expected = step(*args)
+    for compiled in (torch.jit.script(step), torch.jit.trace(step, args)):
+        for got, want in zip(compiled(*args), expected):
+            assert torch.allclose(got, want, atol=1e-6)
