@@ -12,8 +12,8 @@ from compgen.errors import UserError
 from compgen.models.seq2seq import (
     Memory,
     Seq2Seq,
-    State,
     Seq2SeqConfig,
+    State,
     beam_search,
     collate,
     format_sequence,
