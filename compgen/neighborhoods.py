@@ -51,10 +51,11 @@ def generative_datum(x: Sequence[str], y: Sequence[str]) -> list[str]:
 
 def _splitmix(z: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser over a uint64 array (wrapping arithmetic): a cheap hash."""
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    with np.errstate(over="ignore"):      # wrap-around is the point
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 def _keys(seed: int, stream: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -248,7 +249,7 @@ def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=Non
     stream = 2 if is_test else 3
     cutoff = int(max(t.lengths.max(), q.lengths.max()) // 2)
     all_cols = np.arange(len(trn))
-    out_q, out_n, out_l = [], [], []
+    out_q, out_a, out_n, out_l = [], [], [], []
     k = min(CANDIDATES_LONG_LONG, len(trn))
     for start in range(0, len(qs), BLOCK):
         rows = np.arange(start, min(start + BLOCK, len(qs)))
@@ -280,14 +281,15 @@ def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=Non
         rank = np.cumsum(second, axis=2)
         pick = second & (rank <= TOP_LONG_LONG)
         r, a, b = np.nonzero(pick)
-        out_q.append(rows[r]); out_n.append(cols[r, a]); out_l.append(cols[r, b])
+        out_q.append(rows[r]); out_a.append(a); out_n.append(cols[r, a]); out_l.append(cols[r, b])
         if is_test:       # a first prototype without a second: pad with a random item
             lonely = valid[:, :top] & ~second.any(2)
             r, a = np.nonzero(lonely)
             pad = _keys(seed, stream + 4, rows[r] * TOP_LONG_LONG + a, 0) % np.uint64(len(trn))
-            out_q.append(rows[r]); out_n.append(cols[r, a]); out_l.append(pad.astype(np.int64))
-    qi, n, l = (np.concatenate(a) for a in (out_q, out_n, out_l))
-    order = np.lexsort((np.arange(len(qi)), qi))     # group by query, keep emission order
+            out_q.append(rows[r]); out_a.append(a); out_n.append(cols[r, a])
+            out_l.append(pad.astype(np.int64))
+    qi, a, n, l = (np.concatenate(v) for v in (out_q, out_a, out_n, out_l))
+    order = np.lexsort((np.arange(len(qi)), a, qi))  # by query, first prototype, emission
     return _triples(qs, trn, qi[order], n[order], l[order])
 
 

@@ -204,3 +204,98 @@ def test_scan_neighborhood_cache(tmp_path):
     test = nb.scan_neighborhood(table, "around_right", 0, part="test", cache_dir=tmp_path)
     assert test["x"].to_list() == [["q", "r", SEP, "Y"]]   # no candidate: padded at random
     assert len(list((tmp_path / "neighborhoods").glob("*.parquet"))) == 2
+
+
+# Direct transcriptions of the two SCAN procedures, item by item, walking the same random
+# order the vectorised builders use (candidates sorted by their hash key): the outputs
+# must be identical, order included.
+
+def perm_of(seed, stream, i, n):
+    return list(np.argsort(nb._keys(seed, stream, np.full(n, i), np.arange(n)), kind="stable"))
+
+
+def setdiff(a, b):
+    return [t for t in dict.fromkeys(a) if t not in set(b)]
+
+
+def direct_long_short(trn, seed, queries=None):
+    qs, stream = (trn, 0) if queries is None else (queries, 1)
+    out = []
+    for i, x in enumerate(qs):
+        perm = perm_of(seed, stream, i, len(trn))
+        first, cnt = [], 0
+        for j in perm:
+            if 0.5 < sim(x, trn[j]) < 1:
+                first.append(j)
+                cnt += 1
+                if cnt == 5:
+                    break
+        if not first:
+            first = [perm[0]]
+        for n in first:
+            d = setdiff(x, trn[n])
+            for l in perm:
+                if l != n and l != i and d and sim(d, trn[l]) > 0.5:
+                    out.append((x, trn[n], trn[l]))
+                    cnt += 1
+                    if cnt == 3:
+                        break
+    return out
+
+
+def direct_long_long(trn, seed, queries=None):
+    is_test = queries is not None
+    qs, stream = (queries, 2) if is_test else (trn, 3)
+    out = []
+    for i, x in enumerate(qs):
+        perm = perm_of(seed, stream, i, len(trn))
+        cands = []
+        for j in perm:
+            if not is_test and j == i:
+                continue
+            s = sim(x, trn[j])
+            if 0.5 < s < 1 and len(setdiff(x, trn[j])) == 1:
+                cands.append((j, s))
+                if len(cands) == 10:
+                    break
+        if not cands:
+            if not is_test:
+                continue
+            cands = [(perm[0], 2.0)]
+        cands = [j for j, _ in sorted(cands, key=lambda c: -c[1])]
+        for a, n in enumerate(cands[:3]):
+            d = setdiff(x, trn[n])
+            seconds = [l for l in cands if l != n and l != i and sim(x, trn[l]) > 0.5
+                       and not setdiff(d, trn[l])]
+            if seconds:
+                out += [(x, trn[n], trn[l]) for l in seconds[:3]]
+            elif is_test:
+                pad = int(nb._keys(seed, stream + 4, i * 3 + a, 0) % np.uint64(len(trn)))
+                out.append((x, trn[n], trn[pad]))
+    return out
+
+
+def random_data(seed, n, alphabet="abcdefg", lengths=(2, 9)):
+    rng = np.random.default_rng(seed)
+    data = [list(rng.choice(list(alphabet), size=rng.integers(*lengths))) for _ in range(n)]
+    return [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_long_short_equals_direct_procedure(seed):
+    trn = random_data(seed, 120)
+    test = random_data(seed + 10, 30)
+    for queries in (None, test):
+        got = nb.long_short_neighborhood(trn, seed, queries=queries)
+        assert got.rows() == direct_long_short(trn, seed, queries)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_long_long_equals_direct_procedure(seed):
+    trn = random_data(seed, 150, alphabet="abcdef", lengths=(4, 9))
+    test = random_data(seed + 10, 30, alphabet="abcdefgh", lengths=(4, 9))
+    for queries in (None, test):
+        got = nb.long_long_neighborhood(trn, seed, queries=queries)
+        expected = direct_long_long(trn, seed, queries)
+        assert len(expected) > 20
+        assert got.rows() == expected
