@@ -22,8 +22,8 @@ keys among the qualifying ones -- the same distribution without a Python loop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -329,8 +329,8 @@ def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int, part: str
     if use_cache and path.is_file():
         try:
             return pl.read_parquet(path)
-        except Exception:   # unreadable cache file: recompute and replace it
-            pass
+        except (OSError, pl.exceptions.PolarsError):
+            pass      # an unreadable cache file is recomputed and replaced
     builder = long_short_neighborhood if long_short else long_long_neighborhood
     triples = builder(trn, seed, queries=queries, workers=workers)
     if use_cache:

@@ -64,7 +64,7 @@ def test_long_long_test_queries_are_padded():
 # the first-stage counter is not reset, one first prototype means the cap of 3 is hit
 # after 2 second prototypes; with 3 first prototypes the cap never applies (3 x 5).
 SHORT = seqs("u w a", "u w b", "u w c", "a u w", "u a w")
-X1 = "p q r s t u w".split()
+X1 = ["p", "q", "r", "s", "t", "u", "w"]
 
 
 def rows_of(df, x):
@@ -73,7 +73,7 @@ def rows_of(df, x):
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_long_short_counter_quirk(seed):
-    p1 = "p q r s t y y".split()
+    p1 = ["p", "q", "r", "s", "t", "y", "y"]
     got = rows_of(nb.long_short_neighborhood([X1, p1] + SHORT, seed), X1)
     assert got.height == 2
     assert all(xp == p1 for xp in got["xp"].to_list())
@@ -110,9 +110,9 @@ def test_prototype_sets_reductions():
 def brute_force_omega(data, p_cut, pp_cut, template):
     out = set()
     for i, j in itertools.permutations(range(len(data)), 2):
-        if len(data[i]) <= p_cut and len(data[j]) <= pp_cut:
-            if not template or len(set(data[i]) - set(data[j])) == 1:
-                out.add((i, j))
+        short = len(data[i]) <= p_cut and len(data[j]) <= pp_cut
+        if short and (not template or len(set(data[i]) - set(data[j])) == 1):
+            out.add((i, j))
     return out
 
 
