@@ -43,6 +43,8 @@ def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     lang, ref = sys.argv[1], Path(sys.argv[2])
+    if not (ref / "vocab.json").is_file():
+        sys.exit(f"error: {ref / 'vocab.json'}: missing (the reference writes it after all builds)")
     specs = sys.argv[3:] or [s for s in sg.fewshot_specs() if (ref / f"seqs.{s}.json").is_file()]
     data_dir = resolve_data_dir(None)
     print("| language | split | items | splits | neighbours |")
