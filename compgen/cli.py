@@ -377,9 +377,9 @@ def lm_eval(
 
 @lm_app.command("experiment")
 def lm_experiment(
-    lang: str = typer.Argument(..., help="kin | lao | na | tok"),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="output folder (default runs/lm/<lang>)"),
-    augmented: Optional[Path] = typer.Option(None, "--augmented", help="use this augmented corpus instead of running GECA"),
+    langs: list[str] = typer.Argument(..., help="one or more of kin lao na tok"),
+    out: Path = typer.Option(Path("runs/lm"), "-o", "--out", help="output root; each corpus goes to <out>/<lang>/"),
+    augmented: Optional[Path] = typer.Option(None, "--augmented", help="use this augmented corpus instead of running GECA (one corpus only)"),
     order: int = typer.Option(5, "--order", help="n-gram order"),
     discount_fallback: bool = typer.Option(False, "--discount_fallback", "--discount-fallback",
                                            help="pass --discount_fallback to lmplz"),
@@ -388,22 +388,32 @@ def lm_experiment(
 ) -> None:
     """The GECA LM experiment: augment, two lmplz models, tuned interpolation.
 
-    Writes augmented.txt, base.bin, aug.bin, results.md, results.csv, stats.json."""
-    from compgen.lm.experiment import REFERENCE, run_experiment
+    Writes augmented.txt, base.bin, aug.bin, results.md, results.csv, stats.json per corpus,
+    and table4.md (all corpora, beside the reference figures) in the output root."""
+    import time
+
+    from compgen.io import atomic_open
+    from compgen.lm.experiment import run_experiment, table4_markdown
     from compgen.lm.perplexity import COLUMNS
 
-    exp = run_experiment(lang, out, seed, order, augmented, None, discount_fallback, data_dir,
-                         log=lambda msg: console.print(msg, highlight=False, markup=False))
-    console.print(_lm_rows_table(exp.rows, f"lm/{lang}: test perplexity for every weight"))
-    console.print(_lm_rows_table(exp.summary, f"lm/{lang}: summary (weights chosen on val)",
-                                 ("model",) + COLUMNS[:-1]))
-    if lang in REFERENCE:
-        ref = REFERENCE[lang]
-        console.print(f"reference: base {ref[0]}, GECA (geca mix, ratio 0.1) {ref[1]}",
-                      highlight=False, markup=False)
-    console.print(f"wrote {exp.out_dir}/results.md, results.csv; wall time {exp.seconds:.1f} s",
-                  highlight=False, markup=False)
-
+    if augmented is not None and len(langs) != 1:
+        raise UserError("--augmented needs exactly one corpus")
+    start = time.perf_counter()
+    experiments = []
+    for lang in langs:
+        exp = run_experiment(lang, out / lang, seed, order, augmented, None, discount_fallback,
+                             data_dir, log=lambda msg: console.print(msg, highlight=False, markup=False))
+        console.print(_lm_rows_table(exp.rows, f"lm/{lang}: test perplexity for every weight"))
+        console.print(_lm_rows_table(exp.summary, f"lm/{lang}: summary (weights chosen on val)",
+                                     ("model",) + COLUMNS[:-1]))
+        console.print(f"lm/{lang}: wrote {exp.out_dir}/results.md, results.csv; "
+                      f"wall time {exp.seconds:.1f} s", highlight=False, markup=False)
+        experiments.append(exp)
+    table = table4_markdown(experiments)
+    with atomic_open(out / "table4.md", "w", encoding="utf-8") as handle:
+        handle.write(table)
+    console.print(table, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"total wall time {time.perf_counter() - start:.1f} s", highlight=False, markup=False)
 
 def main() -> None:
     try:

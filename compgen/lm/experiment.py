@@ -99,7 +99,7 @@ def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, 
         rows += result.rows
         if not summary:
             summary.append({"model": "base", **result.rows[0], "mix": "none"})
-        summary.append({"model": f"{mode} mix (weight chosen on val)", **result.best})
+        summary.append({"model": f"{mode} mix", **result.best})
     stats["n_tokens"] = {"val": base_scores["val"].n_tokens, "test": base_scores["test"].n_tokens}
     seconds = time.perf_counter() - start
     stats["seconds"] = round(seconds, 2)
@@ -121,14 +121,38 @@ def results_markdown(exp: LmExperiment) -> str:
                  f"test {exp.stats['n_tokens']['test']}. Wall time {exp.seconds:.1f} s.")
     if ref:
         lines.append(f"Reference test perplexity: base {ref[0]}, GECA (geca mix, ratio 0.1) {ref[1]}.")
-    lines += ["", "## Summary (test perplexity)", "",
+    lines += ["", "## Summary (test perplexity; mixture weights chosen on val)", "",
               ppl.rows_markdown(exp.summary, ("model",) + ppl.COLUMNS[:-1]),
               "## Every weight", "",
-              "`weight` is the augmented model's weight for the token and sentence mixes and "
-              "the reference's ratio r (aug weight r/(1+r)) for the geca mix; `t`, `p`: paired "
-              "t-test of per-sentence test NLL against the base model; `*` = lowest val ppl.",
+              ("`weight` is the augmented model's weight for the token and sentence mixes and "
+               "the reference's ratio r (aug weight r/(1+r)) for the geca mix; `t`, `p`: paired "
+               "t-test of per-sentence test NLL against the base model; `*` = lowest val ppl."),
               "", ppl.rows_markdown(exp.rows)]
     return "\n".join(lines)
+
+
+def _test_ppl(exp: LmExperiment, mode: str, weight: float | None = None) -> str:
+    """Test perplexity of ``mode`` at ``weight``, or at the val-chosen weight (shown)."""
+    rows = [r for r in exp.rows if r["mix"] == mode]
+    if weight is None:
+        row = next(r for r in rows if r["chosen"])
+        return f"{row['test_ppl']:.2f} ({row['weight']:g})"
+    row = next((r for r in rows if r["weight"] == weight), None)
+    return f"{row['test_ppl']:.2f}" if row else "-"
+
+
+def table4_markdown(experiments: list[LmExperiment]) -> str:
+    """Paper Table 4 style: test perplexity per corpus, ours beside the reference's logs."""
+    lines = [("| corpus | base | GECA, geca mix r=0.1 | geca mix (val) | token mix (val) "
+              "| sentence mix (val) | reference base -> GECA | synthesized | seconds |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for exp in experiments:
+        ref = REFERENCE.get(exp.lang)
+        lines.append(f"| {exp.lang} | {exp.summary[0]['test_ppl']:.2f} | {_test_ppl(exp, 'geca', 0.1)} "
+                     f"| {_test_ppl(exp, 'geca')} | {_test_ppl(exp, 'token')} "
+                     f"| {_test_ppl(exp, 'sentence')} | {f'{ref[0]} -> {ref[1]}' if ref else '-'} "
+                     f"| {exp.stats.get('synthetic_sentences', '-')} | {exp.seconds:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 def write_results(exp: LmExperiment) -> None:

@@ -132,14 +132,15 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
             cmd.append("--discount_fallback")
         arpa = Path(tmp) / "model.arpa"
         with open(corpus_path, "rb") as stdin, open(arpa, "wb") as stdout:
-            proc = subprocess.run(cmd, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
+            proc = subprocess.run(cmd, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                                  check=False)
         if proc.returncode != 0:
             raise _tool_error("lmplz", corpus_path, proc.stderr.decode(errors="replace"))
         result = arpa
         if binary:
             result = Path(tmp) / "model.bin"
             proc = subprocess.run([str(build_binary), "-T", tmp, str(arpa), str(result)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  capture_output=True, check=False)
             if proc.returncode != 0:
                 raise _tool_error("build_binary", corpus_path, proc.stderr.decode(errors="replace"))
         with atomic_open(output, "wb") as out, open(result, "rb") as src:
