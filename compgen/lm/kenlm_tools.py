@@ -116,7 +116,9 @@ def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:
 def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 5,
              discount_fallback: bool = False, memory: str = "500M", data_dir=None) -> Path:
     """Estimate an ``order``-gram modified Kneser-Ney model with lmplz on ``corpus`` (file or
-    ``lm/<lang>`` = its train split). ``output`` ending in ``.bin`` is converted with
+    ``lm/<lang>`` = its train split). lmplz splits words on spaces and tabs, so the samples
+    TSV of ``compgen augment geca --concat`` on an LM corpus (empty x column) is read as the
+    plain corpus. ``output`` ending in ``.bin`` is converted with
     build_binary, anything else is written as ARPA; written atomically either way.
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
     if order < 1:
