@@ -435,26 +435,37 @@ def _units(c: _Corpus, gids, gpos, gram_len, keep) -> _Units:
 
 
 def _disjoint(mask: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return ~np.any(mask[a] & mask[b], axis=1)
+    both = mask[a] & mask[b]
+    return both == 0 if both.ndim == 1 else ~np.any(both, axis=1)
 
 
-def _count_before(pos_sorted: np.ndarray, start: np.ndarray, unit: np.ndarray, x: np.ndarray, tl: int):
-    """Number of entries of unit's slice of pos_sorted (keys unit*tl + pos) below x."""
-    return np.searchsorted(pos_sorted, unit * tl + x, side="left") - start[unit]
+def _count_before(u: _Units, rep_key: np.ndarray, unit: np.ndarray, x: np.ndarray, tl: int):
+    """Number of replaced occurrences of ``unit`` starting before global position x
+    (binary search only for the units that have several)."""
+    first = u.rep_pos[u.rep_start[unit]]
+    count = (first < x).astype(np.int64)
+    multi = np.flatnonzero(u.rep_start[unit + 1] - u.rep_start[unit] > 1)
+    if len(multi):
+        um = unit[multi]
+        count[multi] = np.searchsorted(rep_key, um * tl + x[multi], side="left") - u.rep_start[um]
+    return count
 
 
 def _instances(c: _Corpus, u: _Units, cfg: GecaConfig) -> np.ndarray:
     """Every (example, fragment) the reference's recursive enumeration emits, as an
     (N, 3) array of unit indices (-1 = no span): 1-span, then 2-span, then 3-span."""
     n_units = len(u.ex)
-    out = [np.stack([np.arange(n_units), -np.ones(n_units, np.int64), -np.ones(n_units, np.int64)], 1)]
+    none = -np.ones(n_units, np.int64)
+    out = [np.stack([np.arange(n_units), none, none], 1)]
     if cfg.wug_count < 2 or n_units == 0:
         return out[0]
     m = np.diff(u.ex_lo)
-    units = np.arange(n_units)
+    mask = u.mask[:, 0] if u.mask.shape[1] == 1 else u.mask
     pairs_a, pairs_b = [], []
-    for a, b in _cross_chunks(u.ex_lo[u.ex], m[u.ex], units):
-        ok = (u.last[b] > u.first[a]) & _disjoint(u.mask, a, b)
+    for a, b in _cross_chunks(u.ex_lo[u.ex], m[u.ex], np.arange(n_units)):
+        ok = u.last[b] > u.first[a]       # b found by the scan that starts after a
+        a, b = a[ok], b[ok]
+        ok = _disjoint(mask, a, b)        # spans share no token type
         pairs_a.append(a[ok])
         pairs_b.append(b[ok])
     pa, pb = np.concatenate(pairs_a), np.concatenate(pairs_b)
@@ -467,16 +478,19 @@ def _instances(c: _Corpus, u: _Units, cfg: GecaConfig) -> np.ndarray:
         # its position j0 in the once-rewritten sequence: the depth-2 scan starts at j0+1
         # of the twice-rewritten sequence (reference quirk, reproduced)
         q0 = u.occ_pos[np.searchsorted(occ_key, pb * tl + u.first[pa], side="right")]
-        j0 = q0 - (u.length[pa] - 1) * _count_before(rep_key, u.rep_start, pa, q0, tl)
+        j0 = q0 - (u.length[pa] - 1) * _count_before(u, rep_key, pa, q0, tl)
+        mab = mask[pa] | mask[pb]
         tri = []
-        pair_idx = np.arange(len(pa))
-        for p, cc in _cross_chunks(u.ex_lo[u.ex[pa]], m[u.ex[pa]], pair_idx):
-            a, b = pa[p], pb[p]
-            ok = _disjoint(u.mask, a, cc) & _disjoint(u.mask, b, cc)
-            p, a, b, cc = p[ok], a[ok], b[ok], cc[ok]
+        for p, cc in _cross_chunks(u.ex_lo[u.ex[pa]], m[u.ex[pa]], np.arange(len(pa))):
             r = u.last[cc]
-            pos2 = (r - (u.length[a] - 1) * _count_before(rep_key, u.rep_start, a, r, tl)
-                    - (u.length[b] - 1) * _count_before(rep_key, u.rep_start, b, r, tl))
+            ok = r > j0[p]                 # necessary: the rewritten position is <= r
+            p, cc, r = p[ok], cc[ok], r[ok]
+            both = mask[cc] & mab[p]
+            ok = both == 0 if both.ndim == 1 else ~np.any(both, axis=1)
+            p, cc, r = p[ok], cc[ok], r[ok]
+            a, b = pa[p], pb[p]
+            pos2 = (r - (u.length[a] - 1) * _count_before(u, rep_key, a, r, tl)
+                    - (u.length[b] - 1) * _count_before(u, rep_key, b, r, tl))
             ok = pos2 >= j0[p] + 1
             tri.append(np.stack([a[ok], b[ok], cc[ok]], 1))
         out.append(np.concatenate(tri))
@@ -519,25 +533,36 @@ def _template_keys(c: _Corpus, u: _Units, hasher: _Hasher, inst_units: np.ndarra
     return keys
 
 
-def _prehash(c: _Corpus, u: _Units, inst_units: np.ndarray) -> np.ndarray:
-    """A cheap necessary condition for two instances to have the same template: the hash
-    of the template's token multiset and length, summed per span in O(1) per instance."""
+def _prehash(c: _Corpus, u: _Units, hasher: _Hasher, inst_units: np.ndarray) -> np.ndarray:
+    """A cheap necessary condition for two instances to have the same template, O(1) per
+    instance: hashes of the template's token multiset, its length, the tokens before its
+    first hole and those after its last hole."""
     tok = _mix(np.arange(c.wug0 + 8, dtype=U64) * U64(0x2545F4914F6CDD1D))
     pref = np.concatenate([np.zeros(1, U64), np.cumsum(tok[c.flat], dtype=U64)])
     total = pref[c.off[1:]] - pref[c.off[:-1]]
-    gram_sum = pref[u.first + u.length] - pref[u.first]
     n_rep = (u.rep_start[1:] - u.rep_start[:-1]).astype(np.int64)
+    gram_sum = pref[u.first + u.length] - pref[u.first]
+    last_end = u.rep_pos[u.rep_start[1:] - 1] + u.length
     ex = u.ex[inst_units[:, 0]]
-    h = total[ex].copy()
+    h = total[ex]
     length = (c.off[ex + 1] - c.off[ex]).astype(np.int64)
+    begin = np.full(len(ex), np.iinfo(np.int64).max)
+    end = np.zeros(len(ex), np.int64)
     for k in range(inst_units.shape[1]):
+        # per-unit values with a trailing neutral entry, picked by index -1 (no span)
+        delta = np.append(n_rep.astype(U64) * (tok[c.wug0 + k] - gram_sum), U64(0))
+        shrink = np.append(n_rep * (u.length - 1), 0)
+        first = np.append(u.first, np.iinfo(np.int64).max)
+        stop = np.append(last_end, 0)
         uk = inst_units[:, k]
-        has = uk >= 0
-        uk = np.maximum(uk, 0)
-        delta = n_rep[uk].astype(U64) * (tok[c.wug0 + k] - gram_sum[uk])
-        h += np.where(has, delta, U64(0))
-        length -= np.where(has, n_rep[uk] * (u.length[uk] - 1), 0)
-    return h ^ _mix(length.astype(U64))
+        h = h + delta[uk]
+        length -= shrink[uk]
+        np.minimum(begin, first[uk], out=begin)
+        np.maximum(end, stop[uk], out=end)
+    poly = hasher.h[0]
+    head = poly.span(c.off[ex], begin - c.off[ex])
+    tail = poly.span(end, c.off[ex + 1] - end)
+    return h ^ _mix(length.astype(U64)) ^ _mix(head ^ U64(0x51)) * U64(3) ^ _mix(tail)
 
 
 def _template_ids(c, u, hasher, inst, fkey, keep_all: bool):
@@ -553,7 +578,7 @@ def _template_ids(c, u, hasher, inst, fkey, keep_all: bool):
     if keep_all:
         shared = np.ones(n, bool)
     else:
-        _, _, pinv = _unique(_prehash(c, u, inst))
+        _, _, pinv = _unique(_prehash(c, u, hasher, inst))
         shared = np.bincount(pinv)[pinv] > 1
     tkey = _template_keys(c, u, hasher, inst[shared])
     _, _, tid_shared = _unique(tkey)
@@ -776,7 +801,7 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
         df = pl.DataFrame({"a": frag_g[:, 0], "b": frag_g[:, 1], "c": frag_g[:, 2]})
         fkey = df.select(pl.struct("a", "b", "c").rank("dense")).to_series().to_numpy().astype(np.int64)
     del frag_g
-    stats["fragments"] = len(_unique(fkey)[0])
+    stats["fragments"] = pl.Series(fkey).n_unique()
 
     inst_t, n_t, keep_inst = _template_ids(c, u, hasher, inst, fkey, cfg.template_sim == "window")
     stats["templates"] = n_t
