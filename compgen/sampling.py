@@ -59,14 +59,15 @@ def check_strategy(strategy: str) -> None:
 
 @torch.no_grad()
 def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
-                 max_len: int = 45) -> Decoded:
-    """Decode one sequence per row of ``protos`` ``(B, K, T)``; greedy/temperature/mixed."""
+                 max_len: int = 45, z: Tensor | None = None) -> Decoded:
+    """Decode one sequence per row of ``protos`` ``(B, K, T)``; greedy/temperature/mixed.
+    ``z`` fixes the latent (default: a draw from the prior; zeros without VAE)."""
     check_strategy(strategy)
     if strategy == "beam":
-        tokens, scores = beam_search(model, protos, 4, max_len)
+        tokens, scores = beam_search(model, protos, 4, max_len, z)
         return Decoded(tokens[:, 0], scores[:, 0])
     B = protos.size(0)
-    memory, state = model.encode(protos, model.prior_z(B), max_len)
+    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
     first, later = banned_mask(model.vocab_size, True), banned_mask(model.vocab_size, False)
     token = torch.full((B,), BOS_ID, dtype=torch.long)
     out = torch.full((B, max_len), PAD_ID, dtype=torch.long)
@@ -102,11 +103,12 @@ def _select(tup, index: Tensor):
 
 
 @torch.no_grad()
-def beam_search(model, protos: Tensor, width: int = 4, max_len: int = 45) -> tuple[Tensor, Tensor]:
+def beam_search(model, protos: Tensor, width: int = 4, max_len: int = 45,
+                z: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Beam search; returns hypotheses ``(B, W, L)`` and their log-probabilities
     ``(B, W)``, best first. A finished beam continues with <pad> at +0."""
     B, W, V = protos.size(0), width, model.vocab_size
-    memory, state = model.encode(protos, model.prior_z(B), max_len)
+    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
     memory, state = _repeat(memory, W), _repeat(state, W)
     first, later = banned_mask(V, True), banned_mask(V, False)
     finished_row = torch.full((V,), NEG)
@@ -194,7 +196,17 @@ class SampleRun:
     out: str | None
 
 
-def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int):
+def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
+    """--rare for morphology -> (Omega's rare-tag choice, explicit tag set or None).
+    "auto"/"data" = tags with training count in (1, 20]; "fixed" = PST,FUT; or a list."""
+    if not rare or rare in ("auto", "data"):
+        return "data", None
+    tags = {"PST", "FUT"} if rare == "fixed" else {t.strip() for t in rare.split(",") if t.strip()}
+    return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
+
+
+def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
+                     resample: str = "none", rare: str | None = None):
     """Omega of the checkpoint's data set: a function k -> k prototype tuples."""
     from compgen import neighborhoods as nb
 
@@ -208,37 +220,29 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int):
         omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split, rng=rng)
         return omega.sample
     train = table.filter(pl.col("split") == "train")
-    rare = config.get("sample", {}).get("resample", "none") == "rare"
-    if hasattr(nb, "sig_omega"):
-        omega = nb.sig_omega(train, nproto, rare, rng)
-        return omega.sample
-    data = [nb.generative_datum(x, y) for x, y in zip(train["x"].to_list(), train["y"].to_list())]
-    if nproto == 1:  # every training item as a single prototype
-        return nb.PrototypeSet(data, np.arange(len(data)), rng=rng).sample
-    raise UserError("two-prototype morphology sampling needs compgen.neighborhoods.sig_omega")
+    choice, _ = sig_rare_choice(rare)
+    return nb.sig_omega(train, nproto, resample == "rare", rng, rare=choice).sample
 
 
 def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):
-    from compgen.resample import (DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule,
-                                  rare_tags)
+    """The acceptance test of the checkpoint's task (novelty: SCAN only, by default)."""
+    from compgen import neighborhoods as nb
+    from compgen.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule
 
-    sample_cfg = config.get("sample", {})
     train = table.filter(pl.col("split") == "train")
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
     scan = config["data"].startswith("scan/")
     rule = None
     if resample == "rare":
-        rare = rare or sample_cfg.get("rare")
         if scan:
             split = config["data"].split("/", 1)[1]
             rule = contains_rule(rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump"))
         else:
-            tags = (rare_tags(train["tags"].to_list()) if not rare or rare == "auto"
-                    else {t.strip() for t in rare.split(",") if t.strip()})
-            rule = rare_tag_rule(tags)
+            choice, tags = sig_rare_choice(rare)
+            rule = rare_tag_rule(tags if tags is not None else nb.rare_tags(train, choice))
     elif resample != "none":
         raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
-    novel = bool(sample_cfg.get("novel", scan))
+    novel = bool(config.get("sample", {}).get("novel", scan))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
 
 
@@ -269,10 +273,11 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     if temperature <= 0:
         raise UserError("--temperature must be > 0")
     resample = resample or scfg.get("resample", "none")
+    rare = rare or scfg.get("rare")
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample, rare).accept
     torch.manual_seed(seed)
-    draw = prototype_source(config, table, model.nproto, seed)
+    draw = prototype_source(config, table, model.nproto, seed, resample, rare)
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),
