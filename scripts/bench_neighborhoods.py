@@ -44,7 +44,8 @@ def main() -> None:
     for split in ("jump", "around_right"):
         table = load_dataset(f"scan/{split}", data_dir)
         start, cpu = time.perf_counter(), time.process_time()
-        triples = nb.scan_neighborhood(table, split, seed=args.seed, workers=args.workers)
+        triples = nb.scan_neighborhood(table, split, seed=args.seed, workers=args.workers,
+                                       use_cache=False)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         start = time.perf_counter()
         omega = nb.scan_omega(nb.unique_generative_data(table), triples, 2, split, rng=args.seed)
