@@ -315,9 +315,9 @@ def build_fewshot(lang: str, spec: str, data_dir: Path, cache_dir: Path | None =
 
     hints, index = parse_fewshot_spec(spec)
     path = Path(data_dir) / "sigmorphon2018" / f"{lang}-train-high"
-    if not path.is_file():
-        langs = available_languages(Path(data_dir))
-        raise UserError(f"unknown SIGMORPHON language '{lang}' in {path.parent} "
+    langs = available_languages(Path(data_dir))
+    if lang not in langs or not path.is_file():
+        raise UserError(f"unknown SIGMORPHON language '{lang}' in {Path(data_dir) / 'sigmorphon2018'} "
                         f"(valid: {', '.join(langs) if langs else 'none'})")
     digest = _file_digest(path)
     folder = Path(cache_dir or default_cache_dir()) / "sigmorphon" / lang
