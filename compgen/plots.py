@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -44,6 +45,7 @@ def plot_learning_curve(curve_csv: str | Path, png: str | Path, x: str = "epoch"
     fig, left = plt.subplots(figsize=(6, 3.5))
     for c in losses:
         left.plot(df[x], df[c], marker=".", label=c)
+    left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     left.set_xlabel(x)
     left.set_ylabel("loss")
     handles, labels = left.get_legend_handles_labels()
