@@ -32,10 +32,10 @@ from rapidfuzz.distance import Levenshtein
 
 from compgen.data.vocab import SEP
 
-BLOCK = 512          # query rows per all-pairs block (memory ~ BLOCK x |train| x 4 bytes)
-SIM = 0.5            # similarity threshold of every SCAN neighbourhood
+BLOCK = 512  # query rows per all-pairs block (memory ~ BLOCK x |train| x 4 bytes)
+SIM = 0.5  # similarity threshold of every SCAN neighbourhood
 FIRST_LONG_SHORT = 5  # first prototypes per datum (jump; config max_cnt_nb)
-CAP_LONG_SHORT = 3   # second-prototype cap of the jump procedure (see the counter quirk)
+CAP_LONG_SHORT = 3  # second-prototype cap of the jump procedure (see the counter quirk)
 CANDIDATES_LONG_LONG = 10
 TOP_LONG_LONG = 3
 TRIPLE_SCHEMA = {"x": pl.List(pl.String), "xp": pl.List(pl.String), "xpp": pl.List(pl.String)}
@@ -49,9 +49,10 @@ def generative_datum(x: Sequence[str], y: Sequence[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------- helpers
 
+
 def _splitmix(z: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser over a uint64 array (wrapping arithmetic): a cheap hash."""
-    with np.errstate(over="ignore"):      # wrap-around is the point
+    with np.errstate(over="ignore"):  # wrap-around is the point
         z = z + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -79,10 +80,12 @@ class _Encoded:
     def masks(self, n_words: int) -> np.ndarray:
         m = np.zeros((len(self.ids), n_words), dtype=np.uint64)
         rows = np.repeat(np.arange(len(self.ids)), self.lengths)
-        toks = np.fromiter((t for s in self.ids for t in s), dtype=np.int64,
-                           count=int(self.lengths.sum()))
-        np.bitwise_or.at(m, (rows, toks // 64), np.left_shift(np.uint64(1),
-                                                             (toks % 64).astype(np.uint64)))
+        toks = np.fromiter(
+            (t for s in self.ids for t in s), dtype=np.int64, count=int(self.lengths.sum())
+        )
+        np.bitwise_or.at(
+            m, (rows, toks // 64), np.left_shift(np.uint64(1), (toks % 64).astype(np.uint64))
+        )
         return m
 
 
@@ -100,8 +103,14 @@ def _popcount(a: np.ndarray) -> np.ndarray:
 
 def _distances(queries: list[str], choices: list[str], cutoff: int, workers: int) -> np.ndarray:
     """Exact Levenshtein distances, or ``cutoff + 1`` where larger than ``cutoff``."""
-    return process.cdist(queries, choices, scorer=Levenshtein.distance, dtype=np.int32,
-                         score_cutoff=cutoff, workers=workers)
+    return process.cdist(
+        queries,
+        choices,
+        scorer=Levenshtein.distance,
+        dtype=np.int32,
+        score_cutoff=cutoff,
+        workers=workers,
+    )
 
 
 def _close(dist: np.ndarray, qlen: np.ndarray, tlen: np.ndarray) -> np.ndarray:
@@ -126,8 +135,10 @@ def _gather(seqs: Sequence[Sequence[str]], idx: np.ndarray) -> pl.Series:
 
 
 def _triples(queries, trn, qi, n, l) -> pl.DataFrame:
-    return pl.DataFrame({"x": _gather(queries, qi), "xp": _gather(trn, n),
-                         "xpp": _gather(trn, l)}, schema=TRIPLE_SCHEMA)
+    return pl.DataFrame(
+        {"x": _gather(queries, qi), "xp": _gather(trn, n), "xpp": _gather(trn, l)},
+        schema=TRIPLE_SCHEMA,
+    )
 
 
 def _setdiff_strings(query: _Encoded, qi: np.ndarray, other_masks: np.ndarray) -> np.ndarray:
@@ -135,7 +146,7 @@ def _setdiff_strings(query: _Encoded, qi: np.ndarray, other_masks: np.ndarray) -
     from the other datum, in first-occurrence order -- as comparable strings."""
     width = int(max(1, max((len(dict.fromkeys(s)) for s in query.ids), default=1)))
     distinct = np.full((len(query.ids), width), -1, dtype=np.int64)
-    for row, s in enumerate(query.ids):       # once per datum, not per pair
+    for row, s in enumerate(query.ids):  # once per datum, not per pair
         d = list(dict.fromkeys(s))
         distinct[row, : len(d)] = d
     toks = distinct[qi]
@@ -143,16 +154,18 @@ def _setdiff_strings(query: _Encoded, qi: np.ndarray, other_masks: np.ndarray) -
     words = np.take_along_axis(other_masks, safe // 64, 1)
     present = ((words >> (safe % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
     keep = (toks >= 0) & ~present
-    order = np.argsort(~keep, axis=1, kind="stable")          # kept tokens first, in order
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept tokens first, in order
     toks = np.take_along_axis(np.where(keep, toks, -1), order, 1)
     chars = np.where(toks >= 0, toks + 0x100, 0).astype(np.uint32)
-    return chars.view(f"<U{width}").ravel()                   # trailing NULs are dropped
+    return chars.view(f"<U{width}").ravel()  # trailing NULs are dropped
 
 
 # ----------------------------------------------------------------------------- SCAN
 
-def long_short_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=None,
-                            workers: int = 1) -> pl.DataFrame:
+
+def long_short_neighborhood(
+    data: Sequence[Sequence[str]], seed: int, queries=None, workers: int = 1
+) -> pl.DataFrame:
     """SCAN jump neighbourhood ("long-short"): triples ``(x, xp, xpp)`` as a DataFrame
     with list[str] columns x, xp, xpp.
 
@@ -181,7 +194,7 @@ def long_short_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=No
     pair_q, pair_rank, pair_n, pair_c0 = [], [], [], []
     for start in range(0, len(qs), BLOCK):
         rows = np.arange(start, min(start + BLOCK, len(qs)))
-        dist = _distances(q.strings[start:rows[-1] + 1], t.strings, cutoff, workers)
+        dist = _distances(q.strings[start : rows[-1] + 1], t.strings, cutoff, workers)
         ok = _close(dist, q.lengths[rows], t.lengths)
         keys = _keys(seed, stream, rows[:, None], all_cols[None, :])
         cols, valid = _smallest_keys(keys, ok, FIRST_LONG_SHORT)
@@ -201,30 +214,37 @@ def long_short_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=No
     unique_d, d_id = np.unique(d, return_inverse=True)
     matches = []
     for start in range(0, len(unique_d), BLOCK):
-        block = [s for s in unique_d[start:start + BLOCK]]
+        block = [s for s in unique_d[start : start + BLOCK]]
         dlen = np.array([len(s) for s in block], dtype=np.int32)
         dist = _distances(block, t.strings, cutoff, workers)
         longest = np.maximum(dlen[:, None], t.lengths[None, :])
-        r, l = np.nonzero(2 * dist < longest)        # sim(d, l) > 0.5 (equality allowed)
+        r, l = np.nonzero(2 * dist < longest)  # sim(d, l) > 0.5 (equality allowed)
         matches.append(pl.DataFrame({"d_id": (r + start).astype(np.int64), "l": l}))
     pairs = pl.DataFrame({"qi": qi, "rank": rank, "n": n, "c0": c0, "d_id": d_id.astype(np.int64)})
-    joined = (pairs.join(pl.concat(matches), on="d_id")
-              .filter((pl.col("l") != pl.col("n")) & (pl.col("l") != pl.col("qi"))))
+    joined = pairs.join(pl.concat(matches), on="d_id").filter(
+        (pl.col("l") != pl.col("n")) & (pl.col("l") != pl.col("qi"))
+    )
     key = _keys(seed, stream, joined["qi"].to_numpy(), joined["l"].to_numpy())
-    joined = (joined.with_columns(pl.Series("key", key))
-              .sort("qi", "rank", "key")
-              .with_columns(pos=pl.int_range(1, pl.len() + 1).over("qi")))
+    joined = (
+        joined.with_columns(pl.Series("key", key))
+        .sort("qi", "rank", "key")
+        .with_columns(pos=pl.int_range(1, pl.len() + 1).over("qi"))
+    )
     # the counter quirk: the row where c0 + running count hits 3 ends its own xp group
-    cut = (joined.filter(pl.col("c0") + pl.col("pos") == CAP_LONG_SHORT)
-           .select("qi", cut_rank="rank", cut_pos="pos"))
-    kept = (joined.join(cut, on="qi", how="left")
-            .filter(pl.col("cut_rank").is_null() | (pl.col("rank") != pl.col("cut_rank"))
-                    | (pl.col("pos") <= pl.col("cut_pos"))))
+    cut = joined.filter(pl.col("c0") + pl.col("pos") == CAP_LONG_SHORT).select(
+        "qi", cut_rank="rank", cut_pos="pos"
+    )
+    kept = joined.join(cut, on="qi", how="left").filter(
+        pl.col("cut_rank").is_null()
+        | (pl.col("rank") != pl.col("cut_rank"))
+        | (pl.col("pos") <= pl.col("cut_pos"))
+    )
     return _triples(qs, trn, kept["qi"].to_numpy(), kept["n"].to_numpy(), kept["l"].to_numpy())
 
 
-def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=None,
-                           workers: int = 1) -> pl.DataFrame:
+def long_long_neighborhood(
+    data: Sequence[Sequence[str]], seed: int, queries=None, workers: int = 1
+) -> pl.DataFrame:
     """SCAN around_right neighbourhood ("long-long"): triples ``(x, xp, xpp)``.
 
     For each query x: the first 10 items of ``data`` in random order with
@@ -253,7 +273,7 @@ def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=Non
     k = min(CANDIDATES_LONG_LONG, len(trn))
     for start in range(0, len(qs), BLOCK):
         rows = np.arange(start, min(start + BLOCK, len(qs)))
-        dist = _distances(q.strings[start:rows[-1] + 1], t.strings, cutoff, workers)
+        dist = _distances(q.strings[start : rows[-1] + 1], t.strings, cutoff, workers)
         ok = _close(dist, q.lengths[rows], t.lengths)
         missing = _popcount(qmask[rows][:, None, :] & ~tmask[None, :, :])
         ok &= missing == 1
@@ -264,29 +284,39 @@ def long_long_neighborhood(data: Sequence[Sequence[str]], seed: int, queries=Non
         longest = np.maximum(q.lengths[rows][:, None], t.lengths[cols])
         sim = 1.0 - np.take_along_axis(dist, cols, 1) / longest
         empty = ~valid.any(1)
-        if is_test:       # test only: one random candidate (it has no possible second)
+        if is_test:  # test only: one random candidate (it has no possible second)
             fallback = np.argmin(keys, axis=1)
             cols[empty, 0] = fallback[empty]
             valid[empty, 0] = True
-            sim[empty, 0] = 2.0   # sorts first; never a second prototype (it is xp itself)
+            sim[empty, 0] = 2.0  # sorts first; never a second prototype (it is xp itself)
         order = np.argsort(np.where(valid, -sim, np.inf), axis=1, kind="stable")
         cols, valid, sim = (np.take_along_axis(a, order, 1) for a in (cols, valid, sim))
         top = min(TOP_LONG_LONG, cols.shape[1])
         # second[r, a, b]: candidate b is a second prototype for first prototype a
         need = qmask[rows][:, None, :] & ~tmask[cols[:, :top]]
         covered = _popcount(need[:, :, None, :] & ~tmask[cols][:, None, :, :]) == 0
-        second = (covered & valid[:, None, :] & valid[:, :top, None]
-                  & (cols[:, None, :] != rows[:, None, None]) & (sim[:, None, :] > SIM)
-                  & ~np.eye(top, cols.shape[1], dtype=bool)[None])
+        second = (
+            covered
+            & valid[:, None, :]
+            & valid[:, :top, None]
+            & (cols[:, None, :] != rows[:, None, None])
+            & (sim[:, None, :] > SIM)
+            & ~np.eye(top, cols.shape[1], dtype=bool)[None]
+        )
         rank = np.cumsum(second, axis=2)
         pick = second & (rank <= TOP_LONG_LONG)
         r, a, b = np.nonzero(pick)
-        out_q.append(rows[r]); out_a.append(a); out_n.append(cols[r, a]); out_l.append(cols[r, b])
-        if is_test:       # a first prototype without a second: pad with a random item
+        out_q.append(rows[r])
+        out_a.append(a)
+        out_n.append(cols[r, a])
+        out_l.append(cols[r, b])
+        if is_test:  # a first prototype without a second: pad with a random item
             lonely = valid[:, :top] & ~second.any(2)
             r, a = np.nonzero(lonely)
             pad = _keys(seed, stream + 4, rows[r] * TOP_LONG_LONG + a, 0) % np.uint64(len(trn))
-            out_q.append(rows[r]); out_a.append(a); out_n.append(cols[r, a])
+            out_q.append(rows[r])
+            out_a.append(a)
+            out_n.append(cols[r, a])
             out_l.append(pad.astype(np.int64))
     qi, a, n, l = (np.concatenate(v) for v in (out_q, out_a, out_n, out_l))
     order = np.lexsort((np.arange(len(qi)), a, qi))  # by query, first prototype, emission
@@ -303,8 +333,15 @@ def unique_generative_data(table: pl.DataFrame, split_name: str = "train") -> li
     return [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
 
 
-def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int, part: str = "train",
-                      workers: int = 1, cache_dir=None, use_cache: bool = True) -> pl.DataFrame:
+def scan_neighborhood(
+    table: pl.DataFrame,
+    split_name: str,
+    seed: int,
+    part: str = "train",
+    workers: int = 1,
+    cache_dir=None,
+    use_cache: bool = True,
+) -> pl.DataFrame:
     """Neighbourhood triples of a SCAN example table (columns x, y, split).
 
     ``split_name`` is the SCAN split (``jump``/``turn_left`` -> long-short, anything
@@ -330,7 +367,7 @@ def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int, part: str
         try:
             return pl.read_parquet(path)
         except (OSError, pl.exceptions.PolarsError):
-            pass      # an unreadable cache file is recomputed and replaced
+            pass  # an unreadable cache file is recomputed and replaced
     builder = long_short_neighborhood if long_short else long_long_neighborhood
     triples = builder(trn, seed, queries=queries, workers=workers)
     if use_cache:
@@ -338,7 +375,7 @@ def scan_neighborhood(table: pl.DataFrame, split_name: str, seed: int, part: str
             with atomic_open(path, "wb") as handle:
                 triples.write_parquet(handle)
         except OSError:
-            pass      # an unwritable cache only costs time
+            pass  # an unwritable cache only costs time
     return triples
 
 
@@ -347,11 +384,17 @@ def prototype_sets(triples: pl.DataFrame, nproto: int) -> pl.DataFrame:
     (list of prototype token lists). 0 -> distinct x (protos empty); 1 -> distinct
     (x, xp); 2 -> every triple. First occurrences are kept, in order."""
     if nproto == 0:
-        return (triples.select("x").unique(maintain_order=True)
-                .with_columns(protos=pl.lit([], dtype=pl.List(pl.List(pl.String)))))
+        return (
+            triples.select("x")
+            .unique(maintain_order=True)
+            .with_columns(protos=pl.lit([], dtype=pl.List(pl.List(pl.String))))
+        )
     if nproto == 1:
-        return (triples.select("x", "xp").unique(maintain_order=True)
-                .select("x", protos=pl.concat_arr(["xp"]).arr.to_list()))
+        return (
+            triples.select("x", "xp")
+            .unique(maintain_order=True)
+            .select("x", protos=pl.concat_arr(["xp"]).arr.to_list())
+        )
     if nproto == 2:
         return triples.select("x", protos=pl.concat_arr(["xp", "xpp"]).arr.to_list())
     raise ValueError(f"nproto must be 0, 1 or 2, not {nproto}")
@@ -360,7 +403,7 @@ def prototype_sets(triples: pl.DataFrame, nproto: int) -> pl.DataFrame:
 # ----------------------------------------------------------------------------- Omega
 
 TEMPLATE_SPLITS = ("around_right", "right", "opposite_right", "jump_around_right", "template")
-EXACT_CYCLE_LIMIT = 1 << 20   # Omega sizes up to this cycle an explicit shuffled order
+EXACT_CYCLE_LIMIT = 1 << 20  # Omega sizes up to this cycle an explicit shuffled order
 
 
 class PrototypeSet:
@@ -389,8 +432,13 @@ class PrototypeSet:
         if self.second is None:
             counts = np.ones(len(self.first), dtype=np.int64)
         else:
-            counts = np.concatenate([self._valid(self.first[s:s + BLOCK]).sum(1)
-                                     for s in range(0, len(self.first), BLOCK)] or [np.zeros(0, np.int64)])
+            counts = np.concatenate(
+                [
+                    self._valid(self.first[s : s + BLOCK]).sum(1)
+                    for s in range(0, len(self.first), BLOCK)
+                ]
+                or [np.zeros(0, np.int64)]
+            )
         self.counts = counts.astype(np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.counts)])
         self.size = int(self.starts[-1])
@@ -407,7 +455,9 @@ class PrototypeSet:
     def _valid(self, firsts: np.ndarray) -> np.ndarray:
         ok = firsts[:, None] != self.second[None, :]
         if self.one_type_apart:
-            missing = _popcount(self.masks[firsts][:, None, :] & ~self.masks[self.second][None, :, :])
+            missing = _popcount(
+                self.masks[firsts][:, None, :] & ~self.masks[self.second][None, :, :]
+            )
             ok &= missing == 1
         return ok
 
@@ -452,8 +502,14 @@ def _length_threshold(lengths: pl.Series, threshold: str) -> float:
     raise ValueError(f"threshold must be 'mean' or 'mean+std', not {threshold!r}")
 
 
-def scan_omega(data: Sequence[Sequence[str]], triples: pl.DataFrame, nproto: int,
-               split_kind: str, rng=None, threshold: str = "mean") -> PrototypeSet:
+def scan_omega(
+    data: Sequence[Sequence[str]],
+    triples: pl.DataFrame,
+    nproto: int,
+    split_kind: str,
+    rng=None,
+    threshold: str = "mean",
+) -> PrototypeSet:
     """Sampling-time prototype set for SCAN.
 
     ``data`` = unique training generative data; ``triples`` = the generator's training
@@ -481,6 +537,7 @@ def scan_omega(data: Sequence[Sequence[str]], triples: pl.DataFrame, nproto: int
 
 # ----------------------------------------------------------------------------- SIGMORPHON
 
+
 def _tag_masks(tag_lists: Sequence[Sequence[str]]) -> np.ndarray:
     """Tag SETS as uint64 bitmask rows (one bit per distinct tag)."""
     index: dict[str, int] = {}
@@ -496,14 +553,16 @@ def _jaccard(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
     for level in range(1, int(max(counts_a.max(initial=0), counts_b.max(initial=0))) + 1):
         inter += (counts_a >= level).astype(np.float32) @ (counts_b >= level).astype(np.float32).T
     inter = inter.astype(np.int64)
-    union = counts_a.sum(1, dtype=np.int64)[:, None] + counts_b.sum(1, dtype=np.int64)[None, :] - inter
+    union = (
+        counts_a.sum(1, dtype=np.int64)[:, None] + counts_b.sum(1, dtype=np.int64)[None, :] - inter
+    )
     return np.where(union > 0, inter / np.maximum(union, 1), 0.0)
 
 
 def _smallest_lex(key: np.ndarray, k: int) -> np.ndarray:
     """Per row, the column ids of the k smallest keys, ties broken by column id (what a
     stable sort gives), without sorting whole rows."""
-    kth = np.partition(key, k - 1, axis=1)[:, k - 1:k]
+    kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
     r, c = np.nonzero(key <= kth)
     o = np.lexsort((c, key[r, c], r))
     r, c = r[o], c[o]
@@ -514,8 +573,13 @@ def _smallest_lex(key: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_train: int,
-                      rand: np.random.RandomState, neighbors: int = 4) -> np.ndarray:
+def sig_neighborhoods(
+    tags: Sequence[Sequence[str]],
+    lemmas: Sequence[str],
+    n_train: int,
+    rand: np.random.RandomState,
+    neighbors: int = 4,
+) -> np.ndarray:
     """Morphology neighbourhoods of the few-shot splits: ``(len(tags), neighbors, 2)``
     index pairs ``[i1, i2]`` into the items, always pointing at training items
     (``0 .. n_train-1``).
@@ -553,7 +617,7 @@ def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_tr
     jac_u[:, train_words] = _jaccard(counts, counts[train_words])
 
     tsid = sid[:n_train]
-    same_set = sid[:, None] == tsid[None, :]                                # (n, n_train)
+    same_set = sid[:, None] == tsid[None, :]  # (n, n_train)
     tag_dist = _popcount(sets[:, None, :] ^ sets[None, :, :])[sid][:, tsid]
     jac = jac_u[lid][:, lid[:n_train]]
     allowed = train[None, :] != np.arange(n)[:, None]
@@ -566,18 +630,22 @@ def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_tr
     # and ties go to the smaller index
     key = np.where(allowed, 2.0 * tag_dist + jac, np.inf)
     order = _smallest_lex(key, max(2, neighbors))
-    top = order[:, :neighbors]                                              # (n, k) = i1
+    top = order[:, :neighbors]  # (n, k) = i1
     # second prototype for (M, M1) = (set of i, set of i1): a training tag set S other
     # than M and M1 with M - M1 - S empty and the smallest |M1 ^ S|; among items with
     # that set, the first. (i and i1 need no explicit exclusion: their sets are M, M1.)
     first_of = np.full(len(sets), n_train, dtype=np.int64)
     np.minimum.at(first_of, tsid, train)
-    cand = np.nonzero(first_of < n_train)[0]                                # train sets
-    pair, pair_id = np.unique(np.stack([np.repeat(sid, neighbors), sid[top].ravel()], 1),
-                              axis=0, return_inverse=True)
+    cand = np.nonzero(first_of < n_train)[0]  # train sets
+    pair, pair_id = np.unique(
+        np.stack([np.repeat(sid, neighbors), sid[top].ravel()], 1), axis=0, return_inverse=True
+    )
     a, b = sets[pair[:, 0]], sets[pair[:, 1]]
-    ok = ((cand[None, :] != pair[:, :1]) & (cand[None, :] != pair[:, 1:])
-          & (_popcount(a[:, None, :] & ~b[:, None, :] & ~sets[cand][None, :, :]) == 0))
+    ok = (
+        (cand[None, :] != pair[:, :1])
+        & (cand[None, :] != pair[:, 1:])
+        & (_popcount(a[:, None, :] & ~b[:, None, :] & ~sets[cand][None, :, :]) == 0)
+    )
     score = _popcount(b[:, None, :] ^ sets[cand][None, :, :]) * (n_train + 1) + first_of[cand]
     best = first_of[cand][np.argmin(np.where(ok, score, np.iinfo(np.int64).max), axis=1)]
     has_second = ok.any(1)[pair_id.ravel()].reshape(n, neighbors)
@@ -587,7 +655,7 @@ def sig_neighborhoods(tags: Sequence[Sequence[str]], lemmas: Sequence[str], n_tr
     out = np.stack([top, np.where(has_second, second, fallback)], axis=-1)
 
     buffer = np.empty(n_train)
-    for i in range(n):                 # replay the reference's RNG consumption, in order
+    for i in range(n):  # replay the reference's RNG consumption, in order
         rand.shuffle(buffer[: first_len[i]])
         for k in np.nonzero(~has_second[i])[0]:
             if rand.permutation(2)[0] == 1:
@@ -607,11 +675,13 @@ def rare_tags(train_table: pl.DataFrame, choice: str = "data") -> list[str]:
         return ["FUT", "PST"]
     if choice != "data":
         raise ValueError(f"rare-tag choice must be 'data' or 'fixed', not {choice!r}")
-    counts = train_table.select(pl.col("tags").list.explode(keep_nulls=False,
-                                                            empty_as_null=False)).to_series()
+    counts = train_table.select(
+        pl.col("tags").list.explode(keep_nulls=False, empty_as_null=False)
+    ).to_series()
     counts = counts.value_counts()
-    rare = counts.filter((pl.col("count") > 1) & (pl.col("count") <= 20)
-                         & pl.col("tags").str.contains(r"^\p{Lu}"))
+    rare = counts.filter(
+        (pl.col("count") > 1) & (pl.col("count") <= 20) & pl.col("tags").str.contains(r"^\p{Lu}")
+    )
     return sorted(rare["tags"].to_list())
 
 
@@ -650,11 +720,12 @@ class PrototypeList:
         return [(self.data[a], self.data[b]) for a, b in zip(i, j)]
 
 
-SIG_OMEGA_ROUNDS = 100   # |val_hard|: rounds of 4 pairs around a random rare-tag item
+SIG_OMEGA_ROUNDS = 100  # |val_hard|: rounds of 4 pairs around a random rare-tag item
 
 
-def sig_omega(train_table: pl.DataFrame, nproto: int, rare_token: bool = True, rng=None,
-              rare: str = "data") -> PrototypeList:
+def sig_omega(
+    train_table: pl.DataFrame, nproto: int, rare_token: bool = True, rng=None, rare: str = "data"
+) -> PrototypeList:
     """Sampling-time prototype set for morphology: tuples of generative data
     (``x <sep> y`` of the training rows, reinflection order).
 
@@ -668,8 +739,10 @@ def sig_omega(train_table: pl.DataFrame, nproto: int, rare_token: bool = True, r
     * nproto 0 or 1: every training item alone.
     """
     rng = np.random.default_rng(rng)
-    data = [generative_datum(x, y) for x, y in zip(train_table["x"].to_list(),
-                                                   train_table["y"].to_list())]
+    data = [
+        generative_datum(x, y)
+        for x, y in zip(train_table["x"].to_list(), train_table["y"].to_list())
+    ]
     n = len(data)
     if nproto in (0, 1):
         return PrototypeList(data, np.arange(n)[:, None], rng)
@@ -691,10 +764,17 @@ def sig_omega(train_table: pl.DataFrame, nproto: int, rare_token: bool = True, r
     same_list = bundle[None, :] == bundle[first][:, None]
     shared = _popcount(masks[first][:, None, :] & masks[None, :, :])
     key = (~(allow_exact & same_list)).astype(np.float64) * 1e6 - shared
-    key = key + rng.random(key.shape) * 0.5            # random tie-break, order kept
+    key = key + rng.random(key.shape) * 0.5  # random tie-break, order kept
     key[np.arange(SIG_OMEGA_ROUNDS), first] = np.inf
     best = np.argsort(key, axis=1)[:, :2]
     i1, i2, i3 = first, best[:, 0], best[:, 1]
-    pairs = np.stack([np.stack([i1, i2], 1), np.stack([i1, i3], 1),
-                      np.stack([i2, i1], 1), np.stack([i3, i1], 1)], 1).reshape(-1, 2)
+    pairs = np.stack(
+        [
+            np.stack([i1, i2], 1),
+            np.stack([i1, i3], 1),
+            np.stack([i2, i1], 1),
+            np.stack([i3, i1], 1),
+        ],
+        1,
+    ).reshape(-1, 2)
     return PrototypeList(data, pairs, rng)

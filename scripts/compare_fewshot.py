@@ -19,21 +19,25 @@ from compgen.data import sigmorphon as sg
 from compgen.data.sources import resolve_data_dir
 
 
-def compare(lang: str, ref: Path, spec: str, data_dir: Path, cache: Path) -> tuple[bool, bool, bool]:
+def compare(
+    lang: str, ref: Path, spec: str, data_dir: Path, cache: Path
+) -> tuple[bool, bool, bool]:
     vocab = {i: tok for tok, i in json.loads((ref / "vocab.json").read_text()).items()}
     mine = sg.build_fewshot(lang, spec, data_dir, cache)
     seqs = json.loads((ref / f"seqs.{spec}.json").read_text())
     theirs = []
     for seq in seqs:
-        tokens = [vocab[i] for i in seq][2:-1]          # drop <s>, <lang> and </s>
+        tokens = [vocab[i] for i in seq][2:-1]  # drop <s>, <lang> and </s>
         k = tokens.index("<sep>")
-        theirs.append((tokens[:k], "".join(tokens[k + 1:])))
+        theirs.append((tokens[:k], "".join(tokens[k + 1 :])))
     same_items = len(theirs) == len(mine["rows"]) and all(
         left == list(lemma) + tags and form == f
-        for (left, form), (lemma, f, tags) in zip(theirs, mine["rows"]))
+        for (left, form), (lemma, f, tags) in zip(theirs, mine["rows"])
+    )
     splits = json.loads((ref / f"splits.{spec}.json").read_text())
-    same_splits = sorted(i for idx in splits.values() for i in idx) == list(range(len(mine["split"]))) \
-        and all(mine["split"][i] == name for name, idx in splits.items() for i in idx)
+    same_splits = sorted(i for idx in splits.values() for i in idx) == list(
+        range(len(mine["split"]))
+    ) and all(mine["split"][i] == name for name, idx in splits.items() for i in idx)
     neighbors = json.loads((ref / f"neighborhoods.{spec}.json").read_text())
     same_neighbors = [neighbors.get(str(i)) for i in range(len(seqs))] == mine["neighbors"]
     return same_items, same_splits, same_neighbors
@@ -52,7 +56,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         for spec in specs:
             flags = compare(lang, ref, spec, data_dir, Path(cache))
-            print(f"| {lang} | {spec} | " + " | ".join("identical" if f else "DIFFERENT" for f in flags) + " |")
+            print(
+                f"| {lang} | {spec} | "
+                + " | ".join("identical" if f else "DIFFERENT" for f in flags)
+                + " |"
+            )
 
 
 if __name__ == "__main__":

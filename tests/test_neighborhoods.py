@@ -18,13 +18,20 @@ def seqs(*words):
 def triple_set(df, names):
     """Triples as tuples of names (each token list mapped back to its toy name)."""
     back = {tuple(v): k for k, v in names.items()}
-    return {(back[tuple(a)], back[tuple(b)], back[tuple(c)])
-            for a, b, c in df.select("x", "xp", "xpp").iter_rows()}
+    return {
+        (back[tuple(a)], back[tuple(b)], back[tuple(c)])
+        for a, b, c in df.select("x", "xp", "xpp").iter_rows()
+    }
 
 
 def test_generative_datum():
     assert nb.generative_datum(["jump", "twice"], ["I_JUMP", "I_JUMP"]) == [
-        "jump", "twice", SEP, "I_JUMP", "I_JUMP"]
+        "jump",
+        "twice",
+        SEP,
+        "I_JUMP",
+        "I_JUMP",
+    ]
 
 
 # Long-long toy, worked by hand (sim = 1 - lev / max length; cands need 0.5 < sim < 1 and
@@ -35,8 +42,12 @@ def test_generative_datum():
 #   L3 = a b g d e    cands X (.8), L5 (.67): neither has g -> no second prototype
 #   L5 = a b c d f e  cands X, L1, L2 (5/6 each)
 # second prototypes of (x, xp): other candidates containing setdiff(x, xp).
-LONG_LONG = dict(zip(["X", "L1", "L2", "L3", "L5"],
-                     seqs("a b c d e", "a b c d f", "a b c f e", "a b g d e", "a b c d f e")))
+LONG_LONG = dict(
+    zip(
+        ["X", "L1", "L2", "L3", "L5"],
+        seqs("a b c d e", "a b c d f", "a b c f e", "a b g d e", "a b c d f e"),
+    )
+)
 LONG_LONG_EXPECTED = (
     {("X", p, q) for p, q in itertools.permutations(["L1", "L2", "L3"], 2)}
     | {("L1", "X", "L2"), ("L1", "L2", "X"), ("L2", "X", "L1"), ("L2", "L1", "X")}
@@ -53,10 +64,10 @@ def test_long_long_toy_by_hand(seed):
 
 def test_long_long_test_queries_are_padded():
     trn = [LONG_LONG[k] for k in ("L1", "L2", "L3", "L5")]
-    far = seqs("z z z z z z z")[0]                    # no candidate at all
+    far = seqs("z z z z z z z")[0]  # no candidate at all
     got = nb.long_long_neighborhood(trn, 0, queries=[LONG_LONG["X"], far])
     far_rows = got.filter(pl.col("x") == pl.lit(far, dtype=pl.List(pl.String)))
-    assert far_rows.height == 1                     # one random xp, one random xpp
+    assert far_rows.height == 1  # one random xp, one random xpp
 
 
 # Long-short toy: X1 has one first prototype P1 (sim 5/7); d = setdiff(X1, P1) = [u, w]
@@ -91,9 +102,14 @@ def test_long_short_single_token_difference_has_no_second():
     assert got.height == 0  # every difference is one token; no datum is that short
 
 
-TRIPLES = pl.DataFrame({"x": seqs("a", "a", "a", "b"), "xp": seqs("p", "p", "q", "p"),
-                        "xpp": seqs("s", "t", "s", "s")},
-                       schema=nb.TRIPLE_SCHEMA)
+TRIPLES = pl.DataFrame(
+    {
+        "x": seqs("a", "a", "a", "b"),
+        "xp": seqs("p", "p", "q", "p"),
+        "xpp": seqs("s", "t", "s", "s"),
+    },
+    schema=nb.TRIPLE_SCHEMA,
+)
 
 
 def test_prototype_sets_reductions():
@@ -121,16 +137,17 @@ def test_scan_omega_filters_match_brute_force(split_kind):
     rng = np.random.default_rng(5)
     data = [list(rng.choice(list("abcdef"), size=rng.integers(1, 7))) for _ in range(60)]
     data = [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
-    triples = pl.DataFrame({"x": data[:10], "xp": data[10:20], "xpp": data[20:30]},
-                           schema=nb.TRIPLE_SCHEMA)
+    triples = pl.DataFrame(
+        {"x": data[:10], "xp": data[10:20], "xpp": data[20:30]}, schema=nb.TRIPLE_SCHEMA
+    )
     p_cut = triples["xp"].list.len().mean()
     pp_cut = triples["xpp"].list.len().mean()
     expected = brute_force_omega(data, p_cut, pp_cut, split_kind == "around_right")
     omega = nb.scan_omega(data, triples, 2, split_kind, rng=0)
     assert len(omega) == len(expected)
-    i, j = omega.indices(len(expected))       # one full cycle = every valid pair once
+    i, j = omega.indices(len(expected))  # one full cycle = every valid pair once
     assert set(zip(i.tolist(), j.tolist())) == expected
-    i2, j2 = omega.indices(len(expected))     # the next cycle repeats the same order
+    i2, j2 = omega.indices(len(expected))  # the next cycle repeats the same order
     assert (i2 == i).all() and (j2 == j).all()
 
     wide = nb.scan_omega(data, triples, 2, split_kind, rng=0, threshold="mean+std")
@@ -144,9 +161,10 @@ def test_lazy_omega_samples_only_valid_pairs(monkeypatch):
     rng = np.random.default_rng(1)
     data = [list(rng.choice(list("abcdefgh"), size=rng.integers(2, 6))) for _ in range(80)]
     data = [list(d) for d in dict.fromkeys(tuple(d) for d in data)]
-    triples = pl.DataFrame({"x": data[:5], "xp": data[:5], "xpp": data[5:10]},
-                           schema=nb.TRIPLE_SCHEMA)
-    monkeypatch.setattr(nb, "EXACT_CYCLE_LIMIT", 10)   # force the with-replacement path
+    triples = pl.DataFrame(
+        {"x": data[:5], "xp": data[:5], "xpp": data[5:10]}, schema=nb.TRIPLE_SCHEMA
+    )
+    monkeypatch.setattr(nb, "EXACT_CYCLE_LIMIT", 10)  # force the with-replacement path
     omega = nb.scan_omega(data, triples, 2, "around_right", rng=3)
     for a, b in omega.sample(300):
         assert a != b and len(set(a) - set(b)) == 1
@@ -163,8 +181,9 @@ def test_scan_jump_triples_near_reference_counts(jump):
     # Appendix A (re-implementation with another RNG): 38,614 triples, 9,081 distinct x
     assert abs(triples.height - 38614) <= 0.1 * 38614
     assert abs(triples["x"].n_unique() - 9081) <= 0.1 * 9081
-    assert not triples.filter(pl.col("xp").list.contains("jump")
-                              | pl.col("xpp").list.contains("jump")).height
+    assert not triples.filter(
+        pl.col("xp").list.contains("jump") | pl.col("xpp").list.contains("jump")
+    ).height
     train = {tuple(d) for d in nb.unique_generative_data(table)}
     assert len(train) == 13204
     sample = triples.sample(300, seed=0)
@@ -177,13 +196,14 @@ def test_scan_jump_triples_near_reference_counts(jump):
 
 def sim(a, b):
     from rapidfuzz.distance import Levenshtein
+
     return 1 - Levenshtein.distance(a, b) / max(len(a), len(b))
 
 
 def test_scan_jump_omega_sizes(jump):
     table, triples = jump
     omega = nb.scan_omega(nb.unique_generative_data(table), triples, 2, "jump", rng=0)
-    assert len(omega.second) == 15   # the primitives, `jump -> I_JUMP` among them
+    assert len(omega.second) == 15  # the primitives, `jump -> I_JUMP` among them
     assert ["jump", SEP, "I_JUMP"] in [omega.data[j] for j in omega.second]
     assert len(omega) == len(omega.first) * 15 - np.isin(omega.first, omega.second).sum()
 
@@ -192,23 +212,25 @@ def test_scan_neighborhood_cache(tmp_path):
     from compgen.data.table import make_table
 
     names = list(LONG_LONG)
-    table = make_table([LONG_LONG[k] for k in names] + [["q", "r"]], [["Y"]] * 6,
-                       ["train"] * 5 + ["test"])
+    table = make_table(
+        [LONG_LONG[k] for k in names] + [["q", "r"]], [["Y"]] * 6, ["train"] * 5 + ["test"]
+    )
     first = nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path)
     files = list((tmp_path / "neighborhoods").glob("*.parquet"))
     assert len(files) == 1
     assert nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path).equals(first)
     assert first.equals(nb.scan_neighborhood(table, "around_right", 0, use_cache=False))
-    files[0].write_bytes(b"garbage")                       # a broken file is recomputed
+    files[0].write_bytes(b"garbage")  # a broken file is recomputed
     assert nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path).equals(first)
     test = nb.scan_neighborhood(table, "around_right", 0, part="test", cache_dir=tmp_path)
-    assert test["x"].to_list() == [["q", "r", SEP, "Y"]]   # no candidate: padded at random
+    assert test["x"].to_list() == [["q", "r", SEP, "Y"]]  # no candidate: padded at random
     assert len(list((tmp_path / "neighborhoods").glob("*.parquet"))) == 2
 
 
 # Direct transcriptions of the two SCAN procedures, item by item, walking the same random
 # order the vectorised builders use (candidates sorted by their hash key): the outputs
 # must be identical, order included.
+
 
 def perm_of(seed, stream, i, n):
     return list(np.argsort(nb._keys(seed, stream, np.full(n, i), np.arange(n)), kind="stable"))
@@ -265,8 +287,11 @@ def direct_long_long(trn, seed, queries=None):
         cands = [j for j, _ in sorted(cands, key=lambda c: -c[1])]
         for a, n in enumerate(cands[:3]):
             d = setdiff(x, trn[n])
-            seconds = [l for l in cands if l != n and l != i and sim(x, trn[l]) > 0.5
-                       and not setdiff(d, trn[l])]
+            seconds = [
+                l
+                for l in cands
+                if l != n and l != i and sim(x, trn[l]) > 0.5 and not setdiff(d, trn[l])
+            ]
             if seconds:
                 out += [(x, trn[n], trn[l]) for l in seconds[:3]]
             elif is_test:

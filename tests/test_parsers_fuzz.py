@@ -16,8 +16,31 @@ from compgen.io import parse_samples_tsv
 FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # pieces that make near-valid lines likely, plus arbitrary text
-PIECES = ["IN: ", " OUT: ", "IN:", "OUT:", "\t", "\n", "\r\n", " ", ";", "#", "jump", "I_JUMP",
-          "walk twice", "V", "PST", "x _ 1", "a", "é", "İ", "\x85", "\u2028", "\x00", ""]
+PIECES = [
+    "IN: ",
+    " OUT: ",
+    "IN:",
+    "OUT:",
+    "\t",
+    "\n",
+    "\r\n",
+    " ",
+    ";",
+    "#",
+    "jump",
+    "I_JUMP",
+    "walk twice",
+    "V",
+    "PST",
+    "x _ 1",
+    "a",
+    "é",
+    "İ",
+    "\x85",
+    "\u2028",
+    "\x00",
+    "",
+]
 texts = st.one_of(
     st.text(max_size=80),
     st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=30).map("".join),
@@ -34,7 +57,7 @@ def outcome(parse, text):
     try:
         return parse(text, "<fuzz>")
     except UserError as exc:
-        assert str(exc)            # one clear message
+        assert str(exc)  # one clear message
         return None
 
 
@@ -75,9 +98,14 @@ def check_samples(pairs):
         check_tokens(x, allow_empty=True), check_tokens(y, allow_empty=True)
 
 
-PARSERS = [(parse_scan, check_scan), (parse_sigmorphon, check_sigmorphon),
-           (parse_cogs, check_cogs), (lambda t, s: parse_cogs(t, s, join_variables=False), check_cogs),
-           (parse_corpus, check_corpus), (parse_samples_tsv, check_samples)]
+PARSERS = [
+    (parse_scan, check_scan),
+    (parse_sigmorphon, check_sigmorphon),
+    (parse_cogs, check_cogs),
+    (lambda t, s: parse_cogs(t, s, join_variables=False), check_cogs),
+    (parse_corpus, check_corpus),
+    (parse_samples_tsv, check_samples),
+]
 
 
 @FUZZ
@@ -92,16 +120,20 @@ def test_text_parsers(text):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.sampled_from(["<pad>", "a", "", 1.5]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["tokens", "a"]), inner,
-                                                              max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["tokens", "a"]), inner, max_size=2)
+    ),
     max_leaves=6,
 )
-vocab_like = st.lists(st.text(max_size=5), max_size=6).map(lambda extra: {"tokens": list(SPECIALS) + extra})
+vocab_like = st.lists(st.text(max_size=5), max_size=6).map(
+    lambda extra: {"tokens": list(SPECIALS) + extra}
+)
 vocab_texts = st.one_of(
     texts,
     json_values.map(json.dumps),
     vocab_like.map(json.dumps),
-    st.integers(min_value=4000, max_value=4400).map(lambda n: "9" * n),   # over-long integers
+    st.integers(min_value=4000, max_value=4400).map(lambda n: "9" * n),  # over-long integers
     st.integers(min_value=1, max_value=1500).map(lambda n: "[" * n + "]" * n),  # deep nesting
 )
 

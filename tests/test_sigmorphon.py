@@ -19,17 +19,29 @@ from compgen.errors import UserError
 
 SIZES = {"train": 1000, "val_easy": 100, "val_hard": 100, "test_easy": 100, "test_hard": 100}
 # weird items (training items with a rare tag) per hints: ranges over the 5 splits
-WEIRD = {"spanish": {4: (8, 8), 8: (16, 16), 16: (32, 32)},
-         "swahili": {4: (42, 101), 8: (33, 94), 16: (75, 111)},
-         "turkish": {4: (19, 25), 8: (26, 30), 16: (32, 49)}}
-ALWAYS_RARE = {"spanish": {"FUT", "PST"}, "swahili": {"FUT", "N", "NFIN", "PST"},
-               "turkish": {"ADJ", "FUT", "PST"}}
+WEIRD = {
+    "spanish": {4: (8, 8), 8: (16, 16), 16: (32, 32)},
+    "swahili": {4: (42, 101), 8: (33, 94), 16: (75, 111)},
+    "turkish": {4: (19, 25), 8: (26, 30), 16: (32, 49)},
+}
+ALWAYS_RARE = {
+    "spanish": {"FUT", "PST"},
+    "swahili": {"FUT", "N", "NFIN", "PST"},
+    "turkish": {"ADJ", "FUT", "PST"},
+}
 # NOVEL-set sizes (test_hard, val_hard, test_easy) where the reference states them
-NOVEL = {("spanish", 4): ((68, 85), (85, 91), (0, 0)), ("spanish", 8): ((40, 58), (72, 84), (0, 0)),
-         ("spanish", 16): ((18, 53), (42, 61), (0, 0)), ("swahili", 8): ((51, 66), (87, 93), (0, 1)),
-         ("turkish", 8): ((68, 79), (87, 94), (0, 4))}
-BUNDLES = {"spanish": ((12, 12), (26, 28)), "swahili": ((16, 16), (51, 59)),
-           "turkish": ((23, 24), (50, 59))}
+NOVEL = {
+    ("spanish", 4): ((68, 85), (85, 91), (0, 0)),
+    ("spanish", 8): ((40, 58), (72, 84), (0, 0)),
+    ("spanish", 16): ((18, 53), (42, 61), (0, 0)),
+    ("swahili", 8): ((51, 66), (87, 93), (0, 1)),
+    ("turkish", 8): ((68, 79), (87, 94), (0, 4)),
+}
+BUNDLES = {
+    "spanish": ((12, 12), (26, 28)),
+    "swahili": ((16, 16), (51, 59)),
+    "turkish": ((23, 24), (50, 59)),
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +60,20 @@ def test_every_build_matches_the_reference_figures(lang, data_dir, cache):
         build = sg.build_fewshot(lang, spec, data_dir, cache)
         split = build["split"]
         assert split == [s for s, n in SIZES.items() for _ in range(n)]
-        by_split = {name: [tuple(r[2]) for r, s in zip(build["rows"], split) if s == name]
-                    for name in SIZES}
+        by_split = {
+            name: [tuple(r[2]) for r, s in zip(build["rows"], split) if s == name] for name in SIZES
+        }
         assert len({(r[0], r[1], tuple(r[2])) for r in build["rows"][:1000]}) == 1000
         tags = by_split["train"]
         # the 2h hints are the last training items: h PST, then h FUT
-        assert all("PST" in t for t in tags[1000 - 2 * hints:1000 - hints])
-        assert all("FUT" in t for t in tags[1000 - hints:])
-        assert not any("PST" in t or "FUT" in t for t in tags[:1000 - 2 * hints])
+        assert all("PST" in t for t in tags[1000 - 2 * hints : 1000 - hints])
+        assert all("FUT" in t for t in tags[1000 - hints :])
+        assert not any("PST" in t or "FUT" in t for t in tags[: 1000 - 2 * hints])
         assert all("PST" in t for t in by_split["val_hard"])
         assert all("FUT" in t for t in by_split["test_hard"])
-        assert not any("PST" in t or "FUT" in t for t in by_split["val_easy"] + by_split["test_easy"])
+        assert not any(
+            "PST" in t or "FUT" in t for t in by_split["val_easy"] + by_split["test_easy"]
+        )
         # four prototype pairs per item, all pointing at other training items
         neighbors = np.array(build["neighbors"])
         assert neighbors.shape == (1400, 4, 2)
@@ -67,7 +82,9 @@ def test_every_build_matches_the_reference_figures(lang, data_dir, cache):
         rare = set(nb.rare_tags(pl.DataFrame({"tags": [list(t) for t in tags]})))
         weird = sum(bool(rare & set(t)) for t in tags)
         assert within(weird, WEIRD[lang][hints]), (spec, weird)
-        expected_rare = ALWAYS_RARE[lang] - ({"ADJ"} if (lang, spec) == ("turkish", "hints-16.1") else set())
+        expected_rare = ALWAYS_RARE[lang] - (
+            {"ADJ"} if (lang, spec) == ("turkish", "hints-16.1") else set()
+        )
         assert expected_rare <= rare, (spec, rare)
         if lang == "turkish":
             assert rare <= {"ADJ", "FUT", "PST"}
@@ -96,8 +113,9 @@ def test_reader_splits_lemma_and_tags_exactly(data_dir, cache):
             table = sg.load_fewshot(lang, spec, data_dir, cache_dir=cache)
             assert table["tags"].to_list() == [r[2] for r in raw]
             assert [len(s) for s in table["lemma"].to_list()] == [len(r[0]) for r in raw]
-            assert table["x"].to_list() == [list(l) + t for l, t in
-                                            zip(table["lemma"].to_list(), table["tags"].to_list())]
+            assert table["x"].to_list() == [
+                list(l) + t for l, t in zip(table["lemma"].to_list(), table["tags"].to_list())
+            ]
             assert table["y"].to_list() == [list(f) for f in table["form"].to_list()]
 
 
@@ -106,12 +124,20 @@ def test_lowercasing_rules():
     assert sg.simple_lower("I", turkish=True) == "ı" and sg.simple_lower("I") == "i"
     assert sg.special_lowercase(list("Abu Dabili")) == list("abu dabili")
     # first token, tokens up to each space and the token after it; the rest is kept
-    assert sg.special_lowercase(["A", "B", " ", "C", "D", "V", "PST"]) == \
-        ["a", "B".lower(), " ", "c", "D", "V", "PST"]
+    assert sg.special_lowercase(["A", "B", " ", "C", "D", "V", "PST"]) == [
+        "a",
+        "B".lower(),
+        " ",
+        "c",
+        "D",
+        "V",
+        "PST",
+    ]
     assert sg.special_lowercase(list("İngiliz anahtarı"), turkish=True) == list("ingiliz anahtarı")
     assert sg.special_lowercase(list("Iğdır"), turkish=True)[0] == "ı"
-    lemma, form, tags = sg.read_fewshot_rows("İngilizceleştirmek", "İngilizceleştireceğim",
-                                             ["V", "IND", "1", "SG", "FUT"], "turkish")
+    lemma, form, tags = sg.read_fewshot_rows(
+        "İngilizceleştirmek", "İngilizceleştireceğim", ["V", "IND", "1", "SG", "FUT"], "turkish"
+    )
     assert "".join(lemma) == "ingilizceleştirmek" and form[0] == "i"
     assert tags == ["V", "IND", "1", "SG", "FUT"]
 
@@ -158,15 +184,20 @@ def test_bad_language_and_order(data_dir, tmp_path):
 
 def test_cli_reports_bad_split_in_one_line(tmp_path):
     env = {**os.environ, "COMPGEN_CACHE": str(tmp_path)}
-    run = subprocess.run([sys.executable, "-m", "compgen", "data", "stats",
-                          "sigmorphon/turkish/hints-9.9"], capture_output=True, text=True, env=env,
-                         check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "compgen", "data", "stats", "sigmorphon/turkish/hints-9.9"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().startswith("error: unknown few-shot split 'hints-9.9'")
     assert "Traceback" not in run.stderr
 
 
 # --------------------------------------------------------------- neighbour procedure
+
 
 def jaccard(a, b):
     if a == b:
@@ -182,15 +213,21 @@ def direct_neighborhoods(tags, lemmas, n_train, rand, k=4):
     out = []
     for i in range(len(tags)):
         m = set(tags[i])
-        first = [((len(m ^ set(tags[j])), jaccard(lemmas[i], lemmas[j])), j)
-                 for j in range(n_train) if j != i and not (i % 2 == 0 and set(tags[j]) == m)]
+        first = [
+            ((len(m ^ set(tags[j])), jaccard(lemmas[i], lemmas[j])), j)
+            for j in range(n_train)
+            if j != i and not (i % 2 == 0 and set(tags[j]) == m)
+        ]
         shuffled = list(first)
         rand.shuffle(shuffled)
         pairs = []
         for _, i1 in sorted(first)[:k]:
             m1 = set(tags[i1])
-            second = [(len(m1 ^ set(tags[j])), j) for j in range(n_train)
-                      if j not in (i, i1) and set(tags[j]) not in (m, m1) and not (m - m1 - set(tags[j]))]
+            second = [
+                (len(m1 ^ set(tags[j])), j)
+                for j in range(n_train)
+                if j not in (i, i1) and set(tags[j]) not in (m, m1) and not (m - m1 - set(tags[j]))
+            ]
             if second:
                 pairs.append([i1, min(second)[1]])
             else:
@@ -204,16 +241,19 @@ def direct_neighborhoods(tags, lemmas, n_train, rand, k=4):
 def test_vectorised_neighbourhoods_equal_the_direct_procedure(seed):
     gen = np.random.default_rng(seed)
     alphabet = ["A", "B", "C", "D", "E", "F"]
-    tags = [sorted(gen.choice(alphabet, size=gen.integers(1, 4), replace=False).tolist())
-            for _ in range(70)]
+    tags = [
+        sorted(gen.choice(alphabet, size=gen.integers(1, 4), replace=False).tolist())
+        for _ in range(70)
+    ]
     lemmas = ["".join(gen.choice(list("abcde"), size=gen.integers(1, 6))) for _ in range(70)]
     a, b = np.random.RandomState(seed), np.random.RandomState(seed)
     fast = nb.sig_neighborhoods(tags, lemmas, 50, a)
     assert fast.tolist() == direct_neighborhoods(tags, lemmas, 50, b)
-    assert a.randint(1 << 30) == b.randint(1 << 30)     # same random stream consumed
+    assert a.randint(1 << 30) == b.randint(1 << 30)  # same random stream consumed
 
 
 # --------------------------------------------------------------- sampling-time Omega
+
 
 def test_sig_omega(data_dir, cache):
     table = sg.load_fewshot("turkish", "hints-8.0", data_dir, cache_dir=cache)

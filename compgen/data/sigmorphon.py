@@ -317,7 +317,8 @@ def build_fewshot(lang: str, spec: str, data_dir: Path, cache_dir: Path | None =
     path = Path(data_dir) / "sigmorphon2018" / f"{lang}-train-high"
     langs = available_languages(Path(data_dir))
     if lang not in langs or not path.is_file():
-        raise UserError(f"unknown SIGMORPHON language '{lang}' in {Path(data_dir) / 'sigmorphon2018'} "
+        folder = Path(data_dir) / "sigmorphon2018"
+        raise UserError(f"unknown SIGMORPHON language '{lang}' in {folder} "
                         f"(valid: {', '.join(langs) if langs else 'none'})")
     digest = _file_digest(path)
     folder = Path(cache_dir or default_cache_dir()) / "sigmorphon" / lang
