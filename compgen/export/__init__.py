@@ -38,7 +38,7 @@ from compgen.errors import UserError
 from compgen.export.graphs import STATE_NAMES, deterministic, state_shapes
 from compgen.export.onnx_export import OPSET, export_onnx
 from compgen.export.torchscript import export_torchscript
-from compgen.models.recombine import collate_prototypes, format_prototype
+from compgen.models.recombine import format_prototype
 from compgen.sampling import FIRST_STEP_BANNED, LATER_BANNED, beam_search, sample_batch
 
 TOLERANCE = 1e-4          # max |log p| difference per step, over tokens with log p > FLOOR
@@ -124,8 +124,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
     with torch.no_grad():
-        eager = _trim(sample_batch(model, protos, "greedy", 1.0, max_len).tokens.numpy())
-        eager_beam = _trim(beam_search(model, protos, 4, max_len)[0][:, 0].numpy())
+        eager = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
+        eager_beam = _trim(beam_search(model, protos, 4, max_len, z)[0][:, 0].numpy())
     # teacher-force the eager greedy outputs (padded) through every backend
     width = max(len(r) for r in eager) + 1
     target = torch.full((B, width), PAD_ID, dtype=torch.long)

@@ -14,8 +14,15 @@ from pathlib import Path
 import onnx
 import torch
 
-from compgen.export.graphs import (ENCODER_INPUTS, ENCODER_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS,
-                                   EncoderGraph, StepGraph, example_inputs)
+from compgen.export.graphs import (
+    ENCODER_INPUTS,
+    ENCODER_OUTPUTS,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    EncoderGraph,
+    StepGraph,
+    example_inputs,
+)
 
 OPSET = 17
 

@@ -14,14 +14,12 @@ runner as well as from Python. Methods:
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 from torch import Tensor, nn
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID
-from compgen.sampling import banned_mask
 from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
+from compgen.sampling import banned_mask
 
 
 class ScriptedSampler(nn.Module):
@@ -40,7 +38,7 @@ class ScriptedSampler(nn.Module):
         self.register_buffer("first_banned", banned_mask(vocab_size, True))
         self.register_buffer("later_banned", banned_mask(vocab_size, False))
 
-    def _initial(self, h: Tensor, c: Tensor, max_steps: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def _initial(self, h: Tensor, c: Tensor, max_steps: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         B = h.size(0)
         L = max_steps + 1 if self.sig else 0
         width = self.hidden if self.sig else 0
@@ -53,7 +51,7 @@ class ScriptedSampler(nn.Module):
 
     @torch.jit.export
     def decode(self, protos: Tensor, z: Tensor, max_len: int, temperature: float,
-               mode: int) -> Tuple[Tensor, Tensor]:
+               mode: int) -> tuple[Tensor, Tensor]:
         keys, values, mask, h, c = self.encoder(protos, z)
         feed, step, past_h, past_key, past_tok = self._initial(h, c, max_len)
         B = protos.size(0)
@@ -86,7 +84,7 @@ class ScriptedSampler(nn.Module):
         return out, out_logp
 
     @torch.jit.export
-    def beam(self, protos: Tensor, z: Tensor, max_len: int, width: int) -> Tuple[Tensor, Tensor]:
+    def beam(self, protos: Tensor, z: Tensor, max_len: int, width: int) -> tuple[Tensor, Tensor]:
         """Beam search as the eager sampler does it (no length normalisation; a finished
         beam continues with <pad> at +0). Returns the best hypothesis ``(B, L)`` and the
         per-token log-probs along it ``(B, L)``."""
@@ -149,7 +147,7 @@ class ScriptedSampler(nn.Module):
             steps.append(logp)
         return torch.stack(steps, 1)
 
-    def forward(self, protos: Tensor, z: Tensor, max_len: int) -> Tuple[Tensor, Tensor]:
+    def forward(self, protos: Tensor, z: Tensor, max_len: int) -> tuple[Tensor, Tensor]:
         return self.decode(protos, z, max_len, 1.0, 0)
 
 

@@ -50,7 +50,7 @@ def build_runner(log=print) -> Path:
     configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                  f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
     for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        result = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
             raise UserError("building the C++ runner failed: " + " | ".join(tail))
@@ -71,7 +71,7 @@ def run_cpp(binary: Path, folder: Path, out: Path, *, n: int, batch_size: int, s
            "--beam-width", str(beam_width), "--vae-max-norm", str(vae_max_norm)]
     if threads:
         cmd += ["--threads", str(threads)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if result.returncode != 0:
         message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
         raise UserError(f"C++ runner: {message.removeprefix('error: ')}")

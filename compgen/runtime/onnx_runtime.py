@@ -42,7 +42,7 @@ def _session(path: Path, threads: int | None):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     try:
         return ort.InferenceSession(str(path), options, providers=providers())
-    except Exception as exc:  # onnxruntime raises its own exception types for bad files
+    except Exception as exc:  # noqa: BLE001 (onnxruntime raises bare Exception subclasses)
         raise UserError(f"{path}: cannot load ONNX graph ({str(exc).splitlines()[0]})") from None
 
 

@@ -1,0 +1,161 @@
+"""Sampling throughput of every backend, side by side, on one recomb-2 SCAN generator.
+
+    .venv/bin/python scripts/bench_sampling.py [--checkpoint recomb2.pt] [--batches 1,32,256,1024]
+
+Without --checkpoint a generator of the reference size (recombine_scan: H 512, E 64,
+A 128) is initialised at random and exported; throughput does not depend on training as
+long as every backend decodes the same number of steps, so decoding runs greedy for a
+fixed number of steps (``--steps``, no early stop: a random model rarely emits </s>).
+Prints samples/s for eager PyTorch, TorchScript (from Python), ONNX Runtime and the C++
+runner, the FLOPs per sample (counted on the eager model), and the fraction of this
+machine's fp32 matrix-multiply rate (measured in the same run) each backend reaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from compgen.export import export_checkpoint, pad_tuples, read_prototypes  # noqa: E402
+from compgen.export.graphs import deterministic  # noqa: E402
+from compgen.runtime.cpp import build_runner, run_cpp  # noqa: E402
+from compgen.runtime.onnx_runtime import OnnxGenerator  # noqa: E402
+from compgen.sampling import sample_batch  # noqa: E402
+
+
+def matmul_gflops(n: int = 1024, repeats: int = 20) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def timed(fn, min_seconds: float = 1.0) -> float:
+    """Seconds per call (repeats until min_seconds have passed, after one warm-up)."""
+    fn()
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed / calls
+
+
+def random_checkpoint(path: Path, data: str) -> None:
+    from compgen.data import load_dataset
+    from compgen.data.vocab import Vocab
+    from compgen.train import build_recombine, load_preset, save_checkpoint
+
+    config = load_preset("recombine_scan")
+    config["data"] = data
+    vocab = Vocab.from_table(load_dataset(data))
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    save_checkpoint(path, model, config, vocab, "recombine")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--data", default="scan/jump")
+    parser.add_argument("--batches", default="1,32,256,1024")
+    parser.add_argument("--steps", type=int, default=45)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    threads = torch.get_num_threads()
+    work = Path(tempfile.mkdtemp(prefix="bench-sampling-"))
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        checkpoint = work / "recomb2-random.pt"
+        random_checkpoint(checkpoint, args.data)
+    folder = work / "export"
+    binary = build_runner(log=lambda m: print(m, file=sys.stderr))
+    manifest = export_checkpoint(checkpoint, folder, parity_sets=64, cpp_binary=binary,
+                                 log=lambda m: print(m, file=sys.stderr))
+
+    from compgen.train import load_generator
+
+    model = deterministic(load_generator(checkpoint)[0])
+    scripted = torch.jit.load(str(folder / "model.ts"))
+    onnx = OnnxGenerator(folder, manifest)
+    tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
+    steps = args.steps
+    # a model that never stops decodes exactly `steps` steps in every backend
+    model.cfg.max_len = steps
+
+    gflops_peak = matmul_gflops()
+    rows = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        chunk = [tuples[i % len(tuples)] for i in range(batch)]
+        protos = pad_tuples(chunk, model.nproto, batch)
+        z = torch.zeros(batch, model.latent)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            sample_batch(model, protos, "greedy", 1.0, steps)
+        flops = counter.get_total_flops() / batch
+        with torch.no_grad():
+            produced = sample_batch(model, protos, "greedy", 1.0, steps).tokens
+        real_steps = int((produced != 0).sum(1).max())
+
+        def eager():
+            with torch.no_grad():
+                sample_batch(model, protos, "greedy", 1.0, steps)
+
+        def torchscript():
+            with torch.no_grad():
+                scripted.decode(protos, z, steps, 1.0, 0)
+
+        rng = np.random.default_rng(0)
+        p_np, z_np = protos.numpy(), z.numpy()
+
+        def onnxruntime():
+            onnx.decode(p_np, z_np, steps, 1.0, 0, rng)
+
+        cpp_out = work / "cpp.tsv"
+        n_cpp = max(batch, min(4096, 8 * batch))
+
+        def cpp():
+            return run_cpp(binary, folder, cpp_out, n=n_cpp, batch_size=batch,
+                           strategy="greedy", seed=0, max_len=steps, threads=threads)
+
+        result = {"batch": batch, "steps": real_steps, "gflop_per_sample": flops / 1e9}
+        for name, fn in (("eager", eager), ("torchscript", torchscript), ("onnx", onnxruntime)):
+            result[name] = batch / timed(fn, args.seconds)
+        start = time.perf_counter()
+        reported = cpp()  # includes process start and model load; its own rate excludes them
+        result["cpp"] = reported if np.isfinite(reported) else n_cpp / (time.perf_counter() - start)
+        rows.append(result)
+        print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in result.items()
+                                              if isinstance(v, float)), file=sys.stderr)
+
+    print(f"\nrecomb-2 SCAN generator: H {model.hidden}, vocab {model.vocab_size}, "
+          f"greedy, {steps} decoder steps; torch threads {threads}; "
+          f"fp32 matmul (1024^3) {gflops_peak:.1f} GFLOP/s\n")
+    names = ("eager", "torchscript", "onnx", "cpp")
+    print("| batch | GFLOP/sample | " + " | ".join(f"{n} samples/s" for n in names)
+          + " | onnx / eager | cpp / eager | best % of matmul rate |")
+    print("|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|")
+    for r in rows:
+        best = max(r[n] for n in names)
+        share = 100 * best * r["gflop_per_sample"] / gflops_peak
+        print(f"| {r['batch']} | {r['gflop_per_sample']:.4f} | "
+              + " | ".join(f"{r[n]:,.1f}" for n in names)
+              + f" | {r['onnx'] / r['eager']:.2f}x | {r['cpp'] / r['eager']:.2f}x | {share:.1f}% |")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("COMPGEN_QUIET", "1")
+    main()

@@ -1,0 +1,184 @@
+"""Export: every backend against the eager model, and clear errors for broken artifacts."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from compgen.data import load_dataset
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.graphs import deterministic
+from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
+from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.sampling import banned_mask
+from compgen.train import build_recombine, load_generator, load_preset, save_checkpoint
+
+COMPGEN = [sys.executable, "-m", "compgen"]
+
+
+@pytest.fixture(scope="module")
+def small_scan(tmp_path_factory, data_dir):
+    """A data folder holding the first 600 lines of SCAN jump (train) and 50 test lines."""
+    root = tmp_path_factory.mktemp("data")
+    folder = root / "scan" / "add_prim_split"
+    folder.mkdir(parents=True)
+    for part, n in (("train", 600), ("test", 50)):
+        name = f"tasks_{part}_addprim_jump.txt"
+        lines = (data_dir / "scan" / "add_prim_split" / name).read_text().splitlines()[:n]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return root
+
+
+def make_checkpoint(path, data_dir, nproto=2, variant="scan", vae=False):
+    config = load_preset("recombine_scan_cpu" if variant == "scan" else "recombine_sig_cpu")
+    config["data"] = "scan/jump"
+    config["model"].update(nproto=nproto, hidden=32, embed=16, vae=vae, variant=variant,
+                           attdim=16 if variant == "scan" else 32)  # sig: attdim == hidden
+    vocab = Vocab.from_table(load_dataset("scan/jump", data_dir))
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    save_checkpoint(path, model, config, vocab, "recombine")
+    return path
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return build_runner(log=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, small_scan, runner):
+    work = tmp_path_factory.mktemp("export")
+    ckpt = make_checkpoint(work / "recomb2.pt", small_scan)
+    manifest = export_checkpoint(ckpt, work / "out", parity_sets=64, data_dir=small_scan,
+                                 cpp_binary=runner)
+    return ckpt, work / "out", manifest
+
+
+def test_export_writes_a_validated_artifact(exported):
+    _, folder, manifest = exported
+    names = {p.name for p in folder.iterdir()}
+    assert {"manifest.json", "model.ts", "encoder.onnx", "decoder_step.onnx", "vocab.json",
+            "vocab.txt", "prototypes.txt"} <= names
+    assert load_manifest(folder)["files"] == manifest["files"]
+    parity = manifest["parity"]
+    assert parity["sets"] == 64
+    for name in ("torchscript", "onnx", "cpp"):
+        assert parity["backends"][name]["greedy_identical"] is True
+    for name in ("torchscript", "onnx"):
+        assert parity["backends"][name]["beam_identical"] is True
+        assert parity["backends"][name]["max_abs_logp_diff"] <= parity["tolerance"]
+    inputs = {i["name"]: i for i in manifest["graphs"]["decoder_step.onnx"]["inputs"]}
+    assert inputs["keys"]["shape"][0] == "batch" and inputs["keys"]["shape"][2] == "proto_len"
+
+
+@pytest.mark.parametrize("variant,nproto,vae", [("scan", 0, False), ("scan", 1, True),
+                                                ("sig", 2, False)])
+def test_other_generators_export(tmp_path, small_scan, variant, nproto, vae):
+    ckpt = make_checkpoint(tmp_path / "g.pt", small_scan, nproto, variant, vae)
+    manifest = export_checkpoint(ckpt, tmp_path / "out", parity_sets=16, data_dir=small_scan)
+    for f in manifest["parity"]["backends"].values():
+        assert f["greedy_identical"] and f["beam_identical"]
+
+
+def first_step_frequencies(draw, n_rows, vocab_size):
+    counts = np.bincount(draw, minlength=vocab_size)
+    return counts / n_rows
+
+
+def test_temperature_sampling_matches_the_model_distribution(exported):
+    """Every backend's sampled first tokens follow the eager model's distribution."""
+    ckpt, folder, manifest = exported
+    model = deterministic(load_generator(ckpt)[0])
+    tuples = read_prototypes(folder / "prototypes.txt", 2)[:1] * 4000
+    protos = pad_tuples(tuples, 2, len(tuples))
+    z = torch.zeros(len(tuples), model.latent)
+    with torch.no_grad():
+        memory, state = model.encode(protos[:1], z[:1], 4)
+        logp, _ = model.decode_step(torch.ones(1, dtype=torch.long), state, memory)
+    p = torch.softmax(logp.masked_fill(banned_mask(model.vocab_size, True), float("-inf")), 1)[0]
+    p = p.numpy()
+    bound = 5 * np.sqrt(p * (1 - p) / len(tuples)) + 1e-3
+    torch.manual_seed(1)
+    ts = torch.jit.load(str(folder / "model.ts"))
+    ts_first = ts.decode(protos, z, 1, 1.0, 1)[0][:, 0].numpy()
+    onnx = OnnxGenerator(folder, manifest)
+    ort_first = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(1))[0][:, 0]
+    for draws in (ts_first, ort_first):
+        freq = first_step_frequencies(draws, len(tuples), model.vocab_size)
+        assert np.all(np.abs(freq - p) <= bound), (freq, p)
+    # a different seed gives different draws, the same seed the same ones
+    again = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(1))[0][:, 0]
+    other = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(2))[0][:, 0]
+    assert np.array_equal(again, ort_first) and not np.array_equal(other, ort_first)
+
+
+def test_cpp_runner_samples_and_is_seeded(exported, runner, tmp_path):
+    _, folder, _ = exported
+    outs = []
+    for seed in (3, 3, 4):
+        out = tmp_path / f"s{len(outs)}.tsv"
+        rate = run_cpp(runner, folder, out, n=40, batch_size=16, strategy="temperature",
+                       seed=seed, max_len=45, temperature=1.0)
+        assert rate > 0
+        outs.append(read_cpp_samples(out))
+    assert len(outs[0]) == 40
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+    assert all(np.isfinite(r[2]) and r[3] <= 0 for r in outs[0])
+
+
+def run_cli(*args):
+    return subprocess.run(COMPGEN + list(args), capture_output=True, text=True,
+                          env={**os.environ}, timeout=600)
+
+
+def test_corrupted_artifacts_give_one_clear_error(exported, tmp_path):
+    _, folder, _ = exported
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    with open(broken / "decoder_step.onnx", "r+b") as f:
+        f.seek(100)
+        f.write(b"\x00" * 64)
+    with pytest.raises(UserError, match="decoder_step.onnx: checksum does not match"):
+        load_manifest(broken)
+
+    mismatch = tmp_path / "mismatch"
+    shutil.copytree(folder, mismatch)
+    vocab = Vocab.load(mismatch / "vocab.json")
+    Vocab(vocab.tokens + ["EXTRA"]).save(mismatch / "vocab.json")
+    manifest = json.loads((mismatch / "manifest.json").read_text())
+    from compgen.export import sha256
+
+    manifest["files"]["vocab.json"] = sha256(mismatch / "vocab.json")
+    (mismatch / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="the manifest says"):
+        load_manifest(mismatch)
+
+    garbage = tmp_path / "garbage"
+    shutil.copytree(folder, garbage)
+    (garbage / "encoder.onnx").write_bytes(b"not an onnx file")
+    manifest = json.loads((garbage / "manifest.json").read_text())
+    manifest["files"]["encoder.onnx"] = sha256(garbage / "encoder.onnx")
+    (garbage / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="encoder.onnx: cannot load ONNX graph"):
+        OnnxGenerator(garbage, load_manifest(garbage))
+
+
+def test_export_cli_errors(tmp_path):
+    no_config = tmp_path / "plain.pt"
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(no_config))
+    result = run_cli("export", str(no_config), "--no-cpp", "-o", str(tmp_path / "x"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "not a compgen checkpoint" in result.stderr
+    assert not (tmp_path / "x").exists()
+    result = run_cli("export", str(tmp_path / "missing.pt"), "--no-cpp")
+    assert result.returncode == 2 and "no such checkpoint" in result.stderr
