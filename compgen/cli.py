@@ -233,12 +233,12 @@ augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data b
 app.add_typer(augment_app, name="augment")
 
 
-def _count_option(name: str, value: Optional[str], words: tuple[str, ...]) -> Optional[int]:
-    """Parse an integer option that also accepts words meaning 'no limit' (-> -1)."""
+def _count_option(name: str, value: Optional[str], words: tuple[str, ...]):
+    """Parse an integer option that also accepts words meaning 'no limit' (-> "unlimited")."""
     if value is None:
         return None
     if value.lower() in words:
-        return -1
+        return "unlimited"
     try:
         return int(value)
     except ValueError:
@@ -262,6 +262,7 @@ def augment_geca(
     template_sim: Optional[str] = typer.Option(None, "--template-sim", help="none (whole template) | window"),
     sim_window_size: Optional[int] = typer.Option(None, "--sim-window-size", help="tokens each side of a hole (window)"),
     reference_split: Optional[bool] = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
+    reference_offsets: Optional[bool] = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
     seed: Optional[int] = typer.Option(None, "--seed"),
     data_dir: Optional[Path] = DataDir,
 ) -> None:
@@ -276,11 +277,12 @@ def augment_geca(
               "n_sample": _count_option("--n-sample", n_sample, ("all", "none")),
               "max_comp_len": _count_option("--max-comp-len", max_comp_len, ("none",))}
     overrides = {"wug_size": wug_size, "wug_count": wug_count, "dedup": dedup, "output_only": output_only,
-                 "template_sim": template_sim, "sim_window_size": sim_window_size, "seed": seed}
-    cfg = make_config(preset, {**overrides, **{k: v for k, v in limits.items() if v is not None and v >= 0}},
+                 "template_sim": template_sim, "sim_window_size": sim_window_size, "seed": seed,
+                 "reference_offsets": reference_offsets}
+    cfg = make_config(preset, {**overrides, **{k: v for k, v in limits.items() if v != "unlimited"}},
                       data, reference_split)
     for key, value in limits.items():
-        if value == -1:
+        if value == "unlimited":
             setattr(cfg, key, None)
     cfg.validate()
     start = time.perf_counter()
@@ -414,6 +416,39 @@ def lm_experiment(
         handle.write(table)
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     console.print(f"total wall time {time.perf_counter() - start:.1f} s", highlight=False, markup=False)
+
+# ---------------------------------------------------------------- export
+@app.command("export")
+def export_cmd(
+    checkpoint: Path = typer.Argument(..., help="generator checkpoint (.pt, self-describing)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
+    parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets the parity check decodes"),
+    cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it"),
+    seed: int = typer.Option(0, "--seed", help="seed of the stored prototype order"),
+    data_dir: Optional[Path] = DataDir,
+) -> None:
+    """Export to TorchScript + ONNX, validated against the eager model before writing."""
+    from compgen.export import export_checkpoint
+    from compgen.runtime.cpp import build_runner
+
+    if parity_sets < 1:
+        raise UserError("--parity-sets must be >= 1")
+    binary = build_runner(log=err_console.print) if cpp else None
+    manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
+                                 data_dir=data_dir, cpp_binary=binary, log=err_console.print)
+    parity = manifest["parity"]
+    table = Table(title=f"parity on {parity['sets']} prototype sets "
+                        f"(log-prob tolerance {parity['tolerance']:g})")
+    for col in ("backend", "greedy identical", "beam identical", "max |Δ log p|"):
+        table.add_column(col)
+    for name, f in parity["backends"].items():
+        table.add_row(name, str(f.get("greedy_identical", "")), str(f.get("beam_identical", "—")),
+                      f"{f['max_abs_logp_diff']:.2e}" if "max_abs_logp_diff" in f else "—")
+    console.print(table)
+    folder = output or Path("exported") / checkpoint.stem
+    console.print(f"wrote {folder} ({', '.join(sorted(manifest['files']))}) "
+                  f"in {manifest['export_seconds']:.1f} s")
+
 
 def main() -> None:
     try:

@@ -106,3 +106,12 @@ def direct_geca(pairs, wug_size, wug_count, wug_limit=None, max_comp_len=None,
             if (output_only or x not in train_x) and y not in train_y:
                 result.add(((() if output_only else x), y))
     return result
+
+
+def direct_fragments(x, y, wug_size, wug_count):
+    """The distinct fragments the recursive enumeration emits for one example (no limit)."""
+    x, y = tuple(x), tuple(y)
+    keep = {side[i:i + n] for side in (x, y) for n in range(1, wug_size + 1)
+            for i in range(len(side) + 1 - n)}
+    seq = BOS + x + SEP + y + EOS
+    return {args for _, args in _generic(seq, keep, 0, 0, (), wug_size, wug_count)}

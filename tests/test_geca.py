@@ -18,7 +18,7 @@ from compgen.data.table import make_table
 from compgen.errors import UserError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from geca_direct import direct_geca  # noqa: E402
+from geca_direct import direct_fragments, direct_geca  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = dict(variants=None, n_sample=None)
@@ -197,3 +197,14 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
         assert not out.exists()
+
+
+def test_third_span_start_quirk_is_reproduced_and_can_be_turned_off():
+    # "c" follows the second span "p q", which also occurs before "a": the reference's
+    # depth-2 scan starts past it in the twice-rewritten sequence and misses "c"
+    table = lm_table(["p q a p q c"])
+    base = dict(wug_size=2, wug_count=3, output_only=True, **ALL)
+    quirk = geca_augment(table, GecaConfig(**base)).stats["instances"]
+    fixed = geca_augment(table, GecaConfig(reference_offsets=False, **base)).stats["instances"]
+    assert quirk == len(direct_fragments([], "p q a p q c".split(), 2, 3))
+    assert fixed > quirk

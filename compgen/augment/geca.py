@@ -24,6 +24,9 @@ reference implementation with the same meaning (geca-spec.md §2-§8):
 * ``holdout`` SCAN reference split: shuffle with numpy ``RandomState(seed)`` and drop the
   first ``holdout`` examples (the reference's validation set) before anything else.
 * ``seed`` seeds a numpy Generator: same seed and input -> identical output.
+* ``reference_offsets`` (True in every preset) keeps the reference's start position for
+  the third span's search (see the quirks below); False searches from just after the
+  second span's occurrence instead (only matters with wug_count 3).
 
 How it works. Tokens are integer-encoded and every example becomes one sequence
 ``<s> x SEP y </s>`` where SEP (and the wugs) are ids outside the data vocabulary, so a
@@ -95,6 +98,7 @@ class GecaConfig:
     sim_window_size: int = 2
     holdout: int = 0
     seed: int = 0
+    reference_offsets: bool = True
 
     def validate(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -491,7 +495,7 @@ def _instances(c: _Corpus, u: _Units, cfg: GecaConfig) -> np.ndarray:
             a, b = pa[p], pb[p]
             pos2 = (r - (u.length[a] - 1) * _count_before(u, rep_key, a, r, tl)
                     - (u.length[b] - 1) * _count_before(u, rep_key, b, r, tl))
-            ok = pos2 >= j0[p] + 1
+            ok = pos2 >= j0[p] + 1 if cfg.reference_offsets else r > q0[p]
             tri.append(np.stack([a[ok], b[ok], cc[ok]], 1))
         out.append(np.concatenate(tri))
     return np.concatenate(out)
