@@ -158,3 +158,12 @@ def test_cli_errors_for_names_and_folders(tmp_path):
     assert result.returncode == 2 and "--data-dir" in result.stderr and "no such folder" in result.stderr
     result = run_cli("data", "fetch", "imagenet", "--from", str(tmp_path))
     assert result.returncode == 2 and "valid: cogs, lm, scan, sigmorphon" in result.stderr
+
+
+def test_scan_grammar_embedded_copy_equals_shared(data_dir, tmp_path):
+    from compgen.data.scan import load_scan_grammar
+
+    shared = load_scan_grammar(data_dir)
+    assert len(shared) == 20910
+    assert load_scan_grammar(tmp_path) == shared
+    assert shared[("jump", "twice")] == ("I_JUMP", "I_JUMP")
