@@ -2,10 +2,19 @@
 
 Library entry point::
 
-    from compgen.augment.geca import GecaConfig, geca_augment, load_preset
-    result = geca_augment(train_table, GecaConfig(**load_preset("lm")))
-    result.table   # Polars table x, y (list[str]), split="geca": the synthesized examples
-    result.stats   # dict: examples_in, templates, fragments, synthesized, ... (see below)
+    from compgen.augment.geca import geca_augment, load_training, make_config
+    config = make_config("lm", {"seed": 0})          # preset + overrides -> GecaConfig
+    result = geca_augment(load_training("lm/kin"), config)
+    result.table      # Polars table x, y (list[str]), split="geca": the synthesized examples
+    result.train      # the training examples used (after hold-out / dedup)
+    result.stats      # examples_in, training_examples, templates, fragments, active_templates,
+                      # proposals, synthesized, templates_used, fragments_used, seconds, peak_rss_mb
+    result.templates  # per synthesized example: the (x, y) template text with WUG0.. holes
+    result.fragments  # per synthesized example: the substituted fragment ("span | span")
+
+``augment_file(data, out_tsv, config, concat=False)`` does the same and writes a samples
+TSV (for language modelling the x column is empty; ``concat`` puts the training examples
+first, as the reference's ``fake_corpus.py --concat`` does).
 
 ``train_table`` is an example table (columns ``x`` and ``y``: list[str]); every row is
 training data (select the train split first). ``GecaConfig`` holds the options of the
@@ -615,31 +624,39 @@ def _set_hash(group_sorted: np.ndarray, values: np.ndarray, n_groups: int) -> np
     return h
 
 
-def _window_classes(c: _Corpus, u: _Units, hasher: _Hasher, rep_units: np.ndarray, w: int) -> np.ndarray:
+def _window_classes(c: _Corpus, u: _Units, hasher: _Hasher, rep_units: np.ndarray, w: int,
+                    chunk: int = 20_000) -> np.ndarray:
     """Environment class of each template for template_sim window: templates are similar
     iff the windows T[p-w : p+w+1] around all their wug positions p (in order) are equal.
-    The window is clamped at the start (the reference's slice wraps around there)."""
+    The window is clamped at the start (the reference's slice wraps around there).
+    Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
+    sig = np.zeros(len(rep_units), U64)
+    for begin in range(0, len(rep_units), chunk):
+        sig[begin: begin + chunk] = _window_signatures(c, u, hasher, rep_units[begin: begin + chunk], w)
+    return _unique(sig)[2]
+
+
+def _window_signatures(c, u, hasher, rep_units, w):
     n_t = len(rep_units)
     ex = u.ex[rep_units[:, 0]]
     n = (c.off[ex + 1] - c.off[ex]).astype(np.int64)
     width = int(n.max())
     pad, dele = -1, -2
-    mat = np.full((n_t, width), pad, np.int64)
+    mat = np.full((n_t, width), pad, np.int32)
     r, col = _segments(n)
     mat[r, col] = c.flat[c.off[ex][r] + col]
     inst, pos, length, k = _rep_rows(u, rep_units)
     loc = pos - c.off[ex[inst]]
     mat[inst, loc] = c.wug0 + k
-    extra = length - 1
-    g, within = _segments(extra)
+    g, within = _segments(length - 1)
     mat[inst[g], loc[g] + 1 + within] = dele
     keep = mat >= 0
-    newcol = np.cumsum(keep, axis=1) - 1
-    tm = np.full((n_t, width), pad, np.int64)
-    rows = np.broadcast_to(np.arange(n_t)[:, None], mat.shape)
+    newcol = np.cumsum(keep, axis=1, dtype=np.int32) - 1
+    tm = np.full((n_t, width), pad, np.int32)
+    rows = np.broadcast_to(np.arange(n_t, dtype=np.int32)[:, None], mat.shape)
     tm[rows[keep], newcol[keep]] = mat[keep]
     tlen = keep.sum(1)
-    wr, wp = np.nonzero((tm >= c.wug0))
+    wr, wp = np.nonzero(tm >= c.wug0)
     offs = np.arange(-w, w + 1)
     cols = wp[:, None] + offs[None, :]
     inside = (cols >= 0) & (cols < tlen[wr][:, None])
@@ -647,17 +664,15 @@ def _window_classes(c: _Corpus, u: _Units, hasher: _Hasher, rep_units: np.ndarra
     # hash each template's sequence of windows (ordered by position)
     flat_tok = win.reshape(-1)
     row_t = np.repeat(wr, 2 * w + 1)
-    idx = np.arange(len(flat_tok))
     t_start = np.searchsorted(row_t, np.arange(n_t))
+    e = np.arange(len(flat_tok)) - t_start[row_t]
+    st = np.flatnonzero(np.r_[True, row_t[1:] != row_t[:-1]])
     sig = np.zeros(n_t, U64)
     for h in hasher.h:
-        e = idx - t_start[row_t]
-        vals = h.hv[flat_tok] * h.bp[e]
         s = np.zeros(n_t, U64)
-        st = np.flatnonzero(np.r_[True, row_t[1:] != row_t[:-1]])
-        s[row_t[st]] = np.add.reduceat(vals, st)
+        s[row_t[st]] = np.add.reduceat(h.hv[flat_tok] * h.bp[e], st)
         sig = sig * U64(0x9E3779B97F4A7C15) ^ _mix(s)
-    return _unique(sig)[2]
+    return sig
 
 
 def _candidates(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
