@@ -78,6 +78,10 @@ def run(name: str) -> dict:
     return stats
 
 
+def share(stats: dict, key: str) -> str:
+    return f"{100 * stats[key]:.1f} %" if key in stats else ""
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--child"]:
         child(argv[1])
@@ -91,10 +95,9 @@ def main(argv: list[str]) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in names:
         s = run(name)
-        share = lambda k: f"{100 * s[k]:.1f} %" if k in s else ""   # noqa: E731
         print(f"| {name} | {s['training_examples']:,} | {s['templates']:,} | {s['synthesized']:,} "
-              f"| {s['templates_used']:,} | {s['fragments_used']:,} | {share('correct_share')} "
-              f"| {share('primitive_new_share')} | {s['wall']:.1f} | {s['cpu']:.1f} | {s['rss_mb']:,.0f} "
+              f"| {s['templates_used']:,} | {s['fragments_used']:,} | {share(s, 'correct_share')} "
+              f"| {share(s, 'primitive_new_share')} | {s['wall']:.1f} | {s['cpu']:.1f} | {s['rss_mb']:,.0f} "
               f"| {CASES[name][3]} |", flush=True)
     print(f"\n(wall includes interpreter start-up and data loading; machine: {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f})")

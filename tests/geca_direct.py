@@ -87,7 +87,7 @@ def direct_geca(pairs, wug_size, wug_count, wug_limit=None, max_comp_len=None,
         for a in cands:
             names = dict(zip(WUGS, a))
 
-            def realize(part):
+            def realize(part, names=names):
                 out, used = [], set()
                 for tok in part:
                     if tok in names:

@@ -74,7 +74,6 @@ per supplying template.
 
 from __future__ import annotations
 
-import math
 import resource
 import time
 import tomllib
@@ -199,7 +198,6 @@ class _PolyHash:
         """Hash of flat[lo_i:hi_i] for every instance i with its rows applied: row j
         replaces flat[pos_j : pos_j+len_j] by a string of hash row_hash_j and length
         row_rlen_j. Rows sorted by (instance, pos), non-overlapping, inside [lo, hi)."""
-        n = len(lo)
         out = (self.g[hi] - self.g[lo]) * self.binvp[lo]
         if len(row_inst) == 0:
             return out
