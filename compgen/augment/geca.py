@@ -623,7 +623,7 @@ def _set_hash(group_sorted: np.ndarray, values: np.ndarray, n_groups: int) -> np
 
 
 def _window_classes(c: _Corpus, u: _Units, hasher: _Hasher, rep_units: np.ndarray, w: int,
-                    chunk: int = 20_000) -> np.ndarray:
+                    chunk: int = 5_000) -> np.ndarray:
     """Environment class of each template for template_sim window: templates are similar
     iff the windows T[p-w : p+w+1] around all their wug positions p (in order) are equal.
     The window is clamped at the start (the reference's slice wraps around there).
