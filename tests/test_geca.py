@@ -212,3 +212,16 @@ def test_third_span_start_quirk_is_reproduced_and_can_be_turned_off():
     fixed = geca_augment(table, GecaConfig(reference_offsets=False, **base)).stats["instances"]
     assert quirk == len(direct_fragments([], ["p", "q", "a", "p", "q", "c"], 2, 3))
     assert fixed > quirk
+
+
+def test_scan_sample_report_counts(data_dir):
+    grammar = load_scan_grammar(data_dir)
+    train = make_table([["jump"], ["walk", "twice"]], [["I_JUMP"], ["I_WALK", "I_WALK"]], "train")
+    pairs = [(["jump"], ["I_JUMP"]),                               # in training, correct
+             (["jump", "twice"], ["I_JUMP", "I_JUMP"]),            # new, uses jump, correct
+             (["walk", "thrice"], ["I_WALK", "I_WALK"]),           # new, wrong
+             (["jump", "left"], ["I_TURN_LEFT", "I_JUMP"])]        # new, uses jump, correct
+    report = scan_sample_report(pairs, train, grammar)
+    assert report["total"] == 4 and report["novel"] == 3
+    assert report["uses_primitive_in_new_command"] == 2
+    assert report["correct"] == 3 and report["correct_share"] == 0.75

@@ -44,7 +44,10 @@ and every (example, fragment) instance of the reference's recursive enumeration 
 produced with vectorised numpy ops (pairs and triples of spans as per-example cross
 products filtered by token bitmasks). Templates are never built as sequences: each is
 identified by a 2x64-bit polynomial hash computed piecewise from prefix sums of the
-example (so the cost is per replaced occurrence, not per token). The generation step of
+example (so the cost is per replaced occurrence, not per token); only instances whose
+cheap O(1) template pre-hash (token multiset, length, text before the first and after the
+last hole) collides with another's are hashed exactly, and only templates that can give
+(>= 2 fragments) or receive (share a fragment with such a template) are kept. The generation step of
 the reference (its quadratic template-template adjacency, spec §5-§6) is done with
 joins: the candidate multiset of a template T2 depends only on (fragments of T2, union
 of fragments of templates environment-similar to T2) (spec §12), and for a fragment a'
