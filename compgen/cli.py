@@ -201,6 +201,7 @@ def sample_cmd(
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
     backend: str = typer.Option("torch", "--backend", help="torch (eager PyTorch)"),
+    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed"),
     data_dir: Optional[Path] = DataDir,
@@ -219,7 +220,7 @@ def sample_cmd(
     run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
                            resample=resample, rare=rare, nsamples=nsamples, batch_size=batch_size,
                            seed=seed, out=output, data_dir=data_dir, threads=threads,
-                           log=lambda line: err_console.print(line, highlight=False, markup=False))
+                           test_dropout=test_dropout, log=lambda line: err_console.print(line, highlight=False, markup=False))
     if output is None:
         for s in run.samples:
             console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,

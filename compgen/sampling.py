@@ -153,23 +153,42 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = 200, patience: int = 3,
                     max_len: int = 45, log: Callable[[str], None] = print) -> list[Sample]:
-    """Decode batches of prototype tuples until ``nsamples`` samples are accepted (or
-    ``max_rounds``), then return the ``n`` most probable. ``draw_prototypes(k)`` returns k
-    prototype tuples (token lists); ``accept(tokens)`` -> (x, y) or None."""
+    """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
+    are accepted (or ``max_rounds``), then return the ``n`` most probable.
+    ``draw_prototypes(k)`` returns k prototype tuples (token lists); ``accept(tokens)`` ->
+    (x, y) or None."""
+    variant = "scan" if model.scan else "sig"
+
+    def decode(tuples, strategy, temperature):
+        ids = [[vocab.encode(p) for p in tup] for tup in tuples]
+        protos = collate_prototypes(ids, variant, max_len)
+        dec = sample_batch(model, protos, strategy, temperature, max_len)
+        return dec.tokens.tolist(), dec.scores.tolist()
+
+    return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
+                           accept, batch_size, max_rounds, patience, log)
+
+
+def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
+                    n: int, nsamples: int | None = None, strategy: str = "greedy",
+                    temperature: float = 1.0, accept: Callable | None = None,
+                    batch_size: int = 128, max_rounds: int = 200, patience: int = 3,
+                    log: Callable[[str], None] = print) -> list[Sample]:
+    """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
+    ``decode(prototypes, strategy, temperature)`` -> (rows of token ids, scores) for what
+    ``draw_prototypes(batch_size)`` returned; rows are filtered with ``accept``. When a
+    round accepts nothing new for ``patience`` rounds the temperature rises by 0.1
+    (greedy and beam switch to the mixed sampler first)."""
     check_strategy(strategy)
     nsamples = max(nsamples or n, n)
     accept = accept or (lambda toks: None)
-    variant = "scan" if model.scan else "sig"
     kept: list[Sample] = []
     stalled, rounds = 0, 0
     while len(kept) < nsamples and rounds < max_rounds:
         rounds += 1
-        tuples = draw_prototypes(batch_size)
-        ids = [[vocab.encode(p) for p in tup] for tup in tuples]
-        protos = collate_prototypes(ids, variant, max_len)
-        dec = sample_batch(model, protos, strategy, temperature, max_len)
+        rows, scores = decode(draw_prototypes(batch_size), strategy, temperature)
         before = len(kept)
-        for row, score in zip(dec.tokens.tolist(), dec.scores.tolist()):
+        for row, score in zip(rows, scores):
             pair = accept(_ids_to_tokens(vocab, row))
             if pair is not None:
                 kept.append(Sample(pair[0], pair[1], score))
@@ -250,9 +269,12 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      temperature: float | None = None, resample: str | None = None,
                      rare: str | None = None, nsamples: int | None = None,
                      batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
-                     threads: int | None = None, log: Callable[[str], None] = print) -> SampleRun:
+                     threads: int | None = None, test_dropout: bool | None = None,
+                     log: Callable[[str], None] = print) -> SampleRun:
     """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
-    write them as a samples TSV (x, y, logprob) if ``out`` is given."""
+    write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
+    overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
+    sampling, the scan reference's source of diversity)."""
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
     from compgen.train import load_generator
@@ -262,6 +284,8 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     if threads:
         torch.set_num_threads(threads)
     model, vocab, config = load_generator(checkpoint)
+    if test_dropout is not None:  # scan keeps outdrop on while sampling unless told not to
+        model.outdrop_test = test_dropout
     scfg = config.get("sample", {})
     strategy = strategy or scfg.get("strategy", "greedy")
     check_strategy(strategy)

@@ -162,13 +162,13 @@ def test_sample_cli_bad_input(tmp_path):
     def run(*args):
         return subprocess.run([COMPGEN, "sample", *map(str, args)], capture_output=True, text=True)
 
-    r = run(tmp_path / "missing.pt")
-    assert r.returncode == 2 and "no such checkpoint" in r.stderr and "Traceback" not in r.stderr
     model, vocab = model_and_vocab()
     wrong = tmp_path / "wrong.pt"
     save_checkpoint(wrong, model, {"model": {}}, vocab, kind="seq2seq")
     r = run(wrong)
-    assert r.returncode == 2 and "'seq2seq' checkpoint" in r.stderr
+    assert r.returncode == 2 and "'seq2seq' checkpoint" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(UserError, match="no such checkpoint"):
+        sample_generator(tmp_path / "missing.pt", 5)
     good = tmp_path / "good.pt"
     save_checkpoint(good, model, {"model": {"variant": "scan", "nproto": 2}, "data": "scan/jump"},
                     vocab, kind="recombine")

@@ -112,17 +112,21 @@ def test_presets_parse_and_match_reference_values():
         load_preset("no_such_preset")
 
 
-def test_train_cli_on_real_scan(tmp_path, data_dir):
+def test_train_on_real_scan_neighbourhoods(tmp_path, data_dir):
+    """The full path: real SCAN jump data -> neighbourhood triples -> 90/10 split -> two
+    updates of a tiny recomb-2 model -> a resumable checkpoint."""
+    cfg = apply_overrides(load_preset("recombine_scan_cpu"), {
+        "model.hidden": 16, "model.embed": 8, "model.attdim": 8, "train.batch_size": 4})
     out = tmp_path / "g.pt"
-    r = subprocess.run([COMPGEN, "train", "generator", "--data", "scan/jump", "--config",
-                        "recombine_scan_cpu", "--hidden", "16", "--embed", "8", "--attdim", "8",
-                        "--max-steps", "2", "--batch-size", "4", "--quiet", "--threads", "1",
-                        "-o", str(out), "--data-dir", str(data_dir)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "stopped" in r.stdout and out.is_file()
+    r = train_generator(cfg, "scan/jump", out, data_dir=data_dir, max_steps=2, progress=False,
+                        log=lambda s: None)
+    assert not r.finished and r.steps == 2
     ckpt = load_checkpoint(out, kind="recombine")
     assert ckpt.train_state["step"] == 2 and ckpt.config["model"]["hidden"] == 16
+    assert len(ckpt.vocab) == 25  # 6 specials + 13 words + 6 actions
+
+
+def test_train_cli_bad_input(tmp_path):
     r = subprocess.run([COMPGEN, "train", "generator", "--data", "scan/jump", "--nproto", "3",
-                        "-o", str(out)], capture_output=True, text=True)
+                        "-o", str(tmp_path / "g.pt")], capture_output=True, text=True)
     assert r.returncode == 2 and "--nproto" in r.stderr and "Traceback" not in r.stderr
