@@ -385,7 +385,7 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
 
     curve_path = Path(str(out) + ".loss.csv")
     start = time.perf_counter()
-    elapsed0 = state["elapsed"]
+    elapsed0, examples0 = state["elapsed"], state["examples"]
     last_ckpt = start
     window_loss, window_tok_nll, window_tok, window_ex, window_t = 0.0, 0.0, 0, 0, time.perf_counter()
     last_loss = float("nan")
@@ -493,7 +493,7 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     elif not finished:
         save()
         log(f"stopped at step {state['step']} (resume with --resume)")
-    speeds = [r["examples_per_s"] for r in state["curve"] if r.get("examples_per_s")]
+    run_seconds = time.perf_counter() - start  # this run, dev evaluations included
+    speed = (state["examples"] - examples0) / run_seconds if run_seconds > 0 else 0.0
     return TrainResult(str(out), state["step"], state["epoch"] + state["batch"] / batches_per_epoch,
-                       float(np.mean(speeds)) if speeds else 0.0, last_loss, state["best_ppl"],
-                       finished, str(curve_path))
+                       speed, last_loss, state["best_ppl"], finished, str(curve_path))
