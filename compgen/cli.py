@@ -191,7 +191,7 @@ def train_generator_cmd(
 
 @app.command("sample")
 def sample_cmd(
-    checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...)"),
+    checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
     n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
     temperature: Optional[float] = typer.Option(None, "--temperature", "-T"),
@@ -200,27 +200,43 @@ def sample_cmd(
     nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
-    backend: str = typer.Option("torch", "--backend", help="torch (eager PyTorch)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
     test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed"),
     data_dir: Optional[Path] = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
+    from compgen.runtime.sampler import BACKENDS, sample_exported
     from compgen.sampling import check_strategy, sample_generator
 
-    if backend != "torch":
-        raise UserError(f"--backend {backend}: unknown (valid: torch)")
+    exported = checkpoint.is_dir()
+    backend = backend or ("onnx" if exported else "torch")
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    if not exported and backend != "torch":
+        raise UserError(f"--backend {backend} runs on an export folder: "
+                        f"first run 'compgen export {checkpoint}'")
+    if exported and test_dropout:
+        raise UserError("--test-dropout: exported graphs are deterministic; use --backend torch")
     if strategy is not None:
         check_strategy(strategy)
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
                         ("--threads", threads)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1")
-    run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
-                           resample=resample, rare=rare, nsamples=nsamples, batch_size=batch_size,
-                           seed=seed, out=output, data_dir=data_dir, threads=threads,
-                           test_dropout=test_dropout, log=lambda line: err_console.print(line, highlight=False, markup=False))
+    if exported:
+        run = sample_exported(checkpoint, n, backend=backend, strategy=strategy,
+                              temperature=temperature, resample=resample, rare=rare,
+                              nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
+                              data_dir=data_dir, threads=threads,
+                              log=lambda line: err_console.print(line, highlight=False, markup=False))
+    else:
+        run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
+                               resample=resample, rare=rare, nsamples=nsamples,
+                               batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
+                               threads=threads, test_dropout=test_dropout,
+                               log=lambda line: err_console.print(line, highlight=False, markup=False))
     if output is None:
         for s in run.samples:
             console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,

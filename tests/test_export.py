@@ -182,3 +182,38 @@ def test_export_cli_errors(tmp_path):
     assert not (tmp_path / "x").exists()
     result = run_cli("export", str(tmp_path / "missing.pt"), "--no-cpp")
     assert result.returncode == 2 and "no such checkpoint" in result.stderr
+
+
+def test_every_backend_decodes_the_same_batch(exported):
+    from compgen.resample import split_datum
+    from compgen.runtime.sampler import make_decoder
+
+    ckpt, folder, manifest = exported
+    vocab = Vocab.load(folder / "vocab.json")
+    idx = np.arange(24)
+    results = {}
+    for backend in ("onnx", "torchscript", "cpp"):
+        decode = make_decoder(folder, manifest, backend, seed=0, threads=None, log=print,
+                              batch_size=8)
+        rows, scores = decode(idx, "greedy", 1.0)
+        # the C++ TSV keeps x and y apart but not a stray second <sep>: compare the other
+        # tokens exactly, and what the filters see (the (x, y) split, or None if invalid)
+        tokens = [[t for t in vocab.decode(r) if t != "<sep>"] for r in rows]
+        results[backend] = ((tokens, [split_datum(vocab.decode(r)) for r in rows]), scores)
+    assert results["onnx"][0] == results["torchscript"][0] == results["cpp"][0]
+    assert np.allclose(results["onnx"][1], results["torchscript"][1], atol=1e-3)
+
+
+def test_sample_cli_on_an_export_folder(exported, small_scan, tmp_path):
+    ckpt, folder, _ = exported
+    out = tmp_path / "s.tsv"
+    result = run_cli("sample", str(folder), "--backend", "onnx", "--n", "2", "--strategy",
+                     "temperature", "--batch-size", "64", "--data-dir", str(small_scan),
+                     "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in out.read_text().splitlines() if not line.startswith("#")]
+    assert 1 <= len(rows) <= 2
+    result = run_cli("sample", str(folder), "--backend", "tensorflow")
+    assert result.returncode == 2 and "valid: onnx, torchscript, cpp, torch" in result.stderr
+    result = run_cli("sample", str(ckpt), "--backend", "onnx")
+    assert result.returncode == 2 and "first run 'compgen export" in result.stderr

@@ -5,6 +5,7 @@ The folder holds
   copying, greedy / temperature / mixed / beam, per-token log-probs);
 * ``encoder.onnx`` and ``decoder_step.onnx``: the same two graphs for ONNX Runtime,
   dynamic batch and length axes, checked by ``onnx.checker``;
+* ``generator.pt``: the eager model's weights + config (for ``--backend torch``);
 * ``vocab.json`` (and ``vocab.txt``, one token per line, for the C++ runner);
 * ``prototypes.txt``: the sampling-time prototype tuples (Omega) of the training data,
   shuffled once, as token ids already formatted for the model (one tuple per line, K
@@ -222,6 +223,10 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
         export_torchscript(model, tmp / "model.ts", max_len)
         graphs = export_onnx(model, tmp, max_len)
         vocab.save(tmp / "vocab.json")
+        # the weights (no optimizer state), so `--backend torch` can run on the folder too
+        from compgen.train import save_checkpoint
+
+        save_checkpoint(tmp / "generator.pt", model, config, vocab, "recombine")
         (tmp / "vocab.txt").write_text("\n".join(vocab.tokens) + "\n", encoding="utf-8")
         n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
         manifest = {
