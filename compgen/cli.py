@@ -243,6 +243,13 @@ def sample_cmd(
                           markup=False, soft_wrap=True)
     console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
+    from compgen.sampling import scan_quality
+
+    quality = scan_quality(run, data_dir)
+    if quality:
+        console.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
+                      f"command {quality['uses_primitive_in_new_command_share']:.1%}, correct SCAN "
+                      f"pairs {quality['correct_share']:.1%}", highlight=False, markup=False)
 
 
 # ---------------------------------------------------------------- augment

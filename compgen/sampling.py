@@ -213,6 +213,7 @@ class SampleRun:
     samples: list[Sample]
     seconds: float
     out: str | None
+    data: str = ""  # the data set the generator was trained on
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
@@ -310,4 +311,21 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],
                           {"logprob": [s.logprob for s in samples]})
-    return SampleRun(samples, seconds, str(out) if out else None)
+    return SampleRun(samples, seconds, str(out) if out else None, config["data"])
+
+
+def scan_quality(run: SampleRun, data_dir=None) -> dict | None:
+    """For SCAN generators: how many samples are novel, use the split's held-out primitive
+    (``jump`` for jump, else ``right``) in a command absent from training, and are correct
+    SCAN pairs according to the full grammar. None for other data."""
+    from compgen.data import load_dataset, select_split
+    from compgen.data.scan import load_scan_grammar, scan_sample_report
+    from compgen.data.sources import resolve_data_dir
+
+    if not run.data.startswith("scan/"):
+        return None
+    train = select_split(load_dataset(run.data, data_dir), "train")
+    primitive = "jump" if "jump" in run.data else "right"
+    report = scan_sample_report([(s.x, s.y) for s in run.samples], train,
+                                load_scan_grammar(resolve_data_dir(data_dir)), primitive)
+    return {**report, "primitive": primitive}

@@ -154,7 +154,8 @@ class ScriptedSampler(nn.Module):
 def export_torchscript(model, path, max_len: int) -> torch.jit.ScriptModule:
     """Trace the two graphs of a deterministic ``model`` and script the sampler; save it."""
     enc_args, step_args = example_inputs(model, max_steps=max_len)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # sizes fixed per model
         encoder = torch.jit.trace(EncoderGraph(model).eval(), enc_args, check_trace=False)
         step = torch.jit.trace(StepGraph(model).eval(), step_args, check_trace=False)
     sampler = ScriptedSampler(encoder, step, not model.scan, model.hidden, model.feed_dim,

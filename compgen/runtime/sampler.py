@@ -170,4 +170,4 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],
                           {"logprob": [s.logprob for s in samples]})
-    return SampleRun(samples, seconds, str(out) if out else None)
+    return SampleRun(samples, seconds, str(out) if out else None, config["data"])
