@@ -14,6 +14,8 @@ runner as well as from Python. Methods:
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor, nn
 
