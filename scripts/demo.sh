@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+enable -n compgen  # bash has a builtin of the same name (completion); use the program instead
 out=runs/demo
 mkdir -p "$out"
 start=$(date +%s)
