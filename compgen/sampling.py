@@ -19,10 +19,8 @@ reference did this by hand, per script.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -32,7 +30,7 @@ from torch import Tensor
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocab
 from compgen.errors import UserError
-from compgen.models.recombine import Memory, State, collate_prototypes
+from compgen.models.recombine import collate_prototypes
 
 STRATEGIES = ("greedy", "temperature", "mixed", "beam")
 FIRST_STEP_BANNED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
@@ -266,6 +264,23 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
 
 
+def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples: int | None,
+                     temperature: float | None) -> tuple[str, int, int, float]:
+    """Options left unset take the checkpoint's ``[sample]`` preset; checked here once for
+    every backend. ``nsamples`` (accepted before keeping the best ``n``) scales with ``n``."""
+    scfg = config.get("sample", {})
+    strategy = strategy or scfg.get("strategy", "greedy")
+    check_strategy(strategy)
+    n = n or int(scfg.get("n", 400))
+    if n < 1:
+        raise UserError("--n must be >= 1")
+    nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
+    temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
+    if temperature <= 0:
+        raise UserError("--temperature must be > 0")
+    return strategy, n, nsamples, temperature
+
+
 def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None = None,
                      temperature: float | None = None, resample: str | None = None,
                      rare: str | None = None, nsamples: int | None = None,
@@ -288,15 +303,8 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     if test_dropout is not None:  # scan keeps outdrop on while sampling unless told not to
         model.outdrop_test = test_dropout
     scfg = config.get("sample", {})
-    strategy = strategy or scfg.get("strategy", "greedy")
-    check_strategy(strategy)
-    n = n or int(scfg.get("n", 400))
-    if n < 1:
-        raise UserError("--n must be >= 1")
-    nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
-    temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
-    if temperature <= 0:
-        raise UserError("--temperature must be > 0")
+    strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
+                                                          temperature)
     resample = resample or scfg.get("resample", "none")
     rare = rare or scfg.get("rare")
     table = load_dataset(config["data"], data_dir)

@@ -20,7 +20,7 @@ import torch
 from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import load_manifest, pad_tuples, read_prototypes
-from compgen.sampling import SampleRun, check_strategy, collect_decoded, make_filter
+from compgen.sampling import SampleRun, collect_decoded, make_filter, sampling_options
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2}
@@ -146,15 +146,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                                 data_dir=data_dir, threads=threads, log=log)
     config = manifest["config"]
     scfg = config.get("sample", {})
-    strategy = strategy or scfg.get("strategy", "greedy")
-    check_strategy(strategy)
-    n = n or int(scfg.get("n", 400))
-    if n < 1:
-        raise UserError("--n must be >= 1")
-    nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
-    temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
-    if temperature <= 0:
-        raise UserError("--temperature must be > 0")
+    strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
+                                                          temperature)
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample or scfg.get("resample", "none"), rare).accept
     vocab = Vocab.load(folder / "vocab.json")
