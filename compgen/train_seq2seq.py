@@ -43,6 +43,7 @@ from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.io import atomic_open
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
+from compgen.resample import unique_pairs
 
 CHECKPOINT_KIND = "seq2seq"
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -114,16 +115,6 @@ def conditional_pairs(table: pl.DataFrame) -> list[Pair]:
     analysis direction, so the pair is turned around."""
     xs, ys = table["x"].to_list(), table["y"].to_list()
     return list(zip(ys, xs)) if is_morphology(table) else list(zip(xs, ys))
-
-
-def unique_pairs(pairs: Sequence[Pair]) -> list[Pair]:
-    seen, out = set(), []
-    for x, y in pairs:
-        key = (tuple(x), tuple(y))
-        if key not in seen:
-            seen.add(key)
-            out.append((list(x), list(y)))
-    return out
 
 
 def split_train_dev(table: pl.DataFrame, dev_fraction: float,
