@@ -1,0 +1,369 @@
+"""The paper's experiments, one named run per table row: ``compgen pipeline NAME --seeds``.
+
+A run is a short recipe (``Run``): how the augmented data is made (nothing, GECA, or a
+generator trained and sampled), which predictor preset learns from it, and how it is
+scored. ``RUNS`` lists them, named ``<data>-<row>``:
+
+* SCAN (``jump-*``, ``around_right-*``): baseline, geca, basic (recomb-0, the paper's
+  "learned aug. (basic)"), basic-resample, recomb1, recomb2 (both with the rare-word
+  resampling of the paper's cascade), recomb2-noresample, recomb2-vae, recomb2-nocopy,
+  direct (direct inference with the recomb-2 generator, no predictor).
+* SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
+  baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
+  The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
+  its five seeds.
+
+Every run works in ``<root>/<name>/seed<k>/`` and each step leaves a file behind
+(``augment.tsv`` or ``generator.pt`` + ``samples.tsv``, ``predictor.pt``,
+``metrics.csv``), so an interrupted pipeline resumes where it stopped: finished steps
+are skipped, an interrupted training continues from its last checkpoint. Step wall times
+go to ``timing.json``. The metrics of every finished (run, seed) are merged into
+``<root>/results.csv`` (+ ``results.summary.csv`` and ``results.md``, mean ± std over
+seeds), replacing that (run, seed)'s earlier rows.
+
+Presets: the ``*_cpu`` presets by default (sizes a 2-core machine trains in minutes; see
+docs/results.md), or the reference sizes with ``size="reference"``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from compgen.errors import UserError
+from compgen.io import atomic_open
+
+SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
+SIG_LANGUAGES = ("spanish", "swahili", "turkish")
+SIG_HINTS = (4, 8, 16)
+# the reference's augmentation probability (predictor) per SCAN split; GECA: its own recipe
+SCAN_P_AUG = {"jump": 0.01, "around_right": 0.2}
+GECA_P_AUG = 0.1
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    data: str                   # data set; "{seed}" is replaced by the seed (SIG splits)
+    label: str                  # the paper's row name, used in result tables
+    augment: str = "none"       # none | geca | generator | direct
+    generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
+    sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
+    p_aug: float | None = None  # None: concatenation
+    task: str = "scan"          # scan | morphology
+
+    def data_for(self, seed: int) -> str:
+        return self.data.format(seed=seed)
+
+    @property
+    def table_data(self) -> str:
+        """The data column of result tables: the same for every seed."""
+        return self.data.replace(".{seed}", "")
+
+
+def _scan_runs(split: str) -> dict[str, Run]:
+    data, rare, p_aug = f"scan/{split}", SCAN_SPLITS[split], SCAN_P_AUG[split]
+    # reference temperatures (spec §8): recomb-1 T 0.4 jump / 0.5 around_right;
+    # recomb-2 beam for jump, T 0.2 for around_right; basic: mixed sampler T 0.5
+    recomb1_t = 0.4 if split == "jump" else 0.5
+    recomb2 = ({"strategy": "beam"} if split == "jump" else
+               {"strategy": "temperature", "temperature": 0.2})
+    resampled = {"resample": "rare", "rare": rare}
+    rows = {
+        "baseline": Run("baseline", data, "baseline"),
+        "geca": Run("geca", data, "GECA", augment="geca", p_aug=GECA_P_AUG),
+        "basic": Run("basic", data, "learned aug. (basic)", "generator",
+                     {"model.nproto": 0, "model.copy": False},
+                     {"strategy": "mixed", "temperature": 0.5}, p_aug),
+        "basic-resample": Run("basic-resample", data, "+ resampling", "generator",
+                              {"model.nproto": 0, "model.copy": False},
+                              {"strategy": "mixed", "temperature": 0.5, **resampled}, p_aug),
+        "recomb1": Run("recomb1", data, "+ recomb-1", "generator", {"model.nproto": 1},
+                       {"strategy": "mixed", "temperature": recomb1_t, **resampled}, p_aug),
+        "recomb2": Run("recomb2", data, "+ recomb-2", "generator", {"model.nproto": 2},
+                       {**recomb2, **resampled}, p_aug),
+        "recomb2-noresample": Run("recomb2-noresample", data, "recomb-2 (no resampling)",
+                                  "generator", {"model.nproto": 2}, dict(recomb2), p_aug),
+        "recomb2-vae": Run("recomb2-vae", data, "recomb-2 + VAE", "generator",
+                           {"model.nproto": 2, "model.vae": True}, {**recomb2, **resampled}, p_aug),
+        "recomb2-nocopy": Run("recomb2-nocopy", data, "recomb-2 - copying", "generator",
+                              {"model.nproto": 2, "model.copy": False}, {**recomb2, **resampled},
+                              p_aug),
+        "direct": Run("direct", data, "direct inference", "direct", {"model.nproto": 2}),
+    }
+    return {f"{split}-{k}": _renamed(r, f"{split}-{k}") for k, r in rows.items()}
+
+
+def _sig_runs(language: str, hints: int) -> dict[str, Run]:
+    data = f"sigmorphon/{language}/hints-{hints}.{{seed}}"
+    rare = {"resample": "rare", "rare": "auto"}
+    plain = {"resample": "none"}
+    rows = {
+        "baseline": Run("baseline", data, "baseline", task="morphology"),
+        "basic": Run("basic", data, "learned aug. (basic)", "generator",
+                     {"model.nproto": 0}, {"temperature": 1.0, **plain}, task="morphology"),
+        "basic-resample": Run("basic-resample", data, "+ resampling", "generator",
+                              {"model.nproto": 0}, {"temperature": 1.0, **rare},
+                              task="morphology"),
+        "recomb1": Run("recomb1", data, "+ recomb-1", "generator", {"model.nproto": 1},
+                       {"temperature": 1.0, **rare}, task="morphology"),
+        "recomb1-noresample": Run("recomb1-noresample", data, "recomb-1 (no resampling)",
+                                  "generator", {"model.nproto": 1},
+                                  {"temperature": 1.0, **plain}, task="morphology"),
+        "recomb2": Run("recomb2", data, "+ recomb-2", "generator", {"model.nproto": 2},
+                       {"temperature": 0.5, **rare}, task="morphology"),
+        "recomb1-vae": Run("recomb1-vae", data, "recomb-1 + VAE", "generator",
+                           {"model.nproto": 1, "model.vae": True, "model.zdim": 1,
+                            "model.kappa": 1.0, "model.max_norm": 1.0, "model.eps": 0.9},
+                           {"temperature": 1.0, **rare}, task="morphology"),
+    }
+    prefix = f"{language}-h{hints}"
+    return {f"{prefix}-{k}": _renamed(r, f"{prefix}-{k}") for k, r in rows.items()}
+
+
+def _renamed(run: Run, name: str) -> Run:
+    return Run(name, run.data, run.label, run.augment, run.generator, run.sample, run.p_aug,
+               run.task)
+
+
+RUNS: dict[str, Run] = {}
+for _split in SCAN_SPLITS:
+    RUNS.update(_scan_runs(_split))
+for _language in SIG_LANGUAGES:
+    for _hints in SIG_HINTS:
+        RUNS.update(_sig_runs(_language, _hints))
+
+
+def presets(run: Run, size: str) -> tuple[str, str]:
+    """(generator preset, predictor preset) of a run at ``size`` (cpu | reference)."""
+    suffix = "_cpu" if size == "cpu" else ""
+    if size not in ("cpu", "reference"):
+        raise UserError(f"--size {size}: unknown (valid: cpu, reference)")
+    kind = "scan" if run.task == "scan" else "sig"
+    return f"recombine_{kind}{suffix}", f"seq2seq_{kind}{suffix}"
+
+
+def find_run(name: str) -> Run:
+    if name not in RUNS:
+        close = [n for n in RUNS if name in n][:8]
+        hint = f" (did you mean: {', '.join(close)})" if close else " (see 'compgen pipeline --list')"
+        raise UserError(f"pipeline {name}: unknown run{hint}")
+    return RUNS[name]
+
+
+# ------------------------------------------------------------------ the steps
+
+@dataclass
+class PipelineOptions:
+    root: Path = Path("runs/pipeline")
+    size: str = "cpu"
+    data_dir: Path | None = None
+    generator_preset: str | None = None   # preset name or TOML file instead of the size's
+    predictor_preset: str | None = None
+    generator_epochs: int | None = None   # override the generator preset's epochs
+    generator_steps: int | None = None    # stop the generator after this many updates
+    samples: int | None = None            # samples to keep (default: the preset's n)
+    predictor_epochs: int | None = None   # override the predictor preset's epochs
+    backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
+    threads: int | None = None
+    direct_limit: int | None = None       # direct inference: first N test inputs only
+    log: Callable[[str], None] = print
+
+
+class Timer:
+    """Wall seconds per step, kept in ``timing.json`` across resumed runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.seconds = json.loads(path.read_text()) if path.is_file() else {}
+
+    def record(self, step: str, seconds: float) -> None:
+        self.seconds[step] = round(self.seconds.get(step, 0.0) + seconds, 1)
+        with atomic_open(self.path, "w", encoding="utf-8") as f:
+            json.dump(self.seconds, f, indent=1)
+
+
+def _finished_generator(path: Path, max_steps: int | None) -> bool:
+    from compgen.train import load_checkpoint
+
+    if not path.is_file():
+        return False
+    state = load_checkpoint(path, kind="recombine").train_state
+    return bool(state.get("done")) or (max_steps is not None and state.get("step", 0) >= max_steps)
+
+
+def _finished_predictor(path: Path) -> bool:
+    from compgen.train_seq2seq import read_predictor
+
+    return path.is_file() and "state" not in read_predictor(path).train_state
+
+
+def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
+                   timer: Timer) -> Path:
+    """Train (or resume) the run's generator; returns the checkpoint path."""
+    from compgen.train import apply_overrides, load_preset, train_generator
+
+    path = folder / "generator.pt"
+    if _finished_generator(path, opts.generator_steps):
+        return path
+    preset = opts.generator_preset or presets(run, opts.size)[0]
+    overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
+                 "train.epochs": opts.generator_epochs}
+    config = apply_overrides(load_preset(preset), overrides)
+    tic = time.perf_counter()
+    opts.log(f"[{run.name} seed {seed}] generator: {preset} {run.generator}")
+    train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
+                    resume=path.is_file(), max_steps=opts.generator_steps, progress=False,
+                    log=opts.log)
+    timer.record("generator", time.perf_counter() - tic)
+    return path
+
+
+def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,
+                 timer: Timer) -> Path:
+    """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
+    from compgen.sampling import sample_generator, scan_quality
+
+    path = folder / "samples.tsv"
+    if path.is_file():
+        return path
+    tic = time.perf_counter()
+    options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
+    if opts.backend == "torch":
+        result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
+                                  threads=opts.threads, log=opts.log, **options)
+    elif opts.backend in ("onnx", "torchscript", "cpp"):
+        from compgen.export import export_checkpoint
+        from compgen.runtime.sampler import sample_exported
+
+        exported = folder / "exported"
+        if not (exported / "manifest.json").is_file():
+            export_checkpoint(generator, exported, data_dir=opts.data_dir, log=opts.log)
+        result = sample_exported(exported, opts.samples, backend=opts.backend, seed=seed, out=path,
+                                 data_dir=opts.data_dir, threads=opts.threads, log=opts.log,
+                                 **options)
+    else:
+        raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
+    quality = scan_quality(result, opts.data_dir)
+    if quality:
+        with atomic_open(folder / "samples.quality.json", "w", encoding="utf-8") as f:
+            json.dump(quality, f, indent=1)
+        opts.log(f"[{run.name} seed {seed}] {len(result.samples)} samples: "
+                 f"'{quality['primitive']}' in a new command "
+                 f"{quality['uses_primitive_in_new_command_share']:.1%}, correct "
+                 f"{quality['correct_share']:.1%}")
+    timer.record("sample", time.perf_counter() - tic)
+    return path
+
+
+def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
+    from compgen.augment.geca import augment_file, make_config
+
+    path = folder / "augment.tsv"
+    if path.is_file():
+        return path
+    tic = time.perf_counter()
+    preset = "scan" if run.task == "scan" else "semparse"
+    augment_file(run.data_for(seed), path, make_config(preset, {"seed": seed}, run.data_for(seed)),
+                 data_dir=opts.data_dir)
+    timer.record("geca", time.perf_counter() - tic)
+    return path
+
+
+def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
+                   opts: PipelineOptions, timer: Timer) -> Path:
+    from compgen.train_seq2seq import train_predictor
+
+    path = folder / "predictor.pt"
+    if _finished_predictor(path):
+        return path
+    preset = opts.predictor_preset or presets(run, opts.size)[1]
+    tic = time.perf_counter()
+    opts.log(f"[{run.name} seed {seed}] predictor: {preset}"
+             + (f", augmented {augment} p_aug {run.p_aug}" if augment else ""))
+    p_aug = (run.p_aug or 0.0) if augment else None  # None p_aug: plain concatenation
+    train_predictor(run.data_for(seed), preset, path, augment=augment, p_aug=p_aug, seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
+                    resume=path.is_file(), label=run.label, log=opts.log)
+    timer.record("predictor", time.perf_counter() - tic)
+    return path
+
+
+def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineOptions,
+                 timer: Timer) -> list[dict]:
+    path = folder / "metrics.csv"
+    if path.is_file():
+        return pl.read_csv(path).to_dicts()
+    tic = time.perf_counter()
+    if run.augment == "direct":
+        from compgen.direct_inference import evaluate_direct
+
+        rows = evaluate_direct(model, data_dir=opts.data_dir, limit=opts.direct_limit)
+    else:
+        from compgen.evaluate import evaluate_predictor
+
+        rows = evaluate_predictor(model, data_dir=opts.data_dir)
+    timer.record("evaluate", time.perf_counter() - tic)
+    rows = [{**r, "model": f"{run.name}/seed{seed}", "label": run.label, "data": run.table_data,
+             "seed": seed, "run": run.name, "wall_seconds": round(sum(timer.seconds.values()), 1)}
+            for r in rows]
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        f.write(pl.DataFrame(rows).write_csv())
+    return rows
+
+
+def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
+    """All steps of one (run, seed); returns its metric rows."""
+    import torch
+
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    folder = opts.root / run.name / f"seed{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    timer = Timer(folder / "timing.json")
+    if run.augment == "direct":
+        model = make_generator(run, seed, folder, opts, timer)
+    else:
+        augment = None
+        if run.augment == "geca":
+            augment = make_geca(run, seed, folder, opts, timer)
+        elif run.augment == "generator":
+            generator = make_generator(run, seed, folder, opts, timer)
+            augment = make_samples(run, seed, generator, folder, opts, timer)
+        model = make_predictor(run, seed, augment, folder, opts, timer)
+    return evaluate_run(run, seed, model, folder, opts, timer)
+
+
+def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
+    """Add ``rows`` to ``<root>/results.csv``, replacing earlier rows of the same
+    (run, seed); rewrite the summary and Markdown tables."""
+    from compgen.evaluate import write_results
+
+    path = root / "results.csv"
+    new = pl.DataFrame(rows)
+    if path.is_file():
+        old = pl.read_csv(path)
+        done = new.select("run", "seed").unique()
+        old = old.join(done, on=["run", "seed"], how="anti")
+        new = pl.concat([old, new], how="diagonal_relaxed")
+    return write_results(new.sort("data", "run", "seed").to_dicts(), path)
+
+
+def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dict]:
+    """Run every seed of one named run; merge the metrics into the results table after each."""
+    run = find_run(name)
+    if not seeds:
+        raise UserError("--seeds: give at least one seed")
+    all_rows = []
+    for seed in seeds:
+        tic = time.perf_counter()
+        rows = run_one(run, seed, opts)
+        merge_results(opts.root, rows)
+        all_rows += rows
+        opts.log(f"[{run.name} seed {seed}] done in {time.perf_counter() - tic:.0f} s "
+                 f"(steps: {json.loads((opts.root / run.name / f'seed{seed}' / 'timing.json').read_text())})")
+    return all_rows

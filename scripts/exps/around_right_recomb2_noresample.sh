@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# SCAN around_right, recomb-2 without resampling (the reference's *_novae_2proto.sh).
+source "$(dirname "$0")/run.sh"
+run_row around_right-recomb2-noresample "$@"
