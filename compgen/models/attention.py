@@ -48,10 +48,10 @@ class StackedLinear(nn.Module):
 
 
 def relative_positions(step: Tensor, length: int, kpos: int) -> Tensor:
-    """One-hot ``(B, T, 2*kpos+1)`` of clip(j - t, -kpos, kpos) for memory positions j."""
+    """Offset index ``(B, T)`` in [0, 2*kpos]: clip(j - t, -kpos, kpos) + kpos for memory
+    positions j at decoder step t."""
     j = torch.arange(length, device=step.device)
-    rel = (j[None, :] - step[:, None]).clamp(-kpos, kpos) + kpos
-    return nn.functional.one_hot(rel, 2 * kpos + 1).to(torch.float32)
+    return (j[None, :] - step[:, None]).clamp(-kpos, kpos) + kpos
 
 
 class PositionalAttention(nn.Module):
@@ -78,14 +78,16 @@ class PositionalAttention(nn.Module):
         k = keys.size(1)
         q = torch.tanh(self.query(query[:, None, :].expand(-1, k, -1)))  # (B, K, A)
         scores = torch.einsum("bka,bkta->bkt", q, keys)
-        pos = relative_positions(step, keys.size(2), self.kpos)  # (B, T, P)
+        # the position terms are gathered / scattered by offset index: a one-hot (B, T, P)
+        # matrix and two more contractions per step cost more than the attention itself
+        offset = relative_positions(step, keys.size(2), self.kpos)[:, None, :].expand(-1, k, -1)
         q_pos = torch.einsum("bka,kpa->bkp", q, self.pos_key)  # query . R_k for every offset
-        scores = scores + torch.einsum("bkp,btp->bkt", q_pos, pos)
+        scores = scores + q_pos.gather(2, offset)
         scores = scores / math.sqrt(self.att_dim)
         scores = scores.masked_fill(~mask, MASKED)
         alpha = torch.softmax(scores, dim=-1)
         context = torch.einsum("bkt,bkta->bka", alpha, values)
-        alpha_pos = torch.einsum("bkt,btp->bkp", alpha, pos)  # weight mass per offset
+        alpha_pos = q_pos.new_zeros(q_pos.shape).scatter_add(2, offset, alpha)  # mass per offset
         context = context + torch.einsum("bkp,kpa->bka", alpha_pos, self.pos_value)
         return context, scores, alpha
 
