@@ -70,14 +70,19 @@ class PositionalAttention(nn.Module):
 
     def memory(self, enc: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of the encoder outputs ``(B, K, T, 2H)``: computed once."""
-        return torch.tanh(self.key(enc)), torch.tanh(self.value(enc))
+        # contiguous once here, so the per-step matmuls never copy them
+        return torch.tanh(self.key(enc)).contiguous(), torch.tanh(self.value(enc)).contiguous()
 
     def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor,
                 step: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """query ``(B, Q)`` -> context ``(B, K, A)``, scores ``(B, K, T)``, weights."""
-        k = keys.size(1)
-        q = torch.tanh(self.query(query[:, None, :].expand(-1, k, -1)))  # (B, K, A)
-        scores = torch.einsum("bka,bkta->bkt", q, keys)
+        B, k = query.size(0), keys.size(1)
+        # the K query layers read the same vector: one (B, Q) x (Q, K*A) product
+        q = torch.tanh(nn.functional.linear(query, self.query.weight.reshape(-1, query.size(1)),
+                                            self.query.bias.reshape(-1)).view(B, k, -1))
+        # batched matmuls on the (B, K, T, A) memories read them in place (einsum copied
+        # keys and values on every step)
+        scores = torch.matmul(keys, q.unsqueeze(-1)).squeeze(-1)  # (B, K, T)
         # the position terms are gathered / scattered by offset index: a one-hot (B, T, P)
         # matrix and two more contractions per step cost more than the attention itself
         offset = relative_positions(step, keys.size(2), self.kpos)[:, None, :].expand(-1, k, -1)
@@ -86,7 +91,7 @@ class PositionalAttention(nn.Module):
         scores = scores / math.sqrt(self.att_dim)
         scores = scores.masked_fill(~mask, MASKED)
         alpha = torch.softmax(scores, dim=-1)
-        context = torch.einsum("bkt,bkta->bka", alpha, values)
+        context = torch.matmul(alpha.unsqueeze(-2), values).squeeze(-2)  # (B, K, A)
         alpha_pos = q_pos.new_zeros(q_pos.shape).scatter_add(2, offset, alpha)  # mass per offset
         context = context + torch.einsum("bkp,kpa->bka", alpha_pos, self.pos_value)
         return context, scores, alpha
