@@ -134,6 +134,17 @@ def test_cpp_runner_samples_and_is_seeded(exported, runner, tmp_path):
     assert all(np.isfinite(r[2]) and r[3] <= 0 for r in outs[0])
 
 
+def test_cpp_workers_keep_greedy_output_and_order(exported, runner, tmp_path):
+    _, folder, _ = exported
+    rows = {}
+    for workers in (1, 3):
+        out = tmp_path / f"w{workers}.tsv"
+        run_cpp(runner, folder, out, n=50, batch_size=8, strategy="greedy", seed=0, max_len=45,
+                threads=2, workers=workers)
+        rows[workers] = read_cpp_samples(out)
+    assert len(rows[1]) == 50 and rows[1] == rows[3]
+
+
 def run_cli(*args):
     return subprocess.run(COMPGEN + list(args), capture_output=True, text=True,
                           env={**os.environ}, timeout=600)

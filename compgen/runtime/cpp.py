@@ -63,14 +63,18 @@ def build_runner(log=print) -> Path:
 
 def run_cpp(binary: Path, folder: Path, out: Path, *, n: int, batch_size: int, strategy: str,
             seed: int, max_len: int, offset: int = 0, temperature: float = 1.0,
-            beam_width: int = 4, vae_max_norm: float = 0.0, threads: int | None = None) -> float:
-    """Run the C++ sampler; returns its samples/s (as it reports on stderr)."""
+            beam_width: int = 4, vae_max_norm: float = 0.0, threads: int | None = None,
+            workers: int = 1) -> float:
+    """Run the C++ sampler; returns its samples/s (as it reports on stderr). ``workers``
+    batches are decoded at once, one per thread (see cpp_runner/src/main.cpp)."""
     cmd = [str(binary), str(folder), "-o", str(out), "--n", str(n), "--batch-size",
            str(batch_size), "--strategy", strategy, "--seed", str(seed), "--max-len",
            str(max_len), "--offset", str(offset), "--temperature", str(temperature),
            "--beam-width", str(beam_width), "--vae-max-norm", str(vae_max_norm)]
     if threads:
         cmd += ["--threads", str(threads)]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     result = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if result.returncode != 0:
         message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"

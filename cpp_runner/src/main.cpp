@@ -9,6 +9,13 @@
 // log-probabilities up to </s>, min_logp = the smallest one; resampling filters use them).
 // Prototype tuples are taken in file order starting at --offset, cycling, like the
 // reference's cycle over a shuffled prototype set. Throughput goes to stderr.
+//
+// --workers W decodes W batches at once, one per thread, each with W-th of the intra-op
+// threads: at small batch sizes one decoder step is too small to keep several cores busy,
+// independent batches are not. Batch i always takes the same prototypes and latent draws
+// and the file keeps batch order, so greedy and beam output does not depend on W; with
+// temperature sampling the token draws come from libtorch's one global generator and
+// depend on thread timing when W > 1.
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
@@ -19,7 +26,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -31,7 +40,7 @@ struct Options {
   int64_t n = 400, batch = 128, max_len = 45, seed = 0, offset = 0, beam_width = 4;
   std::string strategy = "greedy";
   double temperature = 1.0, vae_max_norm = 0.0;
-  int threads = 0;
+  int threads = 0, workers = 1;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -43,7 +52,7 @@ void usage() {
   std::cerr << "usage: compgen-sample EXPORT_DIR -o OUT.tsv [--n N] [--batch-size B]\n"
                "       [--strategy greedy|temperature|mixed|beam] [--temperature T]\n"
                "       [--beam-width W] [--max-len L] [--seed S] [--offset O]\n"
-               "       [--vae-max-norm M] [--threads K]\n";
+               "       [--vae-max-norm M] [--threads K] [--workers W]\n";
 }
 
 Options parse(int argc, char** argv) {
@@ -73,6 +82,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--temperature") o.temperature = number(i);
     else if (a == "--vae-max-norm") o.vae_max_norm = number(i);
     else if (a == "--threads") o.threads = static_cast<int>(number(i));
+    else if (a == "--workers") o.workers = static_cast<int>(number(i));
     else if (a == "--strategy") o.strategy = value(i);
     else if (!a.empty() && a[0] == '-') fail("unknown option " + a);
     else if (o.folder.empty()) o.folder = a;
@@ -82,6 +92,7 @@ Options parse(int argc, char** argv) {
   if (o.n < 1 || o.batch < 1 || o.max_len < 1 || o.beam_width < 1)
     fail("--n, --batch-size, --max-len and --beam-width must be >= 1");
   if (o.temperature <= 0) fail("--temperature must be > 0");
+  if (o.workers < 1) fail("--workers must be >= 1");
   if (o.strategy != "greedy" && o.strategy != "temperature" && o.strategy != "mixed" &&
       o.strategy != "beam")
     fail("--strategy must be greedy, temperature, mixed or beam, not " + o.strategy);
@@ -141,11 +152,73 @@ torch::Tensor prior_z(int64_t batch, int64_t dim, double max_norm, torch::Genera
   return direction * (torch::rand({batch, 1}, gen) * max_norm);
 }
 
+// One batch: prototypes from the cycle at `cursor`, latent draws from its own generator.
+struct Batch {
+  torch::Tensor protos, z;
+};
+
+Batch make_batch(const std::vector<std::vector<std::vector<int64_t>>>& tuples, int64_t nproto,
+                 int64_t latent, int64_t cursor, int64_t B, const Options& o, uint64_t seed) {
+  int64_t T = 1;  // pad this batch's prototypes to one length
+  for (int64_t b = 0; b < B && nproto > 0; ++b)
+    for (const auto& p : tuples[(cursor + b) % tuples.size()])
+      T = std::max<int64_t>(T, static_cast<int64_t>(p.size()));
+  auto protos = torch::full({B, nproto, nproto > 0 ? T : 1}, kPad, torch::kLong);
+  auto acc = protos.accessor<int64_t, 3>();
+  for (int64_t b = 0; b < B && nproto > 0; ++b) {
+    const auto& tuple = tuples[(cursor + b) % tuples.size()];
+    for (int64_t k = 0; k < nproto; ++k)
+      for (size_t t = 0; t < tuple[k].size(); ++t) acc[b][k][t] = tuple[k][t];
+  }
+  if (nproto == 0) protos = protos.slice(1, 0, 0);
+  auto gen = at::detail::createCPUGenerator(seed);
+  return {protos, prior_z(B, latent, o.vae_max_norm, gen)};
+}
+
+c10::ivalue::TupleElements decode(torch::jit::script::Module& model, const Batch& batch,
+                                  const Options& o) {
+  if (o.strategy == "beam")
+    return model.get_method("beam")({batch.protos, batch.z, o.max_len, o.beam_width})
+        .toTuple()->elements();
+  const int mode = o.strategy == "greedy" ? 0 : o.strategy == "temperature" ? 1 : 2;
+  return model.get_method("decode")({batch.protos, batch.z, o.max_len, o.temperature, mode})
+      .toTuple()->elements();
+}
+
+// The TSV rows of one decoded batch.
+std::string format_rows(const c10::ivalue::TupleElements& result,
+                        const std::vector<std::string>& vocab) {
+  auto tokens = result[0].toTensor().contiguous();
+  auto logp = result[1].toTensor().contiguous();
+  auto tok = tokens.accessor<int64_t, 2>();
+  auto lp = logp.accessor<float, 2>();
+  std::ostringstream out;
+  for (int64_t b = 0; b < tokens.size(0); ++b) {
+    std::string x, y;
+    bool after_sep = false;
+    double total = 0.0, lowest = 0.0;
+    for (int64_t t = 0; t < tokens.size(1); ++t) {
+      const int64_t id = tok[b][t];
+      if (id == kPad) break;
+      total += lp[b][t];
+      lowest = t == 0 ? lp[b][t] : std::min<double>(lowest, lp[b][t]);
+      if (id == kEos) break;
+      if (id == kSep && !after_sep) { after_sep = true; continue; }
+      std::string& side = after_sep ? y : x;
+      if (!side.empty()) side += ' ';
+      side += vocab[id];
+    }
+    out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
+  }
+  return out.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
-  if (o.threads > 0) at::set_num_threads(o.threads);
+  const int threads = o.threads > 0 ? o.threads : at::get_num_threads();
+  at::set_num_threads(std::max(1, threads / o.workers));
   torch::manual_seed(o.seed);
   torch::NoGradGuard no_grad;
 
@@ -162,78 +235,38 @@ int main(int argc, char** argv) {
   const int64_t vocab_size = static_cast<int64_t>(vocab.size());
   const auto tuples = read_prototypes(o.folder + "/prototypes.txt", nproto, vocab_size);
 
+  const int64_t n_batches = (o.n + o.batch - 1) / o.batch;
+  auto batch_at = [&](int64_t i) {
+    const int64_t B = std::min(o.batch, o.n - i * o.batch);
+    return make_batch(tuples, nproto, latent, o.offset + i * o.batch, B, o,
+                      static_cast<uint64_t>(o.seed) * 1000003ULL + static_cast<uint64_t>(i) + 1);
+  };
+  // The first calls of a TorchScript module profile and optimise its graph; keep that
+  // one-off cost out of the reported throughput.
+  decode(model, batch_at(0), o);
+
+  std::vector<std::string> rows(n_batches);
+  std::atomic<int64_t> next{0};
+  auto work = [&]() {
+    torch::NoGradGuard worker_no_grad;  // grad mode is per thread
+    for (int64_t i = next++; i < n_batches; i = next++)
+      rows[i] = format_rows(decode(model, batch_at(i), o), vocab);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int w = 1; w < o.workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
   std::ofstream out(o.out + ".tmp");
   if (!out) fail(o.out + ": cannot write");
   out << "#x\ty\tlogp\tmin_logp\n";
-  const int mode = o.strategy == "greedy" ? 0 : o.strategy == "temperature" ? 1 : 2;
-  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed) + 1);
-  int64_t done = 0, cursor = o.offset;
-  auto start = std::chrono::steady_clock::now();
-  bool warm = false;
-  while (done < o.n) {
-    const int64_t B = std::min(o.batch, o.n - done);
-    // pad this batch's prototypes to one length
-    int64_t T = 1;
-    for (int64_t b = 0; b < B && nproto > 0; ++b)
-      for (const auto& p : tuples[(cursor + b) % tuples.size()])
-        T = std::max<int64_t>(T, static_cast<int64_t>(p.size()));
-    auto protos = torch::full({B, nproto, nproto > 0 ? T : 1}, kPad, torch::kLong);
-    auto acc = protos.accessor<int64_t, 3>();
-    for (int64_t b = 0; b < B && nproto > 0; ++b) {
-      const auto& tuple = tuples[(cursor + b) % tuples.size()];
-      for (int64_t k = 0; k < nproto; ++k)
-        for (size_t t = 0; t < tuple[k].size(); ++t) acc[b][k][t] = tuple[k][t];
-    }
-    if (nproto == 0) protos = protos.slice(1, 0, 0);
-    cursor += B;
-    auto z = prior_z(B, latent, o.vae_max_norm, gen);
-    c10::ivalue::TupleElements result;
-    if (o.strategy == "beam") {
-      result = model.get_method("beam")({protos, z, o.max_len, o.beam_width}).toTuple()->elements();
-    } else {
-      result = model.get_method("decode")({protos, z, o.max_len, o.temperature, mode})
-                   .toTuple()->elements();
-    }
-    if (!warm) {
-      // The first calls of a TorchScript module profile and optimise its graph; keep
-      // that one-off cost out of the reported throughput.
-      warm = true;
-      start = std::chrono::steady_clock::now();
-      if (o.strategy == "beam") {
-        result = model.get_method("beam")({protos, z, o.max_len, o.beam_width}).toTuple()->elements();
-      } else {
-        result = model.get_method("decode")({protos, z, o.max_len, o.temperature, mode})
-                     .toTuple()->elements();
-      }
-    }
-    auto tokens = result[0].toTensor().contiguous();
-    auto logp = result[1].toTensor().contiguous();
-    auto tok = tokens.accessor<int64_t, 2>();
-    auto lp = logp.accessor<float, 2>();
-    for (int64_t b = 0; b < B; ++b) {
-      std::string x, y;
-      bool after_sep = false;
-      double total = 0.0, lowest = 0.0;
-      for (int64_t t = 0; t < tokens.size(1); ++t) {
-        const int64_t id = tok[b][t];
-        if (id == kPad) break;
-        total += lp[b][t];
-        lowest = t == 0 ? lp[b][t] : std::min<double>(lowest, lp[b][t]);
-        if (id == kEos) break;
-        if (id == kSep && !after_sep) { after_sep = true; continue; }
-        std::string& side = after_sep ? y : x;
-        if (!side.empty()) side += ' ';
-        side += vocab[id];
-      }
-      out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
-    }
-    done += B;
-  }
+  for (const auto& r : rows) out << r;
   out.close();
-  if (std::rename((o.out + ".tmp").c_str(), o.out.c_str()) != 0) fail(o.out + ": cannot write");
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr << "sampled " << done << " in " << seconds << " s (" << done / seconds
+  if (!out || std::rename((o.out + ".tmp").c_str(), o.out.c_str()) != 0) fail(o.out + ": cannot write");
+  std::cerr << "sampled " << o.n << " in " << seconds << " s (" << o.n / seconds
             << " samples/s)" << std::endl;
   return 0;
 }
