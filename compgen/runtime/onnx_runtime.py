@@ -90,6 +90,35 @@ class OnnxGenerator:
         new = {name: outs.get(f"{name}_out", state[name]) for name in STATE}
         return outs["logp"], new
 
+    # IO binding: the memory is handed to ONNX Runtime once per batch and the state stays
+    # in ONNX Runtime's own buffers from step to step; only log p comes back to numpy.
+    # (Beam search reorders the state with numpy indexing, so it uses run_step.)
+    def bind_memory(self, memory: dict) -> dict:
+        import onnxruntime as ort
+
+        return {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(memory[name]))
+                for name in ("keys", "values", "tokens", "mask", "z") if name in self.step_inputs}
+
+    def run_step_bound(self, token: np.ndarray, state: dict,
+                       bound_memory: dict) -> tuple[np.ndarray, dict]:
+        binding = self.step.io_binding()
+        binding.bind_cpu_input("token", token)
+        for name in STATE:
+            if name in self.step_inputs:
+                value = state[name]
+                if isinstance(value, np.ndarray):
+                    binding.bind_cpu_input(name, np.ascontiguousarray(value))
+                else:
+                    binding.bind_ortvalue_input(name, value)
+        for name, value in bound_memory.items():
+            binding.bind_ortvalue_input(name, value)
+        for name in self.step_outputs:
+            binding.bind_output(name, "cpu")
+        self.step.run_with_iobinding(binding)
+        outs = dict(zip(self.step_outputs, binding.get_outputs()))
+        new = {name: outs.get(f"{name}_out", state[name]) for name in STATE}
+        return outs["logp"].numpy(), new
+
     # ------------------------------------------------------------------ strategies
     def decode(self, protos: np.ndarray, z: np.ndarray, max_len: int, temperature: float,
                mode: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -97,6 +126,7 @@ class OnnxGenerator:
         Returns tokens ``(B, L)`` (``<pad>`` after ``</s>``) and their log-probs."""
         memory = self.encode(protos, z)
         state = self.initial_state(memory, max_len)
+        bound = self.bind_memory(memory)
         B = protos.shape[0]
         token = np.full(B, BOS_ID, np.int64)
         out = np.full((B, max_len), PAD_ID, np.int64)
@@ -105,7 +135,7 @@ class OnnxGenerator:
         after_sep = np.zeros(B, bool)
         rows = np.arange(B)
         for t in range(max_len):
-            logp, state = self.run_step(token, state, memory)
+            logp, state = self.run_step_bound(token, state, bound)
             logp = np.where(self.first_banned if t == 0 else self.later_banned, -np.inf, logp)
             nxt = logp.argmax(1)
             if mode != 0:
