@@ -33,12 +33,26 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
         raise
 
 
+# Tokens are space-joined, so a token that IS a space (a character of a multi-word
+# SIGMORPHON lemma or form) is written as U+2581 and read back as a space.
+SPACE_TOKEN = "\u2581"
+
+
+def _field(tokens: Sequence[str]) -> str:
+    return " ".join(SPACE_TOKEN if t == " " else t for t in tokens)
+
+
+def field_tokens(field: str) -> list[str]:
+    return [" " if t == SPACE_TOKEN else t for t in field.split()]
+
+
 def write_samples_tsv(
     path: str | os.PathLike,
     pairs: Iterable[tuple[Sequence[str], Sequence[str]]],
     scores: dict[str, Sequence[float]] | None = None,
 ) -> int:
-    """Write ``x<TAB>y[<TAB>score...]`` lines (tokens space-joined); returns the row count."""
+    """Write ``x<TAB>y[<TAB>score...]`` lines (tokens space-joined, a space token as
+    U+2581); returns the row count."""
     pairs = list(pairs)
     scores = scores or {}
     for name, column in scores.items():
@@ -49,7 +63,7 @@ def write_samples_tsv(
         if scores:
             out.write("#x\ty\t" + "\t".join(scores) + "\n")
         for i, (x, y) in enumerate(pairs):
-            fields = [" ".join(x), " ".join(y)] + [f"{scores[k][i]:.6g}" for k in scores]
+            fields = [_field(x), _field(y)] + [f"{scores[k][i]:.6g}" for k in scores]
             out.write("\t".join(fields) + "\n")
             n += 1
     return n
@@ -64,7 +78,7 @@ def parse_samples_tsv(text: str, source: str = "<samples>") -> list[tuple[list[s
         fields = line.split("\t")
         if len(fields) < 2:
             raise UserError(f"{where(source, lineno)}: expected 'x<TAB>y', found no tab")
-        pairs.append((fields[0].split(), fields[1].split()))
+        pairs.append((field_tokens(fields[0]), field_tokens(fields[1])))
     if not pairs:
         raise UserError(f"{source}: no samples in file")
     return pairs

@@ -4,9 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-import polars as pl
 import pytest
 
 from compgen.data import load_dataset, pairs, select_split
@@ -167,3 +165,11 @@ def test_scan_grammar_embedded_copy_equals_shared(data_dir, tmp_path):
     assert len(shared) == 20910
     assert load_scan_grammar(tmp_path) == shared
     assert shared[("jump", "twice")] == ("I_JUMP", "I_JUMP")
+
+
+def test_samples_tsv_keeps_space_tokens(tmp_path):
+    from compgen.io import read_samples_tsv, write_samples_tsv
+
+    pairs = [(["l", "a", " ", "c", "a", "s", "a", "N", "SG"], ["l", "a", " ", "c", "a", "s", "a"])]
+    write_samples_tsv(tmp_path / "s.tsv", pairs, {"logprob": [-1.5]})
+    assert read_samples_tsv(tmp_path / "s.tsv") == pairs

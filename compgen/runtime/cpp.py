@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from compgen.errors import UserError
+from compgen.io import field_tokens
 
 SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
 
@@ -97,5 +98,5 @@ def read_cpp_samples(path: Path) -> list[tuple[list[str], list[str], float, floa
         if line.startswith("#"):
             continue
         x, y, logp, low = line.split("\t")
-        rows.append((x.split(), y.split(), float(logp), float(low)))
+        rows.append((field_tokens(x), field_tokens(y), float(logp), float(low)))
     return rows

@@ -5,7 +5,7 @@
 // fields of space-separated token ids, already formatted for the model), draws --n
 // samples in batches of --batch-size, and writes the samples TSV
 //   x <TAB> y <TAB> logp <TAB> min_logp
-// (tokens space-joined; x before <sep>, y after it; logp = sum of the emitted tokens'
+// (tokens space-joined, a token that is a space written as U+2581; x before <sep>, y after it; logp = sum of the emitted tokens'
 // log-probabilities up to </s>, min_logp = the smallest one; resampling filters use them).
 // Prototype tuples are taken in file order starting at --offset, cycling, like the
 // reference's cycle over a shuffled prototype set. Throughput goes to stderr.
@@ -206,7 +206,7 @@ std::string format_rows(const c10::ivalue::TupleElements& result,
       if (id == kSep && !after_sep) { after_sep = true; continue; }
       std::string& side = after_sep ? y : x;
       if (!side.empty()) side += ' ';
-      side += vocab[id];
+      side += vocab[id] == " " ? "\u2581" : vocab[id];  // a space token, as compgen/io.py
     }
     out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
   }
