@@ -27,7 +27,7 @@ import json
 import math
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 

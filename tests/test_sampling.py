@@ -1,7 +1,6 @@
 """Batched decoding strategies, sample collection, resampling filters, sample CLI."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

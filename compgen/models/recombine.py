@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID
-from compgen.models.attention import MASKED, DotAttention, PositionalAttention, StackedLinear
+from compgen.models.attention import MASKED, DotAttention, PositionalAttention
 
 
 @dataclass
