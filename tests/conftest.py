@@ -22,3 +22,16 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
     return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def small_scan(tmp_path_factory, data_dir) -> Path:
+    """A data folder holding the first 600 lines of SCAN jump (train) and 50 test lines."""
+    root = tmp_path_factory.mktemp("data")
+    folder = root / "scan" / "add_prim_split"
+    folder.mkdir(parents=True)
+    for part, n in (("train", 600), ("test", 50)):
+        name = f"tasks_{part}_addprim_jump.txt"
+        lines = (data_dir / "scan" / "add_prim_split" / name).read_text().splitlines()[:n]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return root

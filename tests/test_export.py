@@ -23,19 +23,6 @@ from compgen.train import build_recombine, load_generator, load_preset, save_che
 COMPGEN = [sys.executable, "-m", "compgen"]
 
 
-@pytest.fixture(scope="module")
-def small_scan(tmp_path_factory, data_dir):
-    """A data folder holding the first 600 lines of SCAN jump (train) and 50 test lines."""
-    root = tmp_path_factory.mktemp("data")
-    folder = root / "scan" / "add_prim_split"
-    folder.mkdir(parents=True)
-    for part, n in (("train", 600), ("test", 50)):
-        name = f"tasks_{part}_addprim_jump.txt"
-        lines = (data_dir / "scan" / "add_prim_split" / name).read_text().splitlines()[:n]
-        (folder / name).write_text("\n".join(lines) + "\n")
-    return root
-
-
 def make_checkpoint(path, data_dir, nproto=2, variant="scan", vae=False):
     config = load_preset("recombine_scan_cpu" if variant == "scan" else "recombine_sig_cpu")
     config["data"] = "scan/jump"

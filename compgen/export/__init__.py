@@ -1,6 +1,11 @@
-"""``compgen export CHECKPOINT``: a self-contained artifact for fast sampling.
+"""``compgen export CHECKPOINT``: a self-contained, validated artifact of a checkpoint.
 
-The folder holds
+``export_checkpoint`` reads the checkpoint's kind: a conditional predictor ("seq2seq") is
+exported by ``compgen.export.predictor`` (same folder layout, ``predictor.pt`` instead of
+``generator.pt``, no prototypes); a generator ("recombine") as described below. Pieces
+shared by both (checksums, vocabulary files, staging, tolerance) are in ``artifact.py``.
+
+A generator's folder holds
 * ``model.ts``: TorchScript module with the whole sampler (encoder, decoding loop with
   copying, greedy / temperature / mixed / beam, per-token log-probs);
 * ``encoder.onnx`` and ``decoder_step.onnx``: the same two graphs for ONNX Runtime,
@@ -23,11 +28,6 @@ no artifact is written. Exported graphs are deterministic: test-time dropout
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,20 +36,25 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
 from compgen.errors import UserError
+from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's API)
+    FORMAT,
+    LOGP_FLOOR,
+    TOLERANCE,
+    default_output,
+    load_manifest,
+    logp_diff,
+    seal,
+    sha256,
+    staged_folder,
+    write_vocab,
+)
 from compgen.export.graphs import STATE_NAMES, deterministic, state_shapes
 from compgen.export.onnx_export import OPSET, export_onnx
 from compgen.export.torchscript import export_torchscript
 from compgen.models.recombine import format_prototype
 from compgen.sampling import FIRST_STEP_BANNED, LATER_BANNED, beam_search, sample_batch
 
-TOLERANCE = 1e-4          # max |log p| difference per step, over tokens with log p > FLOOR
-LOGP_FLOOR = -30.0        # below this (p < 1e-13) float32 rounding of tiny masses dominates
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)
-FORMAT = "compgen-export-1"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_prototypes(path: Path, tuples, vocab: Vocab, variant: str, max_len: int) -> int:
@@ -112,11 +117,6 @@ def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch
     return torch.stack(steps, 1)
 
 
-def _logp_diff(a: np.ndarray, b: np.ndarray) -> float:
-    keep = (a > LOGP_FLOOR) | (b > LOGP_FLOOR)
-    return float(np.abs(a - b)[keep].max()) if keep.any() else 0.0
-
-
 def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
                  cpp_binary: Path | None = None) -> dict:
     """Greedy outputs and per-step log-probs of every backend against the eager model."""
@@ -144,7 +144,7 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         ts_logp = scripted.score(protos, z, target).numpy()
     figures["backends"]["torchscript"] = {
         "greedy_identical": ts_greedy == eager, "beam_identical": ts_beam == eager_beam,
-        "max_abs_logp_diff": _logp_diff(ts_logp, ref)}
+        "max_abs_logp_diff": logp_diff(ts_logp, ref)}
 
     onnx = OnnxGenerator(folder, manifest)
     rng = np.random.default_rng(0)
@@ -153,7 +153,7 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     ort_logp = onnx.score(protos.numpy(), z.numpy(), target.numpy())
     figures["backends"]["onnx"] = {
         "greedy_identical": ort_greedy == eager, "beam_identical": ort_beam == eager_beam,
-        "max_abs_logp_diff": _logp_diff(ort_logp, ref)}
+        "max_abs_logp_diff": logp_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
         from compgen.runtime.cpp import run_cpp
@@ -179,24 +179,29 @@ def _as_pair(vocab: Vocab, ids) -> tuple[list[str], list[str]]:
     return toks, []
 
 
-def _failures(figures: dict) -> list[str]:
-    bad = []
-    for name, f in figures["backends"].items():
-        if not f.get("greedy_identical", True):
-            bad.append(f"{name}: greedy outputs differ from the eager model")
-        if not f.get("beam_identical", True):
-            bad.append(f"{name}: beam outputs differ from the eager model")
-        if f.get("max_abs_logp_diff", 0.0) > TOLERANCE:
-            bad.append(f"{name}: log-prob difference {f['max_abs_logp_diff']:.2e} > {TOLERANCE:g}")
-    return bad
-
-
-def default_output(checkpoint: Path) -> Path:
-    return Path("exported") / checkpoint.stem
-
-
 def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
                       data_dir=None, cpp_binary: Path | None = None, log=print) -> dict:
+    """Export a generator or predictor checkpoint to ``out`` (default
+    ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
+    prototype sets (generator) or test sources (predictor) the validation decodes."""
+    from compgen.train import load_checkpoint
+
+    kind = load_checkpoint(checkpoint).kind
+    if kind == "seq2seq":
+        from compgen.export.predictor import export_predictor
+
+        # the C++ runner only runs generators: nothing to check it against here
+        return export_predictor(checkpoint, out, parity_sources=parity_sets,
+                                data_dir=data_dir, log=log)
+    if kind != "recombine":
+        raise UserError(f"{checkpoint}: a '{kind}' checkpoint; export takes generator "
+                        "('recombine') and predictor ('seq2seq') checkpoints")
+    return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
+                            data_dir=data_dir, cpp_binary=cpp_binary, log=log)
+
+
+def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
+                     data_dir=None, cpp_binary: Path | None = None, log=print) -> dict:
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place."""
     from compgen.data import load_dataset
@@ -216,18 +221,15 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     n_proto = MAX_PROTOTYPES if model.nproto else 0
     tuples = draw(min(n_proto, _omega_size(draw))) if model.nproto else []
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         torch.manual_seed(seed)
         export_torchscript(model, tmp / "model.ts", max_len)
         graphs = export_onnx(model, tmp, max_len)
-        vocab.save(tmp / "vocab.json")
+        write_vocab(tmp, vocab)
         # the weights (no optimizer state), so `--backend torch` can run on the folder too
         from compgen.train import save_checkpoint
 
         save_checkpoint(tmp / "generator.pt", model, config, vocab, "recombine")
-        (tmp / "vocab.txt").write_text("\n".join(vocab.tokens) + "\n", encoding="utf-8")
         n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
         manifest = {
             "format": FORMAT,
@@ -259,19 +261,7 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
         protos = pad_tuples(read_prototypes(tmp / "prototypes.txt", model.nproto)[:k],
                             model.nproto, k)
         figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
-        bad = _failures(figures)
-        if bad:
-            raise UserError(f"export of {checkpoint} failed validation: " + "; ".join(bad))
-        manifest["parity"] = figures
-        manifest["files"] = {p.name: sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        manifest["export_seconds"] = round(time.perf_counter() - start, 2)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        seal(tmp, manifest, figures, checkpoint, start)
     return manifest
 
 
@@ -281,28 +271,3 @@ def _omega_size(draw) -> int:
         return len(owner) if owner is not None else MAX_PROTOTYPES
     except TypeError:
         return MAX_PROTOTYPES
-
-
-def load_manifest(folder) -> dict:
-    """Read and check an export folder: manifest present, files match their checksums."""
-    folder = Path(folder)
-    path = folder / "manifest.json"
-    if not path.is_file():
-        raise UserError(f"{folder}: not an export folder (no manifest.json)")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
-    for name, digest in manifest.get("files", {}).items():
-        file = folder / name
-        if not file.is_file():
-            raise UserError(f"{file}: missing (listed in the manifest)")
-        if sha256(file) != digest:
-            raise UserError(f"{file}: checksum does not match the manifest (corrupted or edited)")
-    vocab = Vocab.load(folder / "vocab.json")
-    if len(vocab) != manifest["model"]["vocab_size"]:
-        raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
-                        f"{manifest['model']['vocab_size']}")
-    return manifest

@@ -1,4 +1,5 @@
-"""ONNX export: ``encoder.onnx`` and ``decoder_step.onnx`` with dynamic batch and length axes.
+"""ONNX export: ``encoder.onnx`` and ``decoder_step.onnx`` with dynamic batch and length axes,
+for generators (``export_onnx``) and predictors (``export_predictor_onnx``).
 
 The decoding loop is not in the graph: the runtime (ONNX Runtime from Python) runs it,
 so any strategy (greedy, temperature, mixed, beam) works on the same two graphs.
@@ -14,6 +15,7 @@ from pathlib import Path
 import onnx
 import torch
 
+from compgen.export import predictor_graphs
 from compgen.export.graphs import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
@@ -40,12 +42,12 @@ for _name in ("past_h", "past_key", "past_tok"):
     DYNAMIC_AXES[f"{_name}_out"] = {0: "batch", 1: "steps"}
 
 
-def _export(module, args, path, inputs, outputs) -> None:
+def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer warnings about constant sizes
         torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=OPSET,
                           input_names=list(inputs), output_names=list(outputs),
-                          dynamic_axes={k: v for k, v in DYNAMIC_AXES.items()
+                          dynamic_axes={k: v for k, v in dynamic_axes.items()
                                         if k in inputs or k in outputs})
     onnx.checker.check_model(str(path), full_check=True)
 
@@ -56,6 +58,20 @@ def export_onnx(model, folder: Path, max_len: int) -> dict:
     _export(EncoderGraph(model), enc_args, folder / "encoder.onnx", ENCODER_INPUTS,
             ENCODER_OUTPUTS)
     _export(StepGraph(model), step_args, folder / "decoder_step.onnx", STEP_INPUTS, STEP_OUTPUTS)
+    model.eval()  # torch.onnx.export restores the wrapper's mode recursively
+    return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
+            "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}
+
+
+def export_predictor_onnx(model, folder: Path) -> dict:
+    """The predictor's ``encoder.onnx`` and ``decoder_step.onnx`` in ``folder``; their IO."""
+    g = predictor_graphs
+    enc_args, step_args = g.example_inputs(model)
+    _export(g.PredictorEncoder(model, with_onehot=model.copy), enc_args,
+            folder / "encoder.onnx", g.ENCODER_INPUTS, g.encoder_outputs(model.copy),
+            g.DYNAMIC_AXES)
+    _export(g.PredictorStep(model), step_args, folder / "decoder_step.onnx", g.STEP_INPUTS,
+            g.STEP_OUTPUTS, g.DYNAMIC_AXES)
     model.eval()  # torch.onnx.export restores the wrapper's mode recursively
     return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
             "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}

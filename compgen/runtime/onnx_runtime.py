@@ -33,7 +33,7 @@ def _gpu_present() -> bool:
     return any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def _session(path: Path, threads: int | None):
+def open_session(path: Path, threads: int | None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -51,8 +51,8 @@ class OnnxGenerator:
 
     def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None):
         folder = Path(folder)
-        self.encoder = _session(folder / "encoder.onnx", threads)
-        self.step = _session(folder / "decoder_step.onnx", threads)
+        self.encoder = open_session(folder / "encoder.onnx", threads)
+        self.step = open_session(folder / "decoder_step.onnx", threads)
         self.encoder_inputs = {i.name for i in self.encoder.get_inputs()}
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]

@@ -137,6 +137,9 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
     manifest = load_manifest(folder)
+    if manifest.get("kind", "recombine") != "recombine":
+        raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
+                        "sample (predictors: compgen.runtime.predictor.predict_exported)")
     if backend == "torch":
         from compgen.sampling import sample_generator
 

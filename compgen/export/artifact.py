@@ -1,0 +1,108 @@
+"""What every export folder shares, whatever model it holds: the format tag, the parity
+tolerance, the vocabulary files, the manifest's checksums, and the rule that a folder is
+only moved into place once its validation passed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+
+TOLERANCE = 1e-4    # max |log p| difference per step, over tokens with log p > FLOOR
+LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
+FORMAT = "compgen-export-1"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def default_output(checkpoint: Path) -> Path:
+    return Path("exported") / checkpoint.stem
+
+
+def write_vocab(folder: Path, vocab: Vocab) -> None:
+    """``vocab.json``, and ``vocab.txt`` (one token per line) for runners without JSON."""
+    vocab.save(folder / "vocab.json")
+    (folder / "vocab.txt").write_text("\n".join(vocab.tokens) + "\n", encoding="utf-8")
+
+
+def logp_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """Max |a - b| over the entries where either log-prob is above ``LOGP_FLOOR``."""
+    keep = (a > LOGP_FLOOR) | (b > LOGP_FLOOR)
+    return float(np.abs(a - b)[keep].max()) if keep.any() else 0.0
+
+
+def parity_failures(figures: dict) -> list[str]:
+    bad = []
+    for name, f in figures["backends"].items():
+        if not f.get("greedy_identical", True):
+            bad.append(f"{name}: greedy outputs differ from the eager model")
+        if not f.get("beam_identical", True):
+            bad.append(f"{name}: beam outputs differ from the eager model")
+        if f.get("max_abs_logp_diff", 0.0) > TOLERANCE:
+            bad.append(f"{name}: log-prob difference {f['max_abs_logp_diff']:.2e} > {TOLERANCE:g}")
+    return bad
+
+
+@contextmanager
+def staged_folder(out: Path):
+    """A temporary folder next to ``out`` that replaces ``out`` only when the block ends
+    without an error: a failed validation leaves no artifact (and keeps an older one)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: float) -> None:
+    """Refuse a folder whose parity figures fail; otherwise record them, the checksum of
+    every file and the export time in ``manifest.json`` (written last)."""
+    bad = parity_failures(figures)
+    if bad:
+        raise UserError(f"export of {checkpoint} failed validation: " + "; ".join(bad))
+    manifest["parity"] = figures
+    manifest["files"] = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    manifest["export_seconds"] = round(time.perf_counter() - start, 2)
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+
+def load_manifest(folder) -> dict:
+    """Read and check an export folder: manifest present, files match their checksums."""
+    folder = Path(folder)
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise UserError(f"{folder}: not an export folder (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
+    for name, digest in manifest.get("files", {}).items():
+        file = folder / name
+        if not file.is_file():
+            raise UserError(f"{file}: missing (listed in the manifest)")
+        if sha256(file) != digest:
+            raise UserError(f"{file}: checksum does not match the manifest (corrupted or edited)")
+    vocab = Vocab.load(folder / "vocab.json")
+    if len(vocab) != manifest["model"]["vocab_size"]:
+        raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
+                        f"{manifest['model']['vocab_size']}")
+    return manifest

@@ -1,0 +1,199 @@
+"""Export of a conditional predictor checkpoint (kind "seq2seq"; ``models/seq2seq.py``).
+
+The folder has the generator export's layout (see ``compgen/export/__init__.py``):
+``model.ts`` (greedy, beam, per-step log-probs; ``predictor_torchscript.py``),
+``encoder.onnx`` + ``decoder_step.onnx`` (``predictor_graphs.py``), ``predictor.pt`` (the
+weights, for ``--backend torch``), ``vocab.json`` / ``vocab.txt`` and ``manifest.json``
+with the decoding contract, checksums and parity figures. There is no prototype list:
+a predictor's input is the source sequence.
+
+Validation, before the folder is moved into place: on up to ``parity_sources`` sources of
+the checkpoint's data set (test split), decoded as one batch by every backend, greedy and
+beam predictions must equal the eager ``greedy_search`` / ``beam_search`` ones and the
+teacher-forced per-step log-probs must agree within ``TOLERANCE`` on the steps the
+predictions are made of (``steps_read``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from compgen.errors import UserError
+from compgen.export.artifact import (
+    FORMAT,
+    LOGP_FLOOR,
+    TOLERANCE,
+    default_output,
+    logp_diff,
+    seal,
+    staged_folder,
+    write_vocab,
+)
+from compgen.export.onnx_export import OPSET, export_predictor_onnx
+from compgen.export.predictor_graphs import STATE_NAMES
+from compgen.export.predictor_torchscript import export_predictor_torchscript
+from compgen.models.seq2seq import (
+    MASKED,
+    Seq2Seq,
+    beam_search,
+    collate,
+    cut_prediction,
+    greedy_search,
+    step_masks,
+)
+
+PARITY_BEAM_WIDTH = 4
+
+
+def validation_sources(data: str, vocab: Vocab, data_dir, n: int) -> tuple[str, list[list[int]]]:
+    """Up to ``n`` distinct source sequences (as ids) of the data set's test split (the
+    first ``test*`` split; the training split when there is none), in file order."""
+    from compgen.data import load_dataset
+    from compgen.train_seq2seq import conditional_pairs
+
+    table = load_dataset(data, data_dir)
+    splits = sorted(table["split"].unique().to_list())
+    split = next((s for s in splits if s.startswith("test")), "train")
+    seen, sources = set(), []
+    for x, _ in conditional_pairs(table.filter(table["split"] == split)):
+        if tuple(x) not in seen and len(sources) < n:
+            seen.add(tuple(x))
+            sources.append(vocab.encode(x))
+    if not sources:
+        raise UserError(f"{data}: no '{split}' sources to check the export on")
+    return split, sources
+
+
+def predictions(ids) -> list[list[int]]:
+    """What ``compgen evaluate`` reads of a search's output rows (``cut_prediction``): the
+    tokens a row emits after its ``</s>`` never count, so they are not compared."""
+    return [cut_prediction(row) for row in np.asarray(ids).tolist()]
+
+
+def steps_read(greedy_ids: torch.Tensor) -> np.ndarray:
+    """``(B, L)`` True for the steps a prediction is made of: up to and including the row's
+    first ``</s>`` (all steps for a row without one). Later steps feed the model its own
+    post-``</s>`` output; nothing reads them, and over tens of such steps float32 rounding
+    differences between backends grow past the tolerance, so they are not compared."""
+    ended = (greedy_ids == EOS_ID).numpy().astype(int)
+    return (np.cumsum(ended, axis=1) - ended) == 0  # no </s> before this step
+
+
+def eager_step_logp(model: Seq2Seq, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    memory, state = model.encode(source)
+    steps = []
+    for t in range(target.size(1) - 1):
+        logp, state, _ = model.decode_step(target[:, t], state, memory)
+        steps.append(logp)
+    return torch.stack(steps, 1)
+
+
+def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
+                           source: torch.Tensor) -> dict:
+    """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
+    against the eager model, all on the same batch ``source``."""
+    from compgen.runtime.onnx_predictor import OnnxPredictor
+
+    max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
+    with torch.no_grad():
+        greedy_ids = greedy_search(model, source, max_len)
+        eager_greedy = predictions(greedy_ids)
+        eager_beam = predictions(beam_search(model, source, width, max_len)[0])
+        # teacher-force the eager greedy rows through every backend; compare the steps
+        # the predictions are made of
+        target = torch.cat([torch.full((source.size(0), 1), BOS_ID), greedy_ids], 1)
+        read = steps_read(greedy_ids)
+        reference = eager_step_logp(model, source, target).numpy()[read]
+
+    figures = {"sources": source.size(0), "beam_width": width, "tolerance": TOLERANCE,
+               "logp_floor": LOGP_FLOOR, "logp_steps": int(read.sum()),
+               "logp_compared": "teacher-forced eager greedy rows, up to each row's </s>",
+               "backends": {}}
+    scripted = torch.jit.load(str(folder / "model.ts"))
+    with torch.no_grad():
+        figures["backends"]["torchscript"] = {
+            "greedy_identical": predictions(scripted.greedy(source, max_len)[0]) == eager_greedy,
+            "beam_identical": predictions(scripted.beam(source, max_len, width)[0]) == eager_beam,
+            "max_abs_logp_diff": logp_diff(scripted.score(source, target).numpy()[read],
+                                           reference)}
+
+    onnx = OnnxPredictor(folder, manifest)
+    src = source.numpy()
+    figures["backends"]["onnx"] = {
+        "greedy_identical": predictions(onnx.greedy(src, max_len)[0]) == eager_greedy,
+        "beam_identical": predictions(onnx.beam(src, max_len, width)[0]) == eager_beam,
+        "max_abs_logp_diff": logp_diff(onnx.score(src, target.numpy())[read], reference)}
+    return figures
+
+
+def decoding_contract(model: Seq2Seq) -> dict:
+    """How a runtime must drive the two graphs to reproduce ``greedy_search`` and
+    ``beam_search`` (``OnnxPredictor`` is the reference implementation)."""
+    first, later = step_masks(model.vocab_size)
+    return {
+        "bos": BOS_ID, "eos": EOS_ID, "pad": PAD_ID, "unk": UNK_ID, "copy": COPY_ID,
+        "max_len": model.cfg.max_len,
+        "source_format": ("<s> ids </s>, right-padded with <pad>; a source longer than "
+                          "max_len keeps its first max_len ids and has no </s>"),
+        "initial_state": {"h": "h0", "c": "c0", "feed": "zeros (batch, hidden)"},
+        "state_order": list(STATE_NAMES),
+        "mask_value": MASKED,
+        "first_step_masked": torch.nonzero(first).flatten().tolist(),
+        "later_steps_masked": torch.nonzero(later).flatten().tolist(),
+        "masking": "add the step's mask to log p before argmax / top-k (step 0: first, "
+                   "later steps: later)",
+        "greedy": "argmax for max_len steps; stop once every row has emitted </s>",
+        "beam": ("one live hypothesis before step 0; a finished hypothesis proposes only "
+                 "</s> at +0; top-k over width x vocab; no length normalisation"),
+        "prediction": ("cut at the first </s> or <pad>; a row with neither (max_len steps) "
+                       "loses its last token"),
+        "test_time_dropout": False,
+    }
+
+
+def export_predictor(checkpoint, out=None, *, parity_sources: int = 256, data_dir=None,
+                     log=print) -> dict:
+    """Export a predictor checkpoint to ``out`` (default ``exported/<name>``); returns the
+    manifest. Validates every backend before the folder is moved into place."""
+    from compgen.train_seq2seq import load_predictor, read_predictor, save_predictor
+
+    checkpoint = Path(checkpoint)
+    out = Path(out) if out else default_output(checkpoint)
+    start = time.perf_counter()
+    config = read_predictor(checkpoint).config
+    model, vocab, info = load_predictor(checkpoint)  # eval mode: dropout off
+    cfg = model.cfg
+    if "data" not in info:
+        raise UserError(f"{checkpoint}: the checkpoint names no data set to validate on")
+    split, sources = validation_sources(info["data"], vocab, data_dir, parity_sources)
+    # one batch for every backend: the check compares backends, not batchings
+    source = collate(sources, cfg.max_len)
+
+    with staged_folder(out) as tmp:
+        export_predictor_torchscript(model, tmp / "model.ts")
+        graphs = export_predictor_onnx(model, tmp)
+        write_vocab(tmp, vocab)
+        # the weights without optimizer state, so `--backend torch` runs on the folder too
+        save_predictor(tmp / "predictor.pt", model, vocab, config.get("run", {}),
+                       config.get("train", {}), train_state={"curve": info["curve"]})
+        manifest = {
+            "format": FORMAT,
+            "kind": "seq2seq",
+            "source_checkpoint": checkpoint.name,
+            "config": config,
+            "model": {"hidden": cfg.hidden, "embed": cfg.embed, "copy": cfg.copy,
+                      "max_len": cfg.max_len, "vocab_size": len(vocab)},
+            "opset": OPSET,
+            "graphs": graphs,
+            "decoding": decoding_contract(model),
+        }
+        log(f"checking the export on {len(sources)} '{split}' sources of {info['data']}")
+        figures = check_predictor_parity(model, tmp, manifest, source)
+        figures["split"] = split
+        seal(tmp, manifest, figures, checkpoint, start)
+    return manifest
