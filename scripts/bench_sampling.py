@@ -55,6 +55,19 @@ def timed(fn, min_seconds: float = 1.0) -> float:
             return elapsed / calls
 
 
+def int8_copy(folder: Path, out: Path) -> Path:
+    """The export folder with both ONNX graphs dynamically quantised to int8 weights
+    (activations quantised per call); everything else as it is."""
+    import shutil
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    shutil.copytree(folder, out, dirs_exist_ok=True)
+    for name in ("encoder.onnx", "decoder_step.onnx"):
+        quantize_dynamic(folder / name, out / name, weight_type=QuantType.QInt8)
+    return out
+
+
 def random_checkpoint(path: Path, data: str) -> None:
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
@@ -66,6 +79,11 @@ def random_checkpoint(path: Path, data: str) -> None:
     torch.manual_seed(0)
     model = build_recombine(config, len(vocab))
     save_checkpoint(path, model, config, vocab, "recombine")
+
+
+def _cut(row) -> list[int]:
+    ids = [int(t) for t in row]
+    return ids[: ids.index(2) + 1] if 2 in ids else ids  # up to </s>
 
 
 def main() -> None:
@@ -92,6 +110,7 @@ def main() -> None:
     model = deterministic(load_generator(checkpoint)[0])
     scripted = torch.jit.load(str(folder / "model.ts"))
     onnx = OnnxGenerator(folder, manifest)
+    onnx_int8 = OnnxGenerator(int8_copy(folder, work / "export-int8"), manifest)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     steps = args.steps
     # a model that never stops decodes exactly `steps` steps in every backend
@@ -124,6 +143,9 @@ def main() -> None:
         def onnxruntime():
             onnx.decode(p_np, z_np, steps, 1.0, 0, rng)
 
+        def onnxruntime_int8():
+            onnx_int8.decode(p_np, z_np, steps, 1.0, 0, rng)
+
         cpp_out = work / "cpp.tsv"
         n_cpp = max(batch, min(4096, 8 * batch))
 
@@ -133,8 +155,13 @@ def main() -> None:
                            workers=workers)
 
         result = {"batch": batch, "steps": real_steps, "gflop_per_sample": flops / 1e9}
-        for name, fn in (("eager", eager), ("torchscript", torchscript), ("onnx", onnxruntime)):
+        for name, fn in (("eager", eager), ("torchscript", torchscript), ("onnx", onnxruntime),
+                         ("onnx_int8", onnxruntime_int8)):
             result[name] = batch / timed(fn, args.seconds)
+        # int8 quality: share of greedy samples identical to the fp32 graphs' (cut at </s>)
+        fp32 = onnx.decode(p_np, z_np, steps, 1.0, 0, rng)[0]
+        int8 = onnx_int8.decode(p_np, z_np, steps, 1.0, 0, rng)[0]
+        result["int8_same"] = float(np.mean([_cut(a) == _cut(b) for a, b in zip(fp32, int8)]))
         # the runner reports its own rate, without process start and model load; with
         # `threads` workers it decodes that many batches of `batch` at once, 1 thread each
         for name, workers in (("cpp", 1), ("cpp_workers", threads)):
@@ -149,6 +176,12 @@ def main() -> None:
           f"greedy, {steps} decoder steps; torch threads {threads}; "
           f"fp32 matmul (1024^3) {gflops_peak:.1f} GFLOP/s\n")
     names = ("eager", "torchscript", "onnx", "cpp", "cpp_workers")
+    print("| batch | onnx_int8 samples/s | int8 / onnx fp32 | greedy samples identical to fp32 |")
+    print("|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['batch']} | {r['onnx_int8']:,.1f} | {r['onnx_int8'] / r['onnx']:.2f}x | "
+              f"{100 * r['int8_same']:.1f}% |")
+    print()
     print(f"cpp_workers = the C++ runner with {threads} workers (one batch of the row's size "
           "per worker, 1 intra-op thread each)\n")
     print("| batch | GFLOP/sample | " + " | ".join(f"{n} samples/s" for n in names)
