@@ -350,7 +350,7 @@ def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
         done = new.select("run", "seed").unique()
         old = old.join(done, on=["run", "seed"], how="anti")
         new = pl.concat([old, new], how="diagonal_relaxed")
-    return write_results(new.sort("data", "run", "seed").to_dicts(), path)
+    return write_results(new.sort("data", "run", "seed", maintain_order=True).to_dicts(), path)
 
 
 def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dict]:
