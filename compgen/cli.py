@@ -105,26 +105,37 @@ def train_predictor_cmd(
 # ---------------------------------------------------------------- evaluate
 @app.command("evaluate")
 def evaluate_cmd(
-    models: list[Path] = typer.Argument(..., help="predictor checkpoint(s); several = seeds, reported as mean ± std"),
+    models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s); several = seeds, reported as mean ± std"),
     data: Optional[str] = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
-    output: Path = typer.Option(..., "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md)"),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md); default: print only"),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs (generators: the attention over both prototypes, the paper's Fig. 3)"),
+    direct: bool = typer.Option(False, "--direct", help="direct inference with a recomb-2 SCAN generator (paper App. E): exact match, top-3 match, F1"),
+    limit: Optional[int] = typer.Option(None, "--limit", help="--direct: only the first N unique test inputs"),
     beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy, as the reference)"),
     predictions: Optional[Path] = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
     batch_size: int = typer.Option(256, "--batch-size"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
-    seed: int = typer.Option(0, "--seed", help="unused by greedy/beam decoding; kept for uniformity"),
+    seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
     data_dir: Optional[Path] = DataDir,
 ) -> None:
-    """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL)."""
+    """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
+    predictors; direct inference and attention figures of generators."""
     import torch
 
-    from compgen.evaluate import aggregate, evaluate_predictor, markdown_table, write_plots, write_results
+    from compgen.evaluate import (
+        aggregate,
+        evaluate_predictor,
+        markdown_table,
+        write_plots,
+        write_results,
+    )
 
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
     if beam < 0:
         raise UserError("--beam must be >= 0")
+    if limit is not None and (limit < 1 or not direct):
+        raise UserError("--limit takes N >= 1 and goes with --direct")
     if predictions and len(models) > 1:
         raise UserError("--predictions takes one model")
     if threads is not None:
@@ -132,13 +143,51 @@ def evaluate_cmd(
     torch.manual_seed(seed)
     rows = []
     for model in models:
+        if _checkpoint_kind(model) == "recombine":
+            rows += _evaluate_generator(model, data, plots, direct, limit, predictions,
+                                        batch_size, seed, data_dir)
+            continue
+        if direct:
+            raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
         rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions)
         if plots:
             for path in write_plots(model, plots, data, data_dir):
                 console.print(f"plot {path}", highlight=False)
-    paths = write_results(rows, output)
+    if not rows:
+        return
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
-    console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+    for row in rows:
+        if "top3_match" in row:
+            console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
+    if output:
+        paths = write_results(rows, output)
+        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+
+
+def _checkpoint_kind(path: Path) -> str:
+    """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
+    from compgen.train import load_checkpoint
+
+    return load_checkpoint(path).kind
+
+
+def _evaluate_generator(model: Path, data: Optional[str], plots: Optional[Path], direct: bool,
+                        limit: Optional[int], predictions: Optional[Path], batch_size: int,
+                        seed: int, data_dir: Optional[Path]) -> list[dict]:
+    """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
+    from compgen.direct_inference import evaluate_direct
+    from compgen.evaluate import write_generator_plots
+
+    if not (direct or plots):
+        raise UserError(f"{model}: a generator checkpoint; evaluate it with --direct "
+                        "(direct inference) and/or --plots DIR (attention figure)")
+    if plots:
+        for path in write_generator_plots(model, plots, data_dir, seed=seed):
+            console.print(f"plot {path}", highlight=False)
+    if not direct:
+        return []
+    return evaluate_direct(model, data, data_dir, limit, batch_size, seed, predictions,
+                           log=lambda line: err_console.print(line, highlight=False, markup=False))
 
 
 # ---------------------------------------------------------------- train generator / sample
@@ -444,25 +493,29 @@ def lm_experiment(
 # ---------------------------------------------------------------- export
 @app.command("export")
 def export_cmd(
-    checkpoint: Path = typer.Argument(..., help="generator checkpoint (.pt, self-describing)"),
+    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing)"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
-    parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets the parity check decodes"),
-    cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it"),
+    parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
+    cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
     seed: int = typer.Option(0, "--seed", help="seed of the stored prototype order"),
     data_dir: Optional[Path] = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export import export_checkpoint
     from compgen.runtime.cpp import build_runner
+    from compgen.train import load_checkpoint
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")
-    binary = build_runner(log=err_console.print) if cpp else None
+    # the C++ runner only runs generators: don't build it for a predictor
+    is_generator = load_checkpoint(checkpoint).kind == "recombine"
+    binary = build_runner(log=err_console.print) if cpp and is_generator else None
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
                                  data_dir=data_dir, cpp_binary=binary, log=err_console.print)
     parity = manifest["parity"]
-    table = Table(title=f"parity on {parity['sets']} prototype sets "
-                        f"(log-prob tolerance {parity['tolerance']:g})")
+    checked = (f"{parity['sets']} prototype sets" if is_generator
+               else f"{parity['sources']} {parity['split']} sources")
+    table = Table(title=f"parity on {checked} (log-prob tolerance {parity['tolerance']:g})")
     for col in ("backend", "greedy identical", "beam identical", "max |Δ log p|"):
         table.add_column(col)
     for name, f in parity["backends"].items():

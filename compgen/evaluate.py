@@ -286,3 +286,46 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
         written.append(plot_attention(matrix, rows, cols, folder / f"{stem}.attention{k}.png",
                                       title=" ".join(source)))
     return written
+
+
+def write_generator_plots(checkpoint: str | Path, folder: str | Path, data_dir=None,
+                          n_samples: int = 1, seed: int = 0) -> list[Path]:
+    """Figures of a generator checkpoint as PNG files in ``folder``: its training curve
+    (from ``<checkpoint>.loss.csv`` when present) and, for scan generators with
+    prototypes, the attention heat-map of ``n_samples`` greedy samples drawn from Omega
+    (the paper's Fig. 3): per prototype position and step, plus the copy probability."""
+    from compgen.data import load_dataset
+    from compgen.data.vocab import EOS_ID
+    from compgen.models.recombine import collate_prototypes, is_real
+    from compgen.plots import plot_generator_attention, plot_learning_curve
+    from compgen.sampling import greedy_with_weights, prototype_source
+    from compgen.train import load_generator
+
+    model, vocab, config = load_generator(checkpoint)
+    folder, stem = Path(folder), Path(checkpoint).stem
+    written = []
+    curve = Path(str(checkpoint) + ".loss.csv")  # written next to it by train_generator
+    if curve.is_file():
+        written.append(plot_learning_curve(curve, folder / f"{stem}.curve.png", x="step"))
+    if not (model.scan and model.nproto > 0):
+        return written
+    table = load_dataset(config["data"], data_dir)
+    tuples = prototype_source(config, table, model.nproto, seed)(n_samples)
+    protos = collate_prototypes([[vocab.encode(p) for p in tup] for tup in tuples], "scan",
+                                model.cfg.max_len)
+    torch.manual_seed(seed)  # the scan generator keeps dropout on while sampling
+    decoded, weights = greedy_with_weights(model, protos, model.cfg.max_len)
+    for b in range(protos.size(0)):
+        ids = decoded.tokens[b].tolist()
+        steps = ids.index(EOS_ID) + 1 if EOS_ID in ids else len(ids)  # up to and with </s>
+        rows = [vocab.tokens[t] for t in ids[:steps]]
+        real = [is_real(protos[b, k]) for k in range(model.nproto)]  # drop the padding
+        columns = [[vocab.tokens[t] for t in protos[b, k][real[k]].tolist()]
+                   for k in range(model.nproto)]
+        attention = [weights.attention[b, :steps, k][:, real[k]].numpy()
+                     for k in range(model.nproto)]
+        copy_prob = weights.copy[b, :steps].sum((1, 2)).numpy()
+        written.append(plot_generator_attention(
+            attention, rows, columns, copy_prob, folder / f"{stem}.attention{b}.png",
+            title=" ".join(rows)))
+    return written

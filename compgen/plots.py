@@ -1,4 +1,5 @@
-"""PNG figures: learning curves and attention heat-maps (the paper's Fig. 3 style).
+"""PNG figures: learning curves and attention heat-maps (the paper's Fig. 3 style), for the
+predictor (one source) and for prototype generators (two prototypes and a copy strip).
 
 matplotlib with the Agg backend (no display needed); files are written atomically.
 """
@@ -6,6 +7,7 @@ matplotlib with the Agg backend (no display needed); files are written atomicall
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,4 +81,48 @@ def plot_attention(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
     fig.colorbar(image, ax=ax, fraction=0.04)
     if title:
         ax.set_title(title, fontsize=9)
+    return _save(fig, png)
+
+
+def plot_generator_attention(attention: Sequence, row_labels: Sequence[str],
+                             prototype_labels: Sequence[Sequence[str]], copy_prob,
+                             png: str | Path, title: str | None = None) -> Path:
+    """The paper's Fig. 3 for a prototype generator: one heat-map panel per prototype,
+    side by side, rows = the generated tokens, cells = the attention weight of that step
+    on that prototype position (``attention[k]`` is rows x len(prototype_labels[k])); a
+    last strip shows each step's copy probability (1 - the write probability)."""
+    panels = [np.asarray(m, dtype=float) for m in attention]
+    copy = np.asarray(copy_prob, dtype=float).reshape(-1, 1)
+    if len(panels) != len(prototype_labels) or not panels:
+        raise ValueError(f"{len(panels)} attention matrices for {len(prototype_labels)} prototypes")
+    for k, (m, labels) in enumerate(zip(panels, prototype_labels)):
+        if m.shape != (len(row_labels), len(labels)):
+            raise ValueError(f"prototype {k + 1}: matrix shape {m.shape} does not match "
+                             f"{len(row_labels)} row and {len(labels)} column labels")
+    if copy.shape[0] != len(row_labels):
+        raise ValueError(f"{copy.shape[0]} copy probabilities for {len(row_labels)} rows")
+    n_rows, n_cols = len(row_labels), sum(m.shape[1] for m in panels)
+    fig, axes = plt.subplots(
+        1, len(panels) + 1, figsize=(max(4.0, 0.3 * (n_cols + 2) + 2.5), max(2.5, 0.3 * n_rows + 1.5)),
+        gridspec_kw={"width_ratios": [m.shape[1] for m in panels] + [1], "wspace": 0.12})
+    for k, (ax, m, labels) in enumerate(zip(axes, panels, prototype_labels)):
+        # one fixed 0..1 scale: attention rows are distributions, panels stay comparable
+        image = ax.imshow(m, cmap="Blues", aspect="auto", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(len(labels)), list(labels), rotation=60, ha="right", fontsize=8)
+        ax.set_title(f"prototype {k + 1}", fontsize=9)
+        if k == 0:
+            ax.set_yticks(range(n_rows), list(row_labels), fontsize=8)
+            ax.set_ylabel("generated")
+        else:
+            ax.set_yticks(range(n_rows), [""] * n_rows)
+    strip = axes[-1]
+    strip.imshow(copy, cmap="Oranges", aspect="auto", vmin=0.0, vmax=1.0)
+    for row, value in enumerate(copy[:, 0]):
+        strip.text(0, row, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                   color="white" if value > 0.6 else "black")
+    strip.set_xticks([0], ["p(copy)"], rotation=60, ha="right", fontsize=8)
+    strip.set_yticks(range(n_rows), [""] * n_rows)
+    fig.colorbar(image, ax=list(axes), fraction=0.03, pad=0.02, label="attention")
+    if title:  # a generated datum can be long: wrap it over the figure's width
+        fig.suptitle(textwrap.fill(title, max(60, int(12 * fig.get_figwidth()))), fontsize=9)
     return _save(fig, png)

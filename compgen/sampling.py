@@ -30,7 +30,7 @@ from torch import Tensor
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocab
 from compgen.errors import UserError
-from compgen.models.recombine import collate_prototypes
+from compgen.models.recombine import StepWeights, collate_prototypes
 
 STRATEGIES = ("greedy", "temperature", "mixed", "beam")
 FIRST_STEP_BANNED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
@@ -90,6 +90,36 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
         if bool(done.all()):
             break
     return Decoded(out, score)
+
+
+@torch.no_grad()
+def greedy_with_weights(model, protos: Tensor, max_len: int = 45,
+                        z: Tensor | None = None) -> tuple[Decoded, StepWeights]:
+    """Greedy decoding like ``sample_batch`` (scan generators) that also keeps what every
+    step attended to, for figures: StepWeights with attention and copy ``(B, L, K, T)``."""
+    B = protos.size(0)
+    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
+    first, later = banned_mask(model.vocab_size, True), banned_mask(model.vocab_size, False)
+    token = torch.full((B,), BOS_ID, dtype=torch.long)
+    out = torch.full((B, max_len), PAD_ID, dtype=torch.long)
+    score = torch.zeros(B)
+    done = torch.zeros(B, dtype=torch.bool)
+    attention, copy = [], []
+    for t in range(max_len):
+        logp, state, weights = model.decode_step_with_weights(token, state, memory)
+        attention.append(weights.attention)
+        copy.append(weights.copy)
+        logp = logp.masked_fill(first if t == 0 else later, NEG)
+        nxt = logp.argmax(1).masked_fill(done, PAD_ID)
+        score = score + torch.where(done, torch.zeros_like(score), logp.gather(1, nxt[:, None])[:, 0])
+        out[:, t] = nxt
+        done |= nxt == EOS_ID
+        token = nxt
+        if bool(done.all()):
+            break
+    steps = len(attention)
+    return (Decoded(out[:, :steps], score),
+            StepWeights(torch.stack(attention, 1), torch.stack(copy, 1)))
 
 
 def _repeat(tup, width: int):

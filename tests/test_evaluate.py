@@ -165,6 +165,55 @@ def test_plots_write_png_files(tmp_path):
         plot_learning_curve(tmp_path / "missing.csv", tmp_path / "x.png")
 
 
+def test_generator_attention_figure(tmp_path, data_dir):
+    """The paper's Fig. 3 for a (tiny, untrained) recomb-2 SCAN generator: the recorded
+    step weights come with the model's own numbers (greedy decoding is unchanged), every
+    prototype's attention row sums to 1 with nothing on padding, and
+    ``compgen evaluate GENERATOR --plots`` writes the PNG."""
+    import torch
+    from typer.testing import CliRunner
+
+    from compgen.cli import app
+    from compgen.data import load_dataset
+    from compgen.data.vocab import SEP, Vocab
+    from compgen.models.recombine import collate_prototypes, is_real
+    from compgen.plots import plot_generator_attention
+    from compgen.sampling import greedy_with_weights, sample_batch
+    from compgen.train import build_recombine, load_preset, save_checkpoint
+
+    table = load_dataset("scan/jump", data_dir)
+    train = table.filter(pl.col("split") == "train").head(6)
+    vocab = Vocab.from_table(table.filter(pl.col("split") == "train"))
+    config = {**load_preset("recombine_scan_cpu"), "data": "scan/jump"}
+    config["model"].update(hidden=16, embed=8, attdim=8, outdrop_test=False)  # deterministic
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab)).eval()
+    data = [vocab.encode(x + [SEP] + y) for x, y in zip(train["x"].to_list(), train["y"].to_list())]
+    protos = collate_prototypes([data[0:2], data[2:4], data[4:6]], "scan", 45)
+    decoded, weights = greedy_with_weights(model, protos, 45)
+    plain = sample_batch(model, protos, "greedy", max_len=45)
+    steps = decoded.tokens.size(1)
+    assert torch.equal(decoded.tokens, plain.tokens[:, :steps])
+    assert torch.allclose(decoded.scores, plain.scores)
+    assert weights.attention.shape == (3, steps, 2, protos.size(2)) == weights.copy.shape
+    assert torch.allclose(weights.attention.sum(-1), torch.ones(3, steps, 2), atol=1e-5)
+    padding = ~is_real(protos)[:, None].expand_as(weights.attention)
+    assert float(weights.attention[padding].abs().max()) < 1e-6
+    copy = weights.copy.sum((2, 3))  # p(copy) per step; the rest is the write probability
+    assert torch.all((copy > 0) & (copy < 1 + 1e-6))
+
+    ckpt = tmp_path / "recomb2.pt"
+    save_checkpoint(ckpt, model, config, vocab, "recombine")
+    result = CliRunner().invoke(app, ["evaluate", str(ckpt), "--plots", str(tmp_path / "plots"),
+                                      "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    png = tmp_path / "plots" / "recomb2.attention0.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC and not (tmp_path / "results.csv").exists()
+    with pytest.raises(ValueError, match="labels"):
+        plot_generator_attention([[[1.0]], [[1.0, 0.0]]], ["a"], [["b"], ["c"]], [0.5],
+                                 tmp_path / "bad.png")
+
+
 def test_bad_checkpoints_are_user_errors(tmp_path):
     from compgen.evaluate import evaluate_predictor
 

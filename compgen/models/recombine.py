@@ -20,7 +20,9 @@ prototype with separate attention parameters, and can copy tokens out of them.
 
 Pieces, top to bottom: config, batch formatting, ``encode`` (prototypes -> Memory and the
 initial State), ``decode_step`` (one batched decoder step, tensors in, tensors out; the
-function the exporters trace), ``loss`` (teacher forcing), and the vMF helpers.
+function the exporters trace; ``decode_step_with_weights`` is the same step that also
+returns its attention and copy weights, for figures), ``loss`` (teacher forcing), and
+the vMF helpers.
 """
 
 from __future__ import annotations
@@ -93,6 +95,13 @@ class State(NamedTuple):
     past_h: Tensor    # (B, L, H) decoder states h_0..h_{t-1}
     past_key: Tensor  # (B, L, A) their attention keys
     past_tok: Tensor  # (B, L) the token each of them predicted (<s> for h_0)
+
+
+class StepWeights(NamedTuple):
+    """What one scan decoder step looked at (for figures; never needed to decode)."""
+    attention: Tensor  # (B, K, T) softmax of each prototype's attention over its positions
+    copy: Tensor       # (B, K, T) joint probability of copying each position (zeros without
+    #                    copying); its sum is the copy probability, 1 - sum the write one
 
 
 def is_real(ids: Tensor) -> Tensor:
@@ -272,9 +281,30 @@ class Recombine(nn.Module):
             return self._marginalise(joint, memory.tokens), state
         return self._sig_step(token, state, memory)
 
+    def decode_step_with_weights(self, token: Tensor, state: State,
+                                 memory: Memory) -> tuple[Tensor, State, StepWeights]:
+        """``decode_step`` (scan variant) plus what the step attended to, for figures: the
+        same computation and the same numbers, with the attention and copy weights kept."""
+        if not self.scan:
+            raise ValueError("step weights are implemented for the scan variant only")
+        joint, state, alpha = self._scan_step_and_attention(token, state, memory)
+        B, K, T = memory.tokens.shape
+        if joint.size(1) > self.vocab_size:  # copying: joint mass of each prototype position
+            copy = joint[:, self.vocab_size:].exp().view(B, K, T)
+        else:
+            copy = joint.new_zeros(B, K, T)
+        return self._marginalise(joint, memory.tokens), state, StepWeights(alpha, copy)
+
     def _scan_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
         """Returns the joint log-softmax over [vocabulary ; every prototype position]
         (``(B, V + K*T)`` with copying, ``(B, V)`` without)."""
+        joint, state, _ = self._scan_step_and_attention(token, state, memory)
+        return joint, state
+
+    def _scan_step_and_attention(self, token: Tensor, state: State,
+                                 memory: Memory) -> tuple[Tensor, State, Tensor]:
+        """``_scan_step`` and the attention weights ``(B, K, T)`` of every prototype
+        (zeros ``(B, 0, 0)`` without prototypes)."""
         e = F.dropout(self.embed(token), self.pdrop, self.training)
         parts = [e, memory.z]
         if self.feed_dim > 0:
@@ -283,18 +313,18 @@ class Recombine(nn.Module):
         h, c = self.decoder(inp, (state.h, state.c))
         h_out = F.dropout(h, self.outdrop, self.training or self.outdrop_test)
         if self.nproto > 0:
-            context, scores, _ = self.attention(torch.cat([h, inp], 1), memory.keys,
-                                                memory.values, memory.mask, state.step)
+            context, scores, alpha = self.attention(torch.cat([h, inp], 1), memory.keys,
+                                                    memory.values, memory.mask, state.step)
             y = self.out(torch.cat([h_out, context.flatten(1)], 1))
         else:
-            scores = memory.keys.new_zeros(h.size(0), 0, 0)
+            scores = alpha = memory.keys.new_zeros(h.size(0), 0, 0)
             y = self.out(h_out)
         feed = F.dropout(y, self.pdrop, self.training) if self.feed_dim > 0 else state.feed
         logits = y @ self.embed.weight.t()  # tied output layer, no bias
         if self.copy and self.nproto > 0:
             logits = torch.cat([logits, scores.flatten(1)], 1)
         new = State(h, c, feed, state.step + 1, state.past_h, state.past_key, state.past_tok)
-        return torch.log_softmax(logits, dim=1), new
+        return torch.log_softmax(logits, dim=1), new, alpha
 
     def _marginalise(self, joint: Tensor, proto_tokens: Tensor) -> Tensor:
         """Joint log-probs -> log p(token): the vocabulary entry plus every prototype
