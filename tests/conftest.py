@@ -35,3 +35,14 @@ def small_scan(tmp_path_factory, data_dir) -> Path:
         lines = (data_dir / "scan" / "add_prim_split" / name).read_text().splitlines()[:n]
         (folder / name).write_text("\n".join(lines) + "\n")
     return root
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Small models on a shared machine: one thread is faster and leaves cores free."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

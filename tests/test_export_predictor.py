@@ -22,13 +22,7 @@ from compgen.runtime.predictor import predict_exported
 from compgen.train_seq2seq import conditional_pairs, load_predictor, save_predictor
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models on a shared machine: one thread is faster and leaves cores free."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def train_tiny_predictor(path, data_dir, copy=False, steps=40):

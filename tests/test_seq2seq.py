@@ -44,13 +44,7 @@ def vocab(jump):
     return Vocab.build([t for x, y in conditional_pairs(jump) for t in (x, y)])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models on a shared machine: one thread is faster and leaves cores free."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(vocab, seed=0, **kw):
