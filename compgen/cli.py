@@ -205,7 +205,7 @@ def train_generator_cmd(
     attdim: Optional[int] = typer.Option(None, "--attdim", help="attention size A"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     lr: Optional[float] = typer.Option(None, "--lr"),
-    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT (with --epochs: train a finished run longer)"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
     time_budget: Optional[float] = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -229,7 +229,7 @@ def train_generator_cmd(
         "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads})
     result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
-                             max_steps=max_steps, time_budget=time_budget, progress=not quiet,
+                             epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
                              log=lambda line: console.print(line, highlight=False, markup=False))
     state = "finished" if result.finished else "stopped (resume with --resume)"
     ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""

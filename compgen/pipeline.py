@@ -184,17 +184,32 @@ class Timer:
 
     def record(self, step: str, seconds: float) -> None:
         self.seconds[step] = round(self.seconds.get(step, 0.0) + seconds, 1)
+        self._write()
+
+    def forget(self, steps) -> None:
+        removed = [self.seconds.pop(step, None) for step in steps]
+        if any(r is not None for r in removed):
+            self._write()
+
+    def _write(self) -> None:
         with atomic_open(self.path, "w", encoding="utf-8") as f:
             json.dump(self.seconds, f, indent=1)
 
 
-def _finished_generator(path: Path, max_steps: int | None) -> bool:
+def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -> bool:
     from compgen.train import load_checkpoint
 
     if not path.is_file():
         return False
     state = load_checkpoint(path, kind="recombine").train_state
-    return bool(state.get("done")) or (max_steps is not None and state.get("step", 0) >= max_steps)
+    if max_steps is not None and state.get("step", 0) >= max_steps:
+        return True
+    return bool(state.get("done")) and (epochs is None or state.get("epoch", 0) >= epochs)
+
+
+# what a run folder derives from its generator: stale once the generator trains on
+GENERATOR_OUTPUTS = ("samples.tsv", "samples.quality.json", "exported", "predictor.pt",
+                     "predictor.pt.curve.csv", "metrics.csv")
 
 
 def _finished_predictor(path: Path) -> bool:
@@ -209,8 +224,9 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     from compgen.train import apply_overrides, load_preset, train_generator
 
     path = folder / "generator.pt"
-    if _finished_generator(path, opts.generator_steps):
+    if _finished_generator(path, opts.generator_steps, opts.generator_epochs):
         return path
+    _remove_stale(folder, timer)
     preset = opts.generator_preset or presets(run, opts.size)[0]
     overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
                  "train.epochs": opts.generator_epochs}
@@ -218,10 +234,23 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] generator: {preset} {run.generator}")
     train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
-                    resume=path.is_file(), max_steps=opts.generator_steps, progress=False,
-                    log=opts.log)
+                    resume=path.is_file(), epochs=opts.generator_epochs,
+                    max_steps=opts.generator_steps, progress=False, log=opts.log)
     timer.record("generator", time.perf_counter() - tic)
     return path
+
+
+def _remove_stale(folder: Path, timer: Timer) -> None:
+    """Before the generator trains (on): drop what an earlier generator produced."""
+    import shutil
+
+    for name in GENERATOR_OUTPUTS:
+        stale = folder / name
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.is_file():
+            stale.unlink()
+    timer.forget(("sample", "predictor", "evaluate"))
 
 
 def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,

@@ -305,15 +305,21 @@ def _curve_csv(rows: list[dict]) -> str:
 
 def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool = False,
                     max_steps: int | None = None, time_budget: float | None = None,
-                    progress: bool = True, log: Callable[[str], None] = print,
+                    epochs: int | None = None, progress: bool = True,
+                    log: Callable[[str], None] = print,
                     prepared: GeneratorData | None = None) -> TrainResult:
     """Train a Recombine generator on neighbourhoods of ``data``; write ``out``
-    (checkpoint) and ``out``.loss.csv. ``time_budget`` is in seconds of this run."""
+    (checkpoint) and ``out``.loss.csv. ``time_budget`` is in seconds of this run.
+
+    ``epochs`` matters when resuming: the run then trains until this many epochs instead of
+    the saved run's count, which also reopens a finished run to train it longer (it goes on
+    from the saved final weights, with their optimizer state and learning rate)."""
     out = Path(out)
     tcfg = config.get("train", {})
     seed = int(tcfg.get("seed", 0))
     B = int(tcfg.get("batch_size", 32))
-    epochs = int(tcfg.get("epochs", 1))
+    epochs_given = epochs
+    epochs = int(epochs if epochs is not None else tcfg.get("epochs", 1))
     if B < 1 or epochs < 1:
         raise UserError("batch size and epochs must be >= 1")
     threads = tcfg.get("threads")
@@ -326,9 +332,14 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         changed = [k for k, v in config.get("model", {}).items() if saved.config["model"].get(k) != v]
         if changed or saved.config.get("data") != data:
             raise UserError(f"{out}: --resume with a different model config or data set")
-        config = saved.config  # keep the original run's settings (epochs, lr, ...)
+        # keep the original run's settings (lr, epochs, ...) unless epochs are given
+        config = copy.deepcopy(saved.config)
         tcfg = config["train"]
+        if epochs_given is None:
+            epochs = int(tcfg.get("epochs", 1))
 
+    tcfg = {**config.get("train", {}), "epochs": epochs}
+    config = {**config, "train": tcfg}
     nproto = int(config["model"].get("nproto", 2))
     prepared = prepared or generator_data(data, nproto, seed, float(tcfg.get("dev_fraction", 0.1)),
                                           data_dir)
@@ -359,6 +370,10 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         state.update(saved.train_state)
         if saved.rng is not None:
             torch.set_rng_state(saved.rng)
+        if state["done"] and state["epoch"] < epochs:  # a finished run, trained longer
+            state["done"] = False
+            best = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            log(f"training {out} on from epoch {state['epoch']} to {epochs}")
         log(f"resuming {out} at step {state['step']} (epoch {state['epoch']}, "
             f"batch {state['batch']})")
     for g in optimizer.param_groups:

@@ -93,6 +93,25 @@ def test_pipeline_resumes_without_redoing_steps(tiny_run):
     assert pl.read_csv(root / "runs" / "results.csv").height == 1
 
 
+def test_training_the_generator_on_drops_its_stale_outputs(tiny_run, tmp_path):
+    import dataclasses
+    import shutil
+
+    from compgen.pipeline import Timer, make_generator
+    from compgen.train import load_checkpoint
+
+    root, opts, _, _ = tiny_run
+    folder = tmp_path / "jump-recomb2" / "seed0"
+    shutil.copytree(root / "runs" / "jump-recomb2" / "seed0", folder)
+    longer = dataclasses.replace(opts, root=tmp_path, generator_steps=35)
+    timer = Timer(folder / "timing.json")
+    make_generator(find_run("jump-recomb2"), 0, folder, longer, timer)
+    assert load_checkpoint(folder / "generator.pt").train_state["step"] == 35
+    for name in ("samples.tsv", "predictor.pt", "metrics.csv"):
+        assert not (folder / name).exists(), name
+    assert set(json.loads((folder / "timing.json").read_text())) == {"generator"}
+
+
 def test_run_catalogue_covers_the_papers_rows():
     for split in ("jump", "around_right"):
         for row in ("baseline", "geca", "basic", "basic-resample", "recomb1", "recomb2",

@@ -71,6 +71,28 @@ def test_resume_matches_uninterrupted_run(tmp_path, prepared):
                         progress=False, log=lambda s: None)
 
 
+def test_finished_run_trains_on_to_more_epochs(tmp_path, prepared):
+    cfg = tiny_config()
+    full = tmp_path / "full.pt"
+    train_generator(cfg, "scan/jump", full, prepared=prepared, progress=False, log=lambda s: None)
+    short = tmp_path / "short.pt"
+    r1 = train_generator(cfg, "scan/jump", short, prepared=prepared, epochs=1, progress=False,
+                         log=lambda s: None)
+    assert r1.finished and r1.steps == 5
+    # resuming a finished run without epochs changes nothing
+    again = train_generator(cfg, "scan/jump", short, prepared=prepared, resume=True,
+                            progress=False, log=lambda s: None)
+    assert again.finished and again.steps == 5
+    longer = train_generator(cfg, "scan/jump", short, prepared=prepared, resume=True, epochs=2,
+                             progress=False, log=lambda s: None)
+    assert longer.finished and longer.steps == 10
+    assert load_checkpoint(short).config["train"]["epochs"] == 2
+    # one epoch + one more = two epochs in one go (one dev epoch: its best is its last)
+    a, b = weights(full), weights(short)
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
 def test_checkpoint_round_trip_same_outputs(tmp_path, prepared):
     cfg = tiny_config(outdrop_test=False)
     path = tmp_path / "g.pt"
