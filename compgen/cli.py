@@ -503,12 +503,11 @@ def export_cmd(
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export import export_checkpoint
     from compgen.runtime.cpp import build_runner
-    from compgen.train import load_checkpoint
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")
     # the C++ runner only runs generators: don't build it for a predictor
-    is_generator = load_checkpoint(checkpoint).kind == "recombine"
+    is_generator = _checkpoint_kind(checkpoint) == "recombine"
     binary = build_runner(log=err_console.print) if cpp and is_generator else None
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
                                  data_dir=data_dir, cpp_binary=binary, log=err_console.print)

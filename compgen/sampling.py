@@ -57,9 +57,11 @@ def check_strategy(strategy: str) -> None:
 
 @torch.no_grad()
 def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
-                 max_len: int = 45, z: Tensor | None = None) -> Decoded:
+                 max_len: int = 45, z: Tensor | None = None,
+                 record: list | None = None) -> Decoded:
     """Decode one sequence per row of ``protos`` ``(B, K, T)``; greedy/temperature/mixed.
-    ``z`` fixes the latent (default: a draw from the prior; zeros without VAE)."""
+    ``z`` fixes the latent (default: a draw from the prior; zeros without VAE). ``record``
+    (a list) receives every step's StepWeights (attention and copy, for figures)."""
     check_strategy(strategy)
     if strategy == "beam":
         tokens, scores = beam_search(model, protos, 4, max_len, z)
@@ -73,7 +75,11 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
     done = torch.zeros(B, dtype=torch.bool)
     after_sep = torch.zeros(B, dtype=torch.bool)
     for t in range(max_len):
-        logp, state = model.decode_step(token, state, memory)
+        if record is None:
+            logp, state = model.decode_step(token, state, memory)
+        else:
+            logp, state, weights = model.decode_step_with_weights(token, state, memory)
+            record.append(weights)
         logp = logp.masked_fill(first if t == 0 else later, NEG)
         greedy = logp.argmax(1)
         if strategy == "greedy":
@@ -95,31 +101,13 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
 @torch.no_grad()
 def greedy_with_weights(model, protos: Tensor, max_len: int = 45,
                         z: Tensor | None = None) -> tuple[Decoded, StepWeights]:
-    """Greedy decoding like ``sample_batch`` (scan generators) that also keeps what every
-    step attended to, for figures: StepWeights with attention and copy ``(B, L, K, T)``."""
-    B = protos.size(0)
-    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
-    first, later = banned_mask(model.vocab_size, True), banned_mask(model.vocab_size, False)
-    token = torch.full((B,), BOS_ID, dtype=torch.long)
-    out = torch.full((B, max_len), PAD_ID, dtype=torch.long)
-    score = torch.zeros(B)
-    done = torch.zeros(B, dtype=torch.bool)
-    attention, copy = [], []
-    for t in range(max_len):
-        logp, state, weights = model.decode_step_with_weights(token, state, memory)
-        attention.append(weights.attention)
-        copy.append(weights.copy)
-        logp = logp.masked_fill(first if t == 0 else later, NEG)
-        nxt = logp.argmax(1).masked_fill(done, PAD_ID)
-        score = score + torch.where(done, torch.zeros_like(score), logp.gather(1, nxt[:, None])[:, 0])
-        out[:, t] = nxt
-        done |= nxt == EOS_ID
-        token = nxt
-        if bool(done.all()):
-            break
-    steps = len(attention)
-    return (Decoded(out[:, :steps], score),
-            StepWeights(torch.stack(attention, 1), torch.stack(copy, 1)))
+    """Greedy decoding (``sample_batch``) that also keeps what every step attended to, for
+    figures: StepWeights with attention and copy ``(B, L, K, T)``."""
+    steps: list[StepWeights] = []
+    decoded = sample_batch(model, protos, "greedy", max_len=max_len, z=z, record=steps)
+    return (Decoded(decoded.tokens[:, :len(steps)], decoded.scores),
+            StepWeights(torch.stack([w.attention for w in steps], 1),
+                        torch.stack([w.copy for w in steps], 1)))
 
 
 def _repeat(tup, width: int):
