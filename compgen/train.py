@@ -318,10 +318,6 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     tcfg = config.get("train", {})
     seed = int(tcfg.get("seed", 0))
     B = int(tcfg.get("batch_size", 32))
-    epochs_given = epochs
-    epochs = int(epochs if epochs is not None else tcfg.get("epochs", 1))
-    if B < 1 or epochs < 1:
-        raise UserError("batch size and epochs must be >= 1")
     threads = tcfg.get("threads")
     if threads:
         torch.set_num_threads(int(threads))
@@ -332,13 +328,13 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         changed = [k for k, v in config.get("model", {}).items() if saved.config["model"].get(k) != v]
         if changed or saved.config.get("data") != data:
             raise UserError(f"{out}: --resume with a different model config or data set")
-        # keep the original run's settings (lr, epochs, ...) unless epochs are given
-        config = copy.deepcopy(saved.config)
+        config = saved.config  # keep the original run's settings (lr, epochs, ...)
         tcfg = config["train"]
-        if epochs_given is None:
-            epochs = int(tcfg.get("epochs", 1))
-
-    tcfg = {**config.get("train", {}), "epochs": epochs}
+    # given epochs win over the config's, also on resume (train a finished run longer)
+    epochs = int(epochs if epochs is not None else tcfg.get("epochs", 1))
+    if B < 1 or epochs < 1:
+        raise UserError("batch size and epochs must be >= 1")
+    tcfg = {**tcfg, "epochs": epochs}
     config = {**config, "train": tcfg}
     nproto = int(config["model"].get("nproto", 2))
     prepared = prepared or generator_data(data, nproto, seed, float(tcfg.get("dev_fraction", 0.1)),
