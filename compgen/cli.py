@@ -539,6 +539,7 @@ def pipeline_cmd(
     generator_steps: Optional[int] = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
     n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
     predictor_epochs: Optional[int] = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
+    p_aug: Optional[float] = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
     direct_limit: Optional[int] = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -560,11 +561,13 @@ def pipeline_cmd(
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
+    if p_aug is not None and not 0.0 <= p_aug < 1.0:
+        raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
                            generator_steps=generator_steps, samples=n,
-                           predictor_epochs=predictor_epochs, backend=backend, threads=threads,
-                           direct_limit=direct_limit,
+                           predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
+                           threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))
     rows = run_pipeline(name, parse_seeds(seeds), opts)
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)

@@ -169,6 +169,7 @@ class PipelineOptions:
     generator_steps: int | None = None    # stop the generator after this many updates
     samples: int | None = None            # samples to keep (default: the preset's n)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
+    p_aug: float | None = None            # override the run's augmentation probability
     backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
     threads: int | None = None
     direct_limit: int | None = None       # direct inference: first N test inputs only
@@ -216,6 +217,27 @@ def _finished_predictor(path: Path) -> bool:
     from compgen.train_seq2seq import read_predictor
 
     return path.is_file() and "state" not in read_predictor(path).train_state
+
+
+def _predictor_p_aug(run: Run, augmented: bool, opts: PipelineOptions) -> float:
+    """The mixing probability the run's predictor trains with (0 = concatenation)."""
+    if not augmented:
+        return 0.0
+    return opts.p_aug if opts.p_aug is not None else (run.p_aug or 0.0)
+
+
+def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> None:
+    """A predictor (finished or not) trained with another p_aug is stale, with its metrics."""
+    from compgen.train_seq2seq import read_predictor
+
+    if not path.is_file():
+        return
+    trained_with = read_predictor(path).config.get("run", {}).get("p_aug")
+    if trained_with is None or abs(trained_with - p_aug) < 1e-12:
+        return
+    for name in ("predictor.pt", "predictor.pt.curve.csv", "metrics.csv"):
+        (path.parent / name).unlink(missing_ok=True)
+    timer.forget(("predictor", "evaluate"))
 
 
 def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
@@ -309,14 +331,17 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
     from compgen.train_seq2seq import train_predictor
 
     path = folder / "predictor.pt"
+    p_aug = _predictor_p_aug(run, augment is not None, opts)
+    _drop_predictor_of_other_p_aug(path, p_aug, timer)
     if _finished_predictor(path):
         return path
     preset = opts.predictor_preset or presets(run, opts.size)[1]
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] predictor: {preset}"
-             + (f", augmented {augment} p_aug {run.p_aug}" if augment else ""))
-    p_aug = (run.p_aug or 0.0) if augment else None  # None p_aug: plain concatenation
-    train_predictor(run.data_for(seed), preset, path, augment=augment, p_aug=p_aug, seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
+             + (f", augmented {augment} p_aug {p_aug}" if augment else ""))
+    train_predictor(run.data_for(seed), preset, path, augment=augment,
+                    p_aug=p_aug if augment else None,  # None: the baseline's own data only
+                    seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
                     resume=path.is_file(), label=run.label, log=opts.log)
     timer.record("predictor", time.perf_counter() - tic)
     return path

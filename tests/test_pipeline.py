@@ -112,6 +112,30 @@ def test_training_the_generator_on_drops_its_stale_outputs(tiny_run, tmp_path):
     assert set(json.loads((folder / "timing.json").read_text())) == {"generator"}
 
 
+def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
+    import dataclasses
+    import shutil
+
+    from compgen.train_seq2seq import load_predictor
+
+    root, opts, _, _ = tiny_run
+    folder = tmp_path / "jump-recomb2" / "seed0"
+    shutil.copytree(root / "runs" / "jump-recomb2" / "seed0", folder)
+    kept = {name: (folder / name).stat().st_mtime_ns for name in ("generator.pt", "samples.tsv")}
+    assert load_predictor(folder / "predictor.pt")[2]["p_aug"] == 0.01
+    mixed_more = dataclasses.replace(opts, root=tmp_path, p_aug=0.3)
+    (row,) = run_pipeline("jump-recomb2", [0], mixed_more)
+    assert load_predictor(folder / "predictor.pt")[2]["p_aug"] == 0.3
+    assert {name: (folder / name).stat().st_mtime_ns for name in kept} == kept
+    assert set(json.loads((folder / "timing.json").read_text())) == {
+        "generator", "sample", "predictor", "evaluate"}
+    assert row["n"] == 7706
+    # the same value again: nothing is retrained
+    stamp = (folder / "predictor.pt").stat().st_mtime_ns
+    run_pipeline("jump-recomb2", [0], mixed_more)
+    assert (folder / "predictor.pt").stat().st_mtime_ns == stamp
+
+
 def test_run_catalogue_covers_the_papers_rows():
     for split in ("jump", "around_right"):
         for row in ("baseline", "geca", "basic", "basic-resample", "recomb1", "recomb2",
@@ -137,3 +161,6 @@ def test_seed_parsing_and_cli_errors():
     result = CliRunner().invoke(app, ["pipeline", "jump-nope"])
     assert result.exit_code != 0
     assert isinstance(result.exception, UserError)
+    result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--p-aug", "1.5"])
+    assert result.exit_code != 0
+    assert "--p-aug must be in [0, 1)" in str(result.exception)
