@@ -168,6 +168,7 @@ class PipelineOptions:
     generator_epochs: int | None = None   # override the generator preset's epochs
     generator_steps: int | None = None    # stop the generator after this many updates
     samples: int | None = None            # samples to keep (default: the preset's n)
+    test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
     backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
@@ -287,7 +288,8 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
     if opts.backend == "torch":
         result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
-                                  threads=opts.threads, log=opts.log, **options)
+                                  threads=opts.threads, test_dropout=opts.test_dropout,
+                                  log=opts.log, **options)
     elif opts.backend in ("onnx", "torchscript", "cpp"):
         from compgen.export import export_checkpoint
         from compgen.runtime.sampler import sample_exported
@@ -412,6 +414,9 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     run = find_run(name)
     if not seeds:
         raise UserError("--seeds: give at least one seed")
+    if opts.test_dropout and opts.backend != "torch":
+        raise UserError(f"--test-dropout: exported graphs sample without dropout; "
+                        f"use --backend torch, not {opts.backend}")
     all_rows = []
     for seed in seeds:
         tic = time.perf_counter()

@@ -136,6 +136,36 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
     assert (folder / "predictor.pt").stat().st_mtime_ns == stamp
 
 
+def test_no_test_dropout_reaches_the_sampler(tmp_path, data_dir):
+    """A generator with decoder dropout kept on while sampling (the scan presets) samples
+    other data once --no-test-dropout switches it off; the same seed otherwise."""
+    import dataclasses
+
+    from compgen.pipeline import Timer, make_generator, make_samples
+
+    (tmp_path / "gen.toml").write_text(
+        TINY_GENERATOR.replace("outdrop = 0.0", "outdrop = 0.5\noutdrop_test = true"))
+    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
+                           generator_steps=30, threads=1, log=lambda line: None)
+    run = find_run("jump-recomb2")
+    folder = tmp_path / "with-dropout"
+    folder.mkdir()
+    generator = make_generator(run, 0, folder, opts, Timer(folder / "timing.json"))
+    samples = {}
+    for name, test_dropout in (("with-dropout", None), ("without-dropout", False)):
+        (tmp_path / name).mkdir(exist_ok=True)
+        path = make_samples(run, 0, generator, tmp_path / name,
+                            dataclasses.replace(opts, test_dropout=test_dropout),
+                            Timer(tmp_path / name / "timing.json"))
+        samples[name] = read_samples_tsv(path)
+        assert samples[name] and all("jump" in x for x, _ in samples[name])
+    assert samples["with-dropout"] != samples["without-dropout"]
+    result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--backend", "onnx",
+                                      "--test-dropout", "--root", str(tmp_path / "cli")])
+    assert result.exit_code != 0
+    assert "exported graphs sample without dropout" in str(result.exception)
+
+
 def test_run_catalogue_covers_the_papers_rows():
     for split in ("jump", "around_right"):
         for row in ("baseline", "geca", "basic", "basic-resample", "recomb1", "recomb2",
