@@ -293,6 +293,8 @@ def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples
     if n < 1:
         raise UserError("--n must be >= 1")
     nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
+    if nsamples < n:
+        raise UserError(f"--nsamples {nsamples} must be >= --n {n} (the n most probable of nsamples are kept)")
     temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
     if temperature <= 0:
         raise UserError("--temperature must be > 0")
