@@ -538,7 +538,7 @@ def pipeline_cmd(
     generator_epochs: Optional[int] = typer.Option(None, "--generator-epochs", help="override the generator preset's epochs"),
     generator_steps: Optional[int] = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
     n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
-    nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted samples to keep the N most probable of (default: the preset's ratio, e.g. 500 for 400)"),
+    nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
     test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples and this apply when samples.tsv is made, so compare settings under separate --root folders"),
     predictor_epochs: Optional[int] = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
     p_aug: Optional[float] = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
@@ -567,7 +567,7 @@ def pipeline_cmd(
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
-                           generator_steps=generator_steps, samples=n, candidates=nsamples,
+                           generator_steps=generator_steps, samples=n, nsamples=nsamples,
                            test_dropout=test_dropout,
                            predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
                            threads=threads, direct_limit=direct_limit,

@@ -168,7 +168,7 @@ class PipelineOptions:
     generator_epochs: int | None = None   # override the generator preset's epochs
     generator_steps: int | None = None    # stop the generator after this many updates
     samples: int | None = None            # samples to keep (default: the preset's n)
-    candidates: int | None = None         # accepted samples to keep them from (nsamples)
+    nsamples: int | None = None           # accepted samples the n are kept from
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
@@ -287,7 +287,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
         return path
     tic = time.perf_counter()
     options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
-    options["nsamples"] = opts.candidates
+    options["nsamples"] = opts.nsamples
     if opts.backend == "torch":
         result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
                                   threads=opts.threads, test_dropout=opts.test_dropout,

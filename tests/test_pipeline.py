@@ -138,8 +138,8 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
 
 def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     """A generator with decoder dropout kept on while sampling (the scan presets) samples
-    other data once --no-test-dropout switches it off; the same seed otherwise. --n of
-    --nsamples keeps the n most probable."""
+    other data once --no-test-dropout switches it off; the same seed otherwise. --n with
+    --nsamples keeps the n most probable of nsamples accepted candidates."""
     import dataclasses
 
     from compgen.pipeline import Timer, make_generator, make_samples
@@ -164,17 +164,17 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     # --nsamples: the 5 most probable of the same 15 accepted candidates (files are sorted
     # most probable first), not the 5 first accepted
     kept = {}
-    for name, n, candidates in (("all15", 15, 15), ("best5", 5, 15), ("first5", 5, None)):
+    for name, n, nsamples in (("all15", 15, 15), ("best5", 5, 15), ("first5", 5, None)):
         (tmp_path / name).mkdir()
         path = make_samples(run, 0, generator, tmp_path / name,
-                            dataclasses.replace(opts, samples=n, candidates=candidates),
+                            dataclasses.replace(opts, samples=n, nsamples=nsamples),
                             Timer(tmp_path / name / "timing.json"))
         kept[name] = read_samples_tsv(path)
     assert len(kept["all15"]) == 15
     assert kept["best5"] == kept["all15"][:5] != kept["first5"]
     with pytest.raises(UserError, match="--nsamples 3 must be >= --n 5"):
         make_samples(run, 0, generator, tmp_path / "selective-too-few",
-                     dataclasses.replace(opts, samples=5, candidates=3),
+                     dataclasses.replace(opts, samples=5, nsamples=3),
                      Timer(tmp_path / "timing-too-few.json"))
     result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--backend", "onnx",
                                       "--test-dropout", "--root", str(tmp_path / "cli")])
