@@ -247,6 +247,7 @@ def sample_cmd(
     resample: Optional[str] = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
     rare: Optional[str] = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
     nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
     backend: Optional[str] = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
@@ -271,20 +272,20 @@ def sample_cmd(
     if strategy is not None:
         check_strategy(strategy)
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
-                        ("--threads", threads)):
+                        ("--threads", threads), ("--max-rounds", max_rounds)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1")
     if exported:
         run = sample_exported(checkpoint, n, backend=backend, strategy=strategy,
                               temperature=temperature, resample=resample, rare=rare,
                               nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
-                              data_dir=data_dir, threads=threads,
+                              data_dir=data_dir, threads=threads, max_rounds=max_rounds,
                               log=lambda line: err_console.print(line, highlight=False, markup=False))
     else:
         run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
                                resample=resample, rare=rare, nsamples=nsamples,
                                batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
-                               threads=threads, test_dropout=test_dropout,
+                               threads=threads, test_dropout=test_dropout, max_rounds=max_rounds,
                                log=lambda line: err_console.print(line, highlight=False, markup=False))
     if output is None:
         for s in run.samples:
@@ -539,7 +540,8 @@ def pipeline_cmd(
     generator_steps: Optional[int] = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
     n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
     nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
-    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples and this apply when samples.tsv is made, so compare settings under separate --root folders"),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
+    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds and this apply when samples.tsv is made, so compare settings under separate --root folders"),
     predictor_epochs: Optional[int] = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
     p_aug: Optional[float] = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
@@ -558,7 +560,7 @@ def pipeline_cmd(
             console.print(f"{run_name:32s} {run.label:28s} {run.data}", highlight=False, markup=False)
         return
     for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),
-                          ("--generator-steps", generator_steps),
+                          ("--max-rounds", max_rounds), ("--generator-steps", generator_steps),
                           ("--predictor-epochs", predictor_epochs), ("--threads", threads),
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
@@ -568,7 +570,7 @@ def pipeline_cmd(
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
                            generator_steps=generator_steps, samples=n, nsamples=nsamples,
-                           test_dropout=test_dropout,
+                           max_rounds=max_rounds, test_dropout=test_dropout,
                            predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
                            threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))

@@ -169,6 +169,7 @@ class PipelineOptions:
     generator_steps: int | None = None    # stop the generator after this many updates
     samples: int | None = None            # samples to keep (default: the preset's n)
     nsamples: int | None = None           # accepted samples the n are kept from
+    max_rounds: int | None = None         # sampling batches at most (default: the preset's)
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
@@ -288,6 +289,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     tic = time.perf_counter()
     options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
     options["nsamples"] = opts.nsamples
+    options["max_rounds"] = opts.max_rounds
     if opts.backend == "torch":
         result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
                                   threads=opts.threads, test_dropout=opts.test_dropout,

@@ -33,6 +33,8 @@ from compgen.errors import UserError
 from compgen.models.recombine import StepWeights, collate_prototypes
 
 STRATEGIES = ("greedy", "temperature", "mixed", "beam")
+# batches decoded at most before the sampler gives up with fewer than nsamples accepted
+MAX_ROUNDS = 200
 FIRST_STEP_BANNED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
 LATER_BANNED = (PAD_ID, BOS_ID, UNK_ID, COPY_ID)
 NEG = float("-inf")
@@ -167,7 +169,7 @@ def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
 def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list], n: int,
                     nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
-                    batch_size: int = 128, max_rounds: int = 200, patience: int = 3,
+                    batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     max_len: int = 45, log: Callable[[str], None] = print) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
     are accepted (or ``max_rounds``), then return the ``n`` most probable.
@@ -188,7 +190,7 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
 def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     n: int, nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
-                    batch_size: int = 128, max_rounds: int = 200, patience: int = 3,
+                    batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     log: Callable[[str], None] = print) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
     ``decode(prototypes, strategy, temperature)`` -> (rows of token ids, scores) for what
@@ -306,11 +308,13 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      rare: str | None = None, nsamples: int | None = None,
                      batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
                      threads: int | None = None, test_dropout: bool | None = None,
+                     max_rounds: int | None = None,
                      log: Callable[[str], None] = print) -> SampleRun:
     """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
     write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
     overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
-    sampling, the scan reference's source of diversity)."""
+    sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
+    decoded when the filter accepts few candidates (default: the preset's, else 200)."""
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
     from compgen.train import load_generator
@@ -334,6 +338,7 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),
+                              max_rounds=max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS)),
                               max_len=model.cfg.max_len, log=log)
     seconds = time.perf_counter() - start
     if out is not None:

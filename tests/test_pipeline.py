@@ -139,7 +139,8 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
 def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     """A generator with decoder dropout kept on while sampling (the scan presets) samples
     other data once --no-test-dropout switches it off; the same seed otherwise. --n with
-    --nsamples keeps the n most probable of nsamples accepted candidates."""
+    --nsamples keeps the n most probable of nsamples accepted candidates; --max-rounds
+    bounds the batches decoded."""
     import dataclasses
 
     from compgen.pipeline import Timer, make_generator, make_samples
@@ -172,6 +173,13 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
         kept[name] = read_samples_tsv(path)
     assert len(kept["all15"]) == 15
     assert kept["best5"] == kept["all15"][:5] != kept["first5"]
+    # --max-rounds: the sampler gives up after that many batches, short of --nsamples
+    lines = []
+    (tmp_path / "two-rounds").mkdir()
+    make_samples(run, 0, generator, tmp_path / "two-rounds",
+                 dataclasses.replace(opts, samples=1000, max_rounds=2, log=lines.append),
+                 Timer(tmp_path / "two-rounds" / "timing.json"))
+    assert any(line.endswith("of 1000 samples accepted after 2 rounds") for line in lines), lines
     with pytest.raises(UserError, match="--nsamples 3 must be >= --n 5"):
         make_samples(run, 0, generator, tmp_path / "selective-too-few",
                      dataclasses.replace(opts, samples=5, nsamples=3),

@@ -20,7 +20,8 @@ import torch
 from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import load_manifest, pad_tuples, read_prototypes
-from compgen.sampling import SampleRun, collect_decoded, make_filter, sampling_options
+from compgen.sampling import (MAX_ROUNDS, SampleRun, collect_decoded, make_filter,
+                              sampling_options)
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2}
@@ -128,6 +129,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     resample: str | None = None, rare: str | None = None,
                     nsamples: int | None = None, batch_size: int | None = None, seed: int = 0,
                     out=None, data_dir=None, threads: int | None = None,
+                    max_rounds: int | None = None,
                     log: Callable[[str], None] = print) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``."""
     from compgen.data import load_dataset
@@ -146,7 +148,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         return sample_generator(folder / "generator.pt", n, strategy=strategy,
                                 temperature=temperature, resample=resample, rare=rare,
                                 nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
-                                data_dir=data_dir, threads=threads, log=log)
+                                data_dir=data_dir, threads=threads, max_rounds=max_rounds,
+                                log=log)
     config = manifest["config"]
     scfg = config.get("sample", {})
     strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
@@ -161,7 +164,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])
     start = time.perf_counter()
     samples = collect_decoded(decode, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              round_size, log=log)
+                              round_size, max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS)),
+                              log=log)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],
