@@ -248,6 +248,7 @@ def sample_cmd(
     rare: Optional[str] = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
     nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
     max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
+    rare_prototypes: Optional[bool] = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
     backend: Optional[str] = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
@@ -269,6 +270,9 @@ def sample_cmd(
                         f"first run 'compgen export {checkpoint}'")
     if exported and test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; use --backend torch")
+    if exported and rare_prototypes and backend != "torch":
+        raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
+                        "export time; use --backend torch")
     if strategy is not None:
         check_strategy(strategy)
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
@@ -280,12 +284,14 @@ def sample_cmd(
                               temperature=temperature, resample=resample, rare=rare,
                               nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
                               data_dir=data_dir, threads=threads, max_rounds=max_rounds,
+                              rare_prototypes=rare_prototypes,
                               log=lambda line: err_console.print(line, highlight=False, markup=False))
     else:
         run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
                                resample=resample, rare=rare, nsamples=nsamples,
                                batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
                                threads=threads, test_dropout=test_dropout, max_rounds=max_rounds,
+                               rare_prototypes=rare_prototypes,
                                log=lambda line: err_console.print(line, highlight=False, markup=False))
     if output is None:
         for s in run.samples:
@@ -541,7 +547,8 @@ def pipeline_cmd(
     n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
     nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
     max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
-    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds and this apply when samples.tsv is made, so compare settings under separate --root folders"),
+    rare_prototypes: Optional[bool] = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN rows with resampling: draw only prototype tuples that contain every word of the rare phrase between them (default: all, as the reference)"),
+    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes and this apply when samples.tsv is made, so compare settings under separate --root folders"),
     predictor_epochs: Optional[int] = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
     p_aug: Optional[float] = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
@@ -570,7 +577,8 @@ def pipeline_cmd(
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
                            generator_steps=generator_steps, samples=n, nsamples=nsamples,
-                           max_rounds=max_rounds, test_dropout=test_dropout,
+                           max_rounds=max_rounds, rare_prototypes=rare_prototypes,
+                           test_dropout=test_dropout,
                            predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
                            threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))

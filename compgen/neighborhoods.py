@@ -422,12 +422,17 @@ class PrototypeSet:
     distribution.
     """
 
-    def __init__(self, data, first, second=None, masks=None, one_type_apart=False, rng=None):
+    def __init__(self, data, first, second=None, masks=None, one_type_apart=False, rng=None,
+                 cover=None):
         self.data = [list(d) for d in data]
         self.first = np.asarray(first, dtype=np.int64)
         self.second = None if second is None else np.asarray(second, dtype=np.int64)
         self.masks = masks
         self.one_type_apart = one_type_apart
+        # token-set bitmask the tuple's prototypes must contain between them (or None)
+        self.cover = cover
+        if cover is not None and self.second is None:
+            self.first = self.first[((masks[self.first] & cover) == cover).all(-1)]
         self.rng = np.random.default_rng(rng)
         if self.second is None:
             counts = np.ones(len(self.first), dtype=np.int64)
@@ -459,6 +464,9 @@ class PrototypeSet:
                 self.masks[firsts][:, None, :] & ~self.masks[self.second][None, :, :]
             )
             ok &= missing == 1
+        if self.cover is not None:
+            union = self.masks[firsts][:, None, :] | self.masks[self.second][None, :, :]
+            ok &= ((union & self.cover) == self.cover).all(-1)
         return ok
 
     def _decode(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -509,6 +517,7 @@ def scan_omega(
     split_kind: str,
     rng=None,
     threshold: str = "mean",
+    cover: Sequence[str] = (),
 ) -> PrototypeSet:
     """Sampling-time prototype set for SCAN.
 
@@ -519,20 +528,33 @@ def scan_omega(
     says mean + std (``threshold="mean+std"``). For template splits (around_right) a
     pair must also satisfy ``|setdiff(d1, d2)| == 1``. nproto 0 and 1 use single
     prototypes (0-proto generators ignore them).
+
+    ``cover`` (not in the reference; ``--rare-prototypes``): keep only tuples whose
+    prototypes contain every one of these words between them, e.g. ``around`` and
+    ``right``: the prototype-side counterpart of resampling by a rare phrase, in the
+    spirit of the reference's SIGMORPHON Omega, which is built around rare tags.
     """
     data = [list(d) for d in data]
     lengths = np.array([len(d) for d in data])
     p_cut = _length_threshold(triples["xp"].list.len(), threshold)
     first = np.nonzero(lengths <= p_cut)[0]
+    template = split_kind in TEMPLATE_SPLITS
+    masks, cover_mask = None, None
+    if template or cover:
+        _, _, masks, _, index = _encode(data, None)
+    if cover:
+        unknown = [w for w in cover if w not in index]
+        if unknown:
+            raise ValueError(f"{' '.join(unknown)}: not in the training data, no prototype covers it")
+        cover_mask = _Encoded([list(cover)], dict(index)).masks(masks.shape[1])[0]
     if nproto in (0, 1):
-        return PrototypeSet(data, first, rng=rng)
+        return PrototypeSet(data, first, masks=masks, rng=rng, cover=cover_mask)
     if nproto != 2:
         raise ValueError(f"nproto must be 0, 1 or 2, not {nproto}")
     pp_cut = _length_threshold(triples["xpp"].list.len(), threshold)
     second = np.nonzero(lengths <= pp_cut)[0]
-    template = split_kind in TEMPLATE_SPLITS
-    masks = _encode(data, None)[2] if template else None
-    return PrototypeSet(data, first, second, masks, one_type_apart=template, rng=rng)
+    return PrototypeSet(data, first, second, masks, one_type_apart=template, rng=rng,
+                        cover=cover_mask)
 
 
 # ----------------------------------------------------------------------------- SIGMORPHON

@@ -170,6 +170,7 @@ class PipelineOptions:
     samples: int | None = None            # samples to keep (default: the preset's n)
     nsamples: int | None = None           # accepted samples the n are kept from
     max_rounds: int | None = None         # sampling batches at most (default: the preset's)
+    rare_prototypes: bool | None = None   # SCAN: prototype tuples must contain the rare phrase
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
@@ -290,6 +291,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
     options["nsamples"] = opts.nsamples
     options["max_rounds"] = opts.max_rounds
+    options["rare_prototypes"] = opts.rare_prototypes
     if opts.backend == "torch":
         result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
                                   threads=opts.threads, test_dropout=opts.test_dropout,
@@ -421,6 +423,12 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     if opts.test_dropout and opts.backend != "torch":
         raise UserError(f"--test-dropout: exported graphs sample without dropout; "
                         f"use --backend torch, not {opts.backend}")
+    if opts.rare_prototypes:
+        if opts.backend != "torch":
+            raise UserError(f"--rare-prototypes: an export decodes the prototype tuples drawn "
+                            f"at export time; use --backend torch, not {opts.backend}")
+        if run.sample.get("resample") != "rare" or run.task != "scan":
+            raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
     all_rows = []
     for seed in seeds:
         tic = time.perf_counter()

@@ -244,18 +244,33 @@ def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
 
 
 def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
-                     resample: str = "none", rare: str | None = None):
-    """Omega of the checkpoint's data set: a function k -> k prototype tuples."""
+                     resample: str = "none", rare: str | None = None,
+                     rare_prototypes: bool = False):
+    """Omega of the checkpoint's data set: a function k -> k prototype tuples.
+    ``rare_prototypes`` (SCAN, with rare resampling) keeps only tuples whose prototypes
+    contain every word of the rare phrase between them."""
     from compgen import neighborhoods as nb
+    from compgen.resample import DEFAULT_SCAN_RARE
 
     data_name = config["data"]
     rng = np.random.default_rng(seed)
+    scan = data_name.startswith("scan/")
+    if rare_prototypes and (resample != "rare" or not scan or nproto == 0):
+        raise UserError("--rare-prototypes: needs --resample rare, a SCAN generator and "
+                        "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")
     if nproto == 0:
         return lambda k: [() for _ in range(k)]
-    if data_name.startswith("scan/"):
+    if scan:
         split = data_name.split("/", 1)[1]
         triples = nb.scan_neighborhood(table, split, int(config["train"].get("seed", 0)))
-        omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split, rng=rng)
+        phrase = rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
+        try:
+            omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split,
+                                  rng=rng, cover=phrase.split() if rare_prototypes else ())
+        except ValueError as e:
+            raise UserError(f"--rare {phrase}: {e}") from None
+        if len(omega) == 0:
+            raise UserError(f"--rare-prototypes: no prototype tuple contains '{phrase}'")
         return omega.sample
     train = table.filter(pl.col("split") == "train")
     choice, _ = sig_rare_choice(rare)
@@ -308,13 +323,14 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      rare: str | None = None, nsamples: int | None = None,
                      batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
                      threads: int | None = None, test_dropout: bool | None = None,
-                     max_rounds: int | None = None,
+                     max_rounds: int | None = None, rare_prototypes: bool | None = None,
                      log: Callable[[str], None] = print) -> SampleRun:
     """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
     write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
     overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
     sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
-    decoded when the filter accepts few candidates (default: the preset's, else 200)."""
+    decoded when the filter accepts few candidates (default: the preset's, else 200).
+    ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off)."""
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
     from compgen.train import load_generator
@@ -334,7 +350,9 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample, rare).accept
     torch.manual_seed(seed)
-    draw = prototype_source(config, table, model.nproto, seed, resample, rare)
+    if rare_prototypes is None:
+        rare_prototypes = bool(scfg.get("rare_prototypes", False))
+    draw = prototype_source(config, table, model.nproto, seed, resample, rare, rare_prototypes)
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),

@@ -156,6 +156,18 @@ def test_scan_omega_filters_match_brute_force(split_kind):
     assert len(single) == sum(len(d) <= p_cut for d in data)
     assert all(len(t) == 1 and len(t[0]) <= p_cut for t in single.sample(20))
 
+    # --rare-prototypes: exactly the valid tuples whose prototypes contain "a" and "b"
+    # between them (brute force), for pairs and for single prototypes
+    covering = nb.scan_omega(data, triples, 2, split_kind, rng=0, cover=["a", "b"])
+    wanted = {(a, b) for a, b in expected if {"a", "b"} <= set(data[a]) | set(data[b])}
+    assert 0 < len(covering) == len(wanted) < len(omega)
+    i, j = covering.indices(len(wanted))
+    assert set(zip(i.tolist(), j.tolist())) == wanted
+    single_covering = nb.scan_omega(data, triples, 1, split_kind, rng=0, cover=["a", "b"])
+    assert len(single_covering) == sum(len(d) <= p_cut and {"a", "b"} <= set(d) for d in data)
+    with pytest.raises(ValueError, match="z: not in the training data"):
+        nb.scan_omega(data, triples, 2, split_kind, rng=0, cover=["a", "z"])
+
 
 def test_lazy_omega_samples_only_valid_pairs(monkeypatch):
     rng = np.random.default_rng(1)

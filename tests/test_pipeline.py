@@ -188,6 +188,28 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
                                       "--test-dropout", "--root", str(tmp_path / "cli")])
     assert result.exit_code != 0
     assert "exported graphs sample without dropout" in str(result.exception)
+    # --rare-prototypes: Omega keeps the tuples whose prototypes contain 'jump'
+    from compgen.data import load_dataset
+    from compgen.sampling import prototype_source
+    from compgen.train import load_generator
+
+    config = load_generator(generator)[2]
+    table = load_dataset(config["data"], data_dir)
+    covering = prototype_source(config, table, 2, 0, "rare", None, rare_prototypes=True)(300)
+    assert all("jump" in first + second for first, second in covering)
+    everything = prototype_source(config, table, 2, 0, "rare", None)(300)
+    assert any("jump" not in first + second for first, second in everything)
+    with pytest.raises(UserError, match="--rare-prototypes: needs --resample rare"):
+        prototype_source(config, table, 2, 0, "none", None, rare_prototypes=True)
+    (tmp_path / "rare-prototypes").mkdir()
+    path = make_samples(run, 0, generator, tmp_path / "rare-prototypes",
+                        dataclasses.replace(opts, samples=5, rare_prototypes=True),
+                        Timer(tmp_path / "rare-prototypes" / "timing.json"))
+    assert all("jump" in x for x, _ in read_samples_tsv(path))
+    for argv in (["pipeline", "jump-recomb2", "--backend", "onnx", "--rare-prototypes"],
+                 ["pipeline", "jump-baseline", "--rare-prototypes"]):
+        result = CliRunner().invoke(app, [*argv, "--root", str(tmp_path / "cli")])
+        assert result.exit_code != 0 and "--rare-prototypes" in str(result.exception)
 
 
 def test_run_catalogue_covers_the_papers_rows():

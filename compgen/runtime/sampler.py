@@ -129,9 +129,11 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     resample: str | None = None, rare: str | None = None,
                     nsamples: int | None = None, batch_size: int | None = None, seed: int = 0,
                     out=None, data_dir=None, threads: int | None = None,
-                    max_rounds: int | None = None,
+                    max_rounds: int | None = None, rare_prototypes: bool | None = None,
                     log: Callable[[str], None] = print) -> SampleRun:
-    """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``."""
+    """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
+    Exported graphs decode the prototype tuples drawn at export time; ``rare_prototypes``
+    (a different Omega) needs ``backend="torch"``."""
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
 
@@ -149,7 +151,10 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                                 temperature=temperature, resample=resample, rare=rare,
                                 nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
                                 data_dir=data_dir, threads=threads, max_rounds=max_rounds,
-                                log=log)
+                                rare_prototypes=rare_prototypes, log=log)
+    if rare_prototypes:
+        raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
+                        "export time; use --backend torch")
     config = manifest["config"]
     scfg = config.get("sample", {})
     strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
