@@ -73,6 +73,8 @@ def _scan_runs(split: str) -> dict[str, Run]:
     recomb1_t = 0.4 if split == "jump" else 0.5
     recomb2 = ({"strategy": "beam"} if split == "jump" else
                {"strategy": "temperature", "temperature": 0.2})
+    # samples kept: jump the 400 most probable of 500 (the presets'), around_right 300 of 500
+    kept = {} if split == "jump" else {"n": 300, "nsamples": 500}
     resampled = {"resample": "rare", "rare": rare}
     rows = {
         "baseline": Run("baseline", data, "baseline"),
@@ -96,6 +98,9 @@ def _scan_runs(split: str) -> dict[str, Run]:
                               p_aug),
         "direct": Run("direct", data, "direct inference", "direct", {"model.nproto": 2}),
     }
+    for r in rows.values():
+        if r.augment == "generator":
+            r.sample.update(kept)
     return {f"{split}-{k}": _renamed(r, f"{split}-{k}") for k, r in rows.items()}
 
 
@@ -289,11 +294,13 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
         return path
     tic = time.perf_counter()
     options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
-    options["nsamples"] = opts.nsamples
+    # --n / --nsamples win over the run's (around_right keeps 300 of 500), then the preset's
+    samples = opts.samples or run.sample.get("n")
+    options["nsamples"] = opts.nsamples or (None if opts.samples else run.sample.get("nsamples"))
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
     if opts.backend == "torch":
-        result = sample_generator(generator, opts.samples, seed=seed, out=path, data_dir=opts.data_dir,
+        result = sample_generator(generator, samples, seed=seed, out=path, data_dir=opts.data_dir,
                                   threads=opts.threads, test_dropout=opts.test_dropout,
                                   log=opts.log, **options)
     elif opts.backend in ("onnx", "torchscript", "cpp"):
@@ -303,7 +310,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
         exported = folder / "exported"
         if not (exported / "manifest.json").is_file():
             export_checkpoint(generator, exported, data_dir=opts.data_dir, log=opts.log)
-        result = sample_exported(exported, opts.samples, backend=opts.backend, seed=seed, out=path,
+        result = sample_exported(exported, samples, backend=opts.backend, seed=seed, out=path,
                                  data_dir=opts.data_dir, threads=opts.threads, log=opts.log,
                                  **options)
     else:

@@ -225,6 +225,10 @@ def test_run_catalogue_covers_the_papers_rows():
     assert run.table_data == "sigmorphon/swahili/hints-8"
     assert run.sample["resample"] == "rare"
     assert find_run("jump-recomb2").p_aug == 0.01  # the reference's jump mixing
+    # samples kept: around_right 300 of 500 (reference), jump the presets' 400 of 500
+    assert {find_run(f"around_right-{row}").sample["n"] for row in ("basic", "recomb1", "recomb2",
+                                                                     "recomb2-noresample")} == {300}
+    assert "n" not in find_run("jump-recomb2").sample
     with pytest.raises(UserError, match="unknown run"):
         find_run("jump-recomb3")
 
