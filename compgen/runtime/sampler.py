@@ -20,8 +20,7 @@ import torch
 from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import load_manifest, pad_tuples, read_prototypes
-from compgen.sampling import (MAX_ROUNDS, SampleRun, collect_decoded, make_filter,
-                              sampling_options)
+from compgen.sampling import MAX_ROUNDS, SampleRun, collect_decoded, make_filter, sampling_options
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2}
