@@ -270,9 +270,6 @@ def sample_cmd(
                         f"first run 'compgen export {checkpoint}'")
     if exported and test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; use --backend torch")
-    if exported and rare_prototypes and backend != "torch":
-        raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
-                        "export time; use --backend torch")
     if strategy is not None:
         check_strategy(strategy)
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),

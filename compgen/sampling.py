@@ -243,6 +243,13 @@ def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
     return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
 
 
+def scan_rare_phrase(split: str, rare: str | None) -> str:
+    """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
+    from compgen.resample import DEFAULT_SCAN_RARE
+
+    return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
+
+
 def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
                      resample: str = "none", rare: str | None = None,
                      rare_prototypes: bool = False):
@@ -250,7 +257,6 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     ``rare_prototypes`` (SCAN, with rare resampling) keeps only tuples whose prototypes
     contain every word of the rare phrase between them."""
     from compgen import neighborhoods as nb
-    from compgen.resample import DEFAULT_SCAN_RARE
 
     data_name = config["data"]
     rng = np.random.default_rng(seed)
@@ -263,7 +269,7 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     if scan:
         split = data_name.split("/", 1)[1]
         triples = nb.scan_neighborhood(table, split, int(config["train"].get("seed", 0)))
-        phrase = rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
+        phrase = scan_rare_phrase(split, rare)
         try:
             omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split,
                                   rng=rng, cover=phrase.split() if rare_prototypes else ())
@@ -280,7 +286,7 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
 def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):
     """The acceptance test of the checkpoint's task (novelty: SCAN only, by default)."""
     from compgen import neighborhoods as nb
-    from compgen.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule
+    from compgen.resample import SampleFilter, contains_rule, rare_tag_rule
 
     train = table.filter(pl.col("split") == "train")
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
@@ -289,7 +295,7 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
     if resample == "rare":
         if scan:
             split = config["data"].split("/", 1)[1]
-            rule = contains_rule(rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump"))
+            rule = contains_rule(scan_rare_phrase(split, rare))
         else:
             choice, tags = sig_rare_choice(rare)
             rule = rare_tag_rule(tags if tags is not None else nb.rare_tags(train, choice))
@@ -300,9 +306,11 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
 
 
 def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples: int | None,
-                     temperature: float | None) -> tuple[str, int, int, float]:
+                     temperature: float | None, max_rounds: int | None = None
+                     ) -> tuple[str, int, int, float, int]:
     """Options left unset take the checkpoint's ``[sample]`` preset; checked here once for
-    every backend. ``nsamples`` (accepted before keeping the best ``n``) scales with ``n``."""
+    every backend. ``nsamples`` (accepted before keeping the best ``n``) scales with ``n``;
+    ``max_rounds`` falls back to the preset's, else ``MAX_ROUNDS``."""
     scfg = config.get("sample", {})
     strategy = strategy or scfg.get("strategy", "greedy")
     check_strategy(strategy)
@@ -315,7 +323,8 @@ def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples
     temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
     if temperature <= 0:
         raise UserError("--temperature must be > 0")
-    return strategy, n, nsamples, temperature
+    max_rounds = max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS))
+    return strategy, n, nsamples, temperature, max_rounds
 
 
 def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None = None,
@@ -343,8 +352,8 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     if test_dropout is not None:  # scan keeps outdrop on while sampling unless told not to
         model.outdrop_test = test_dropout
     scfg = config.get("sample", {})
-    strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
-                                                          temperature)
+    strategy, n, nsamples, temperature, max_rounds = sampling_options(
+        config, strategy, n, nsamples, temperature, max_rounds)
     resample = resample or scfg.get("resample", "none")
     rare = rare or scfg.get("rare")
     table = load_dataset(config["data"], data_dir)
@@ -356,7 +365,7 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),
-                              max_rounds=max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS)),
+                              max_rounds=max_rounds,
                               max_len=model.cfg.max_len, log=log)
     seconds = time.perf_counter() - start
     if out is not None:

@@ -20,7 +20,7 @@ import torch
 from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import load_manifest, pad_tuples, read_prototypes
-from compgen.sampling import MAX_ROUNDS, SampleRun, collect_decoded, make_filter, sampling_options
+from compgen.sampling import SampleRun, collect_decoded, make_filter, sampling_options
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2}
@@ -156,8 +156,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                         "export time; use --backend torch")
     config = manifest["config"]
     scfg = config.get("sample", {})
-    strategy, n, nsamples, temperature = sampling_options(config, strategy, n, nsamples,
-                                                          temperature)
+    strategy, n, nsamples, temperature, max_rounds = sampling_options(
+        config, strategy, n, nsamples, temperature, max_rounds)
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample or scfg.get("resample", "none"), rare).accept
     vocab = Vocab.load(folder / "vocab.json")
@@ -168,8 +168,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])
     start = time.perf_counter()
     samples = collect_decoded(decode, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              round_size, max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS)),
-                              log=log)
+                              round_size, max_rounds, log=log)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],
