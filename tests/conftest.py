@@ -46,3 +46,32 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def damaged_copy(tmp_path):
+    """copy(folder, name, content=None) -> a copy of an exported folder with one file changed.
+
+    Without content, 64 bytes of the file are zeroed and the manifest's checksum goes stale;
+    with content, the file is replaced and the manifest re-hashed, so only later checks can
+    catch it."""
+    import json
+    import shutil
+
+    from compgen.export import sha256
+
+    def copy(folder: Path, name: str, content: bytes | None = None) -> Path:
+        damaged = tmp_path / f"damaged-{len(list(tmp_path.glob('damaged-*')))}"
+        shutil.copytree(folder, damaged)
+        if content is None:
+            with open(damaged / name, "r+b") as f:
+                f.seek(100)
+                f.write(b"\x00" * 64)
+            return damaged
+        (damaged / name).write_bytes(content)
+        manifest = json.loads((damaged / "manifest.json").read_text())
+        manifest["files"][name] = sha256(damaged / name)
+        (damaged / "manifest.json").write_text(json.dumps(manifest))
+        return damaged
+
+    return copy

@@ -1,8 +1,6 @@
 """Export: every backend against the eager model, and clear errors for broken artifacts."""
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -137,34 +135,19 @@ def run_cli(*args):
                           env={**os.environ}, timeout=600)
 
 
-def test_corrupted_artifacts_give_one_clear_error(exported, tmp_path):
+def test_corrupted_artifacts_give_one_clear_error(exported, tmp_path, damaged_copy):
     _, folder, _ = exported
-    broken = tmp_path / "broken"
-    shutil.copytree(folder, broken)
-    with open(broken / "decoder_step.onnx", "r+b") as f:
-        f.seek(100)
-        f.write(b"\x00" * 64)
+    broken = damaged_copy(folder, "decoder_step.onnx")
     with pytest.raises(UserError, match="decoder_step.onnx: checksum does not match"):
         load_manifest(broken)
 
-    mismatch = tmp_path / "mismatch"
-    shutil.copytree(folder, mismatch)
-    vocab = Vocab.load(mismatch / "vocab.json")
-    Vocab(vocab.tokens + ["EXTRA"]).save(mismatch / "vocab.json")
-    manifest = json.loads((mismatch / "manifest.json").read_text())
-    from compgen.export import sha256
-
-    manifest["files"]["vocab.json"] = sha256(mismatch / "vocab.json")
-    (mismatch / "manifest.json").write_text(json.dumps(manifest))
+    vocab = Vocab.load(folder / "vocab.json")
+    Vocab(vocab.tokens + ["EXTRA"]).save(tmp_path / "vocab.json")
+    mismatch = damaged_copy(folder, "vocab.json", (tmp_path / "vocab.json").read_bytes())
     with pytest.raises(UserError, match="the manifest says"):
         load_manifest(mismatch)
 
-    garbage = tmp_path / "garbage"
-    shutil.copytree(folder, garbage)
-    (garbage / "encoder.onnx").write_bytes(b"not an onnx file")
-    manifest = json.loads((garbage / "manifest.json").read_text())
-    manifest["files"]["encoder.onnx"] = sha256(garbage / "encoder.onnx")
-    (garbage / "manifest.json").write_text(json.dumps(manifest))
+    garbage = damaged_copy(folder, "encoder.onnx", b"not an onnx file")
     with pytest.raises(UserError, match="encoder.onnx: cannot load ONNX graph"):
         OnnxGenerator(garbage, load_manifest(garbage))
 

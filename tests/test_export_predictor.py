@@ -1,9 +1,7 @@
 """Export of the conditional predictor: every backend against the eager model, clear
 errors for broken artifacts and failed validations."""
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -14,13 +12,12 @@ import torch
 from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
-from compgen.export import LOGP_FLOOR, TOLERANCE, export_checkpoint, load_manifest, sha256
+from compgen.export import LOGP_FLOOR, TOLERANCE, export_checkpoint, load_manifest
 from compgen.export.predictor import steps_read
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate, cut_prediction, greedy_search
 from compgen.runtime.onnx_predictor import OnnxPredictor
 from compgen.runtime.predictor import predict_exported
 from compgen.train_seq2seq import conditional_pairs, load_predictor, save_predictor
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -147,23 +144,14 @@ def test_copying_predictor_exports(tmp_path, small_scan):
     assert step[-1] == "source_onehot"
 
 
-def test_corrupted_encoder_gives_a_clear_error(exported, tmp_path, test_sources):
+def test_corrupted_encoder_gives_a_clear_error(exported, tmp_path, test_sources, damaged_copy):
     _, folder, _ = exported
-    broken = tmp_path / "broken"
-    shutil.copytree(folder, broken)
-    with open(broken / "encoder.onnx", "r+b") as f:
-        f.seek(100)
-        f.write(b"\x00" * 64)
+    broken = damaged_copy(folder, "encoder.onnx")
     with pytest.raises(UserError, match="encoder.onnx: checksum does not match"):
         predict_exported(broken, test_sources[:3])
 
     # a consistent manifest around an unreadable graph: ONNX Runtime's refusal, one line
-    garbage = tmp_path / "garbage"
-    shutil.copytree(folder, garbage)
-    (garbage / "encoder.onnx").write_bytes(b"not an onnx file")
-    manifest = json.loads((garbage / "manifest.json").read_text())
-    manifest["files"]["encoder.onnx"] = sha256(garbage / "encoder.onnx")
-    (garbage / "manifest.json").write_text(json.dumps(manifest))
+    garbage = damaged_copy(folder, "encoder.onnx", b"not an onnx file")
     with pytest.raises(UserError, match="encoder.onnx: cannot load ONNX graph"):
         predict_exported(garbage, test_sources[:3])
 
