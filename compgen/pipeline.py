@@ -315,6 +315,11 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
                                  **options)
     else:
         raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
+    if not result.samples:
+        path.unlink(missing_ok=True)  # a rerun must sample again, not train on nothing
+        raise UserError(f"{run.name} seed {seed}: the generator made no sample that passes the "
+                        "filter; train it longer (--generator-epochs) or allow more rounds "
+                        "(--max-rounds; SCAN around_right: --rare-prototypes)")
     quality = scan_quality(result, opts.data_dir)
     if quality:
         with atomic_open(folder / "samples.quality.json", "w", encoding="utf-8") as f:

@@ -212,6 +212,25 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
         assert result.exit_code != 0 and "--rare-prototypes" in str(result.exception)
 
 
+def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeypatch):
+    """A generator that makes nothing the filter accepts: one error at the sample step, and
+    no empty samples.tsv left behind for a rerun to train the predictor on."""
+    import compgen.sampling
+    from compgen.pipeline import Timer, make_samples
+    from compgen.sampling import SampleRun
+
+    def sample_nothing(checkpoint, n=None, *, out=None, **options):
+        out.write_text("#x\ty\tlogprob\n")
+        return SampleRun([], 0.0, str(out))
+
+    monkeypatch.setattr(compgen.sampling, "sample_generator", sample_nothing)
+    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, threads=1, log=lambda line: None)
+    with pytest.raises(UserError, match="no sample that passes the filter"):
+        make_samples(find_run("around_right-recomb2"), 0, tmp_path / "generator.pt", tmp_path,
+                     opts, Timer(tmp_path / "timing.json"))
+    assert not (tmp_path / "samples.tsv").exists()
+
+
 def test_run_catalogue_covers_the_papers_rows():
     for split in ("jump", "around_right"):
         for row in ("baseline", "geca", "basic", "basic-resample", "recomb1", "recomb2",
