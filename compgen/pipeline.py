@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -98,10 +98,9 @@ def _scan_runs(split: str) -> dict[str, Run]:
                               p_aug),
         "direct": Run("direct", data, "direct inference", "direct", {"model.nproto": 2}),
     }
-    for r in rows.values():
-        if r.augment == "generator":
-            r.sample.update(kept)
-    return {f"{split}-{k}": _renamed(r, f"{split}-{k}") for k, r in rows.items()}
+    return {f"{split}-{k}": replace(r, name=f"{split}-{k}",
+                                     sample={**r.sample, **kept} if r.augment == "generator" else r.sample)
+            for k, r in rows.items()}
 
 
 def _sig_runs(language: str, hints: int) -> dict[str, Run]:
@@ -128,12 +127,7 @@ def _sig_runs(language: str, hints: int) -> dict[str, Run]:
                            {"temperature": 1.0, **rare}, task="morphology"),
     }
     prefix = f"{language}-h{hints}"
-    return {f"{prefix}-{k}": _renamed(r, f"{prefix}-{k}") for k, r in rows.items()}
-
-
-def _renamed(run: Run, name: str) -> Run:
-    return Run(name, run.data, run.label, run.augment, run.generator, run.sample, run.p_aug,
-               run.task)
+    return {f"{prefix}-{k}": replace(r, name=f"{prefix}-{k}") for k, r in rows.items()}
 
 
 RUNS: dict[str, Run] = {}
