@@ -7,6 +7,7 @@ demo:
 
 test:
 	bash scripts/setup.sh test
+	.venv/bin/ruff check compgen tests scripts
 	.venv/bin/python -m pytest -q --durations=15
 
 lint:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -37,8 +36,8 @@ def data_list() -> None:
 @data_app.command("fetch")
 def data_fetch(
     name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs"),
-    mirror: Optional[Path] = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
-    data_dir: Optional[Path] = DataDir,
+    mirror: Path | None = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Download a data set (or copy it from a mirror) and verify its sha256 sums."""
     from compgen.data.sources import default_data_dir, fetch
@@ -50,7 +49,7 @@ def data_fetch(
 
 @data_app.command("stats")
 def data_stats(name: str = typer.Argument(..., help="data set name or file"),
-               data_dir: Optional[Path] = DataDir) -> None:
+               data_dir: Path | None = DataDir) -> None:
     """Counts, vocabulary sizes and lengths per split."""
     from compgen.data import load_dataset
     from compgen.data.stats import table_stats
@@ -75,14 +74,14 @@ def train_predictor_cmd(
     data: str = typer.Option(..., "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file"),
     config: str = typer.Option("seq2seq_scan", "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors)"),
-    augment: Optional[Path] = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
-    p_aug: Optional[float] = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="override the preset's number of epochs"),
-    label: Optional[str] = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
+    augment: Path | None = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
+    p_aug: float | None = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
+    epochs: int | None = typer.Option(None, "--epochs", help="override the preset's number of epochs"),
+    label: str | None = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
     import torch
@@ -106,17 +105,17 @@ def train_predictor_cmd(
 @app.command("evaluate")
 def evaluate_cmd(
     models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s); several = seeds, reported as mean ± std"),
-    data: Optional[str] = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md); default: print only"),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs (generators: the attention over both prototypes, the paper's Fig. 3)"),
+    data: str | None = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md); default: print only"),
+    plots: Path | None = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs (generators: the attention over both prototypes, the paper's Fig. 3)"),
     direct: bool = typer.Option(False, "--direct", help="direct inference with a recomb-2 SCAN generator (paper App. E): exact match, top-3 match, F1"),
-    limit: Optional[int] = typer.Option(None, "--limit", help="--direct: only the first N unique test inputs"),
+    limit: int | None = typer.Option(None, "--limit", help="--direct: only the first N unique test inputs"),
     beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy, as the reference)"),
-    predictions: Optional[Path] = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
+    predictions: Path | None = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
     batch_size: int = typer.Option(256, "--batch-size"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
@@ -171,9 +170,9 @@ def _checkpoint_kind(path: Path) -> str:
     return load_checkpoint(path).kind
 
 
-def _evaluate_generator(model: Path, data: Optional[str], plots: Optional[Path], direct: bool,
-                        limit: Optional[int], predictions: Optional[Path], batch_size: int,
-                        seed: int, data_dir: Optional[Path]) -> list[dict]:
+def _evaluate_generator(model: Path, data: str | None, plots: Path | None, direct: bool,
+                        limit: int | None, predictions: Path | None, batch_size: int,
+                        seed: int, data_dir: Path | None) -> list[dict]:
     """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
     from compgen.direct_inference import evaluate_direct
     from compgen.evaluate import write_generator_plots
@@ -196,22 +195,22 @@ def train_generator_cmd(
     data: str = typer.Option(..., "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>"),
     config: str = typer.Option("recombine_scan", "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors, self-describing)"),
-    nproto: Optional[int] = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
-    vae: Optional[bool] = typer.Option(None, "--vae/--no-vae", help="vMF latent on/off"),
-    copy: Optional[bool] = typer.Option(None, "--copy/--no-copy", help="copying on/off"),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="LSTM hidden size H"),
-    embed: Optional[int] = typer.Option(None, "--embed", help="embedding size E"),
-    attdim: Optional[int] = typer.Option(None, "--attdim", help="attention size A"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    lr: Optional[float] = typer.Option(None, "--lr"),
+    nproto: int | None = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
+    epochs: int | None = typer.Option(None, "--epochs"),
+    vae: bool | None = typer.Option(None, "--vae/--no-vae", help="vMF latent on/off"),
+    copy: bool | None = typer.Option(None, "--copy/--no-copy", help="copying on/off"),
+    hidden: int | None = typer.Option(None, "--hidden", help="LSTM hidden size H"),
+    embed: int | None = typer.Option(None, "--embed", help="embedding size E"),
+    attdim: int | None = typer.Option(None, "--attdim", help="attention size A"),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    lr: float | None = typer.Option(None, "--lr"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT (with --epochs: train a finished run longer)"),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
+    time_budget: float | None = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    data_dir: Optional[Path] = DataDir,
+    seed: int | None = typer.Option(None, "--seed"),
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     from compgen.train import apply_overrides, load_preset, train_generator
@@ -241,21 +240,21 @@ def train_generator_cmd(
 @app.command("sample")
 def sample_cmd(
     checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
-    n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
-    temperature: Optional[float] = typer.Option(None, "--temperature", "-T"),
-    resample: Optional[str] = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
-    rare: Optional[str] = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
-    nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
-    rare_prototypes: Optional[bool] = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
-    backend: Optional[str] = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
-    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    n: int | None = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
+    strategy: str | None = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
+    temperature: float | None = typer.Option(None, "--temperature", "-T"),
+    resample: str | None = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
+    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
+    nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
+    rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
+    backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
+    test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     from compgen.runtime.sampler import BACKENDS, sample_exported
@@ -310,7 +309,7 @@ augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data b
 app.add_typer(augment_app, name="augment")
 
 
-def _count_option(name: str, value: Optional[str], words: tuple[str, ...]):
+def _count_option(name: str, value: str | None, words: tuple[str, ...]):
     """Parse an integer option that also accepts words meaning 'no limit' (-> "unlimited")."""
     if value is None:
         return None
@@ -326,22 +325,22 @@ def _count_option(name: str, value: Optional[str], words: tuple[str, ...]):
 def augment_geca(
     data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    preset: Optional[str] = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse (options below override it)"),
+    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse (options below override it)"),
     concat: bool = typer.Option(False, "--concat", help="write the training examples first, then the synthesized ones"),
-    wug_limit: Optional[str] = typer.Option(None, "--wug-limit", help="keep spans whose n-gram count is <= this; 'none' = no limit"),
-    wug_size: Optional[int] = typer.Option(None, "--wug-size", help="max tokens per span"),
-    wug_count: Optional[int] = typer.Option(None, "--wug-count", help="max spans per fragment (1-3)"),
-    variants: Optional[str] = typer.Option(None, "--variants", help="fragments tried per template, or 'all'"),
-    n_sample: Optional[str] = typer.Option(None, "--n-sample", help="max synthesized examples, or 'all'"),
-    max_comp_len: Optional[str] = typer.Option(None, "--max-comp-len", help="skip examples with len(x)+1+len(y) >= this; 'none'"),
-    dedup: Optional[bool] = typer.Option(None, "--dedup/--no-dedup", help="deduplicate training pairs first"),
-    output_only: Optional[bool] = typer.Option(None, "--output-only/--no-output-only", help="language modelling: ignore the input side"),
-    template_sim: Optional[str] = typer.Option(None, "--template-sim", help="none (whole template) | window"),
-    sim_window_size: Optional[int] = typer.Option(None, "--sim-window-size", help="tokens each side of a hole (window)"),
-    reference_split: Optional[bool] = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
-    reference_offsets: Optional[bool] = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    data_dir: Optional[Path] = DataDir,
+    wug_limit: str | None = typer.Option(None, "--wug-limit", help="keep spans whose n-gram count is <= this; 'none' = no limit"),
+    wug_size: int | None = typer.Option(None, "--wug-size", help="max tokens per span"),
+    wug_count: int | None = typer.Option(None, "--wug-count", help="max spans per fragment (1-3)"),
+    variants: str | None = typer.Option(None, "--variants", help="fragments tried per template, or 'all'"),
+    n_sample: str | None = typer.Option(None, "--n-sample", help="max synthesized examples, or 'all'"),
+    max_comp_len: str | None = typer.Option(None, "--max-comp-len", help="skip examples with len(x)+1+len(y) >= this; 'none'"),
+    dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="deduplicate training pairs first"),
+    output_only: bool | None = typer.Option(None, "--output-only/--no-output-only", help="language modelling: ignore the input side"),
+    template_sim: str | None = typer.Option(None, "--template-sim", help="none (whole template) | window"),
+    sim_window_size: int | None = typer.Option(None, "--sim-window-size", help="tokens each side of a hole (window)"),
+    reference_split: bool | None = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
+    reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
+    seed: int | None = typer.Option(None, "--seed"),
+    data_dir: Path | None = DataDir,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
     import resource
@@ -410,7 +409,7 @@ def lm_train(
                                            help="pass --discount_fallback to lmplz (tiny corpora)"),
     memory: str = typer.Option("500M", "--memory", help="lmplz sorting memory (-S); does not change the model"),
     seed: int = typer.Option(0, "--seed", help="accepted for uniformity; lmplz is deterministic"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
     import time
@@ -428,13 +427,13 @@ def lm_eval(
     base: Path = typer.Option(..., "--base", help="model trained on the original corpus (.arpa/.bin)"),
     val: str = typer.Option(..., "--val", help="validation corpus file or lm/<lang> (its val split)"),
     test: str = typer.Option(..., "--test", help="test corpus file or lm/<lang> (its test split)"),
-    aug: Optional[Path] = typer.Option(None, "--aug", help="model trained on the augmented corpus"),
-    weights: Optional[str] = typer.Option(None, "--weights", help="comma-separated aug weights (geca mix: ratios r); default per mix"),
+    aug: Path | None = typer.Option(None, "--aug", help="model trained on the augmented corpus"),
+    weights: str | None = typer.Option(None, "--weights", help="comma-separated aug weights (geca mix: ratios r); default per mix"),
     mix: str = typer.Option("token", "--mix", help="token (per-token mixture) | sentence (sentence-level mixture) | geca (reference formula)"),
-    csv: Optional[Path] = typer.Option(None, "--csv", help="write the table as CSV"),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="write the table as Markdown"),
+    csv: Path | None = typer.Option(None, "--csv", help="write the table as CSV"),
+    markdown: Path | None = typer.Option(None, "--markdown", help="write the table as Markdown"),
     seed: int = typer.Option(0, "--seed", help="accepted for uniformity; scoring is deterministic"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Perplexity of a model and of its interpolation with an augmented model.
 
@@ -458,12 +457,12 @@ def lm_eval(
 def lm_experiment(
     langs: list[str] = typer.Argument(..., help="one or more of kin lao na tok"),
     out: Path = typer.Option(Path("runs/lm"), "-o", "--out", help="output root; each corpus goes to <out>/<lang>/"),
-    augmented: Optional[Path] = typer.Option(None, "--augmented", help="use this augmented corpus instead of running GECA (one corpus only)"),
+    augmented: Path | None = typer.Option(None, "--augmented", help="use this augmented corpus instead of running GECA (one corpus only)"),
     order: int = typer.Option(5, "--order", help="n-gram order"),
     discount_fallback: bool = typer.Option(False, "--discount_fallback", "--discount-fallback",
                                            help="pass --discount_fallback to lmplz"),
     seed: int = typer.Option(0, "--seed", help="GECA seed"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """The GECA LM experiment: augment, two lmplz models, tuned interpolation.
 
@@ -498,11 +497,11 @@ def lm_experiment(
 @app.command("export")
 def export_cmd(
     checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing)"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
     parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
     seed: int = typer.Option(0, "--seed", help="seed of the stored prototype order"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export import export_checkpoint
@@ -533,26 +532,26 @@ def export_cmd(
 # ---------------------------------------------------------------- pipeline
 @app.command("pipeline")
 def pipeline_cmd(
-    name: Optional[str] = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
+    name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
     seeds: str = typer.Option("0", "--seeds", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
     size: str = typer.Option("cpu", "--size", help="cpu (the *_cpu presets) | reference (the reference's sizes)"),
-    generator_config: Optional[str] = typer.Option(None, "--generator-config", help="generator preset or TOML file (default: by --size)"),
-    predictor_config: Optional[str] = typer.Option(None, "--predictor-config", help="predictor preset or TOML file (default: by --size)"),
-    generator_epochs: Optional[int] = typer.Option(None, "--generator-epochs", help="override the generator preset's epochs"),
-    generator_steps: Optional[int] = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
-    n: Optional[int] = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
-    nsamples: Optional[int] = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
-    rare_prototypes: Optional[bool] = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN rows with resampling: draw only prototype tuples that contain every word of the rare phrase between them (default: all, as the reference)"),
-    test_dropout: Optional[bool] = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes and this apply when samples.tsv is made, so compare settings under separate --root folders"),
-    predictor_epochs: Optional[int] = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
-    p_aug: Optional[float] = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
+    generator_config: str | None = typer.Option(None, "--generator-config", help="generator preset or TOML file (default: by --size)"),
+    predictor_config: str | None = typer.Option(None, "--predictor-config", help="predictor preset or TOML file (default: by --size)"),
+    generator_epochs: int | None = typer.Option(None, "--generator-epochs", help="override the generator preset's epochs"),
+    generator_steps: int | None = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
+    n: int | None = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
+    nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
+    rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN rows with resampling: draw only prototype tuples that contain every word of the rare phrase between them (default: all, as the reference)"),
+    test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes and this apply when samples.tsv is made, so compare settings under separate --root folders"),
+    predictor_epochs: int | None = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
+    p_aug: float | None = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
-    direct_limit: Optional[int] = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    direct_limit: int | None = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     list_runs: bool = typer.Option(False, "--list", help="list the runs and exit"),
-    data_dir: Optional[Path] = DataDir,
+    data_dir: Path | None = DataDir,
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
     resumes from what an earlier call left behind and appends to ROOT/results.csv."""

@@ -20,8 +20,8 @@ around_right). ``min_frequency_rule`` is the paper's eps form.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from compgen.data.vocab import SEP
 
@@ -150,7 +150,7 @@ class SampleFilter:
 
     @classmethod
     def from_pairs(cls, pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *, novel=True,
-                   rule=None, morphology=False) -> "SampleFilter":
+                   rule=None, morphology=False) -> SampleFilter:
         inputs = {tuple(x) for x, _ in pairs}
         outputs = {tuple(y) for _, y in pairs}
         tags = None

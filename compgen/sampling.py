@@ -20,8 +20,8 @@ reference did this by hand, per script.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -317,7 +317,7 @@ def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples
     n = n or int(scfg.get("n", 400))
     if n < 1:
         raise UserError("--n must be >= 1")
-    nsamples = nsamples or max(n, int(round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n)))))
+    nsamples = nsamples or max(n, round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n))))
     if nsamples < n:
         raise UserError(f"--nsamples {nsamples} must be >= --n {n} (the n most probable of nsamples are kept)")
     temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))

@@ -27,9 +27,9 @@ import json
 import math
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -203,8 +203,8 @@ def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed
     items = list(zip(sets["x"].to_list(), sets["protos"].to_list()))
     # the reference: shuffle, floor(0.9 n) train / floor(0.1 n) dev
     order = np.random.default_rng(seed).permutation(len(items))
-    n_train = int(math.floor((1 - dev_fraction) * len(items)))
-    n_dev = int(math.floor(dev_fraction * len(items)))
+    n_train = math.floor((1 - dev_fraction) * len(items))
+    n_dev = math.floor(dev_fraction * len(items))
     train = [items[i] for i in order[:n_train]]
     dev = [items[i] for i in order[n_train:n_train + n_dev]]
     return GeneratorData(vocab, train, dev, "scan", split_name, table)
@@ -403,8 +403,13 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     stopped = False
     prog = None
     if progress and not state["done"]:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
         prog = Progress(TextColumn("[bold]train[/] epoch {task.fields[epoch]}"), BarColumn(),
                         MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
                         TextColumn("{task.fields[speed]} ex/s"), TimeElapsedColumn(),

@@ -18,8 +18,7 @@ import torch
 from compgen.data import load_dataset
 from compgen.models.recombine import collate_prototypes
 from compgen.sampling import prototype_source, sample_batch
-from compgen.train import (build_recombine, encode_items, generator_data, load_generator,
-                           make_batch)
+from compgen.train import build_recombine, encode_items, generator_data, load_generator, make_batch
 
 
 def bench_sampling(model, vocab, draw, batch: int, strategy: str, temperature: float,

@@ -28,11 +28,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compgen.export import export_checkpoint, pad_tuples, read_prototypes  # noqa: E402
-from compgen.export.graphs import deterministic  # noqa: E402
-from compgen.runtime.cpp import build_runner, run_cpp  # noqa: E402
-from compgen.runtime.onnx_runtime import OnnxGenerator  # noqa: E402
-from compgen.sampling import sample_batch  # noqa: E402
+from compgen.export import export_checkpoint, pad_tuples, read_prototypes
+from compgen.export.graphs import deterministic
+from compgen.runtime.cpp import build_runner, run_cpp
+from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.sampling import sample_batch
 
 
 def matmul_gflops(n: int = 1024, repeats: int = 10, trials: int = 5) -> float:

@@ -18,7 +18,7 @@ COMPGEN = [sys.executable, "-m", "compgen"]
 
 
 def run_cli(*args, env=None):
-    return subprocess.run(COMPGEN + list(args), capture_output=True, text=True,
+    return subprocess.run(COMPGEN + list(args), capture_output=True, text=True, check=False,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 
@@ -99,10 +99,9 @@ def test_samples_tsv_round_trip(tmp_path):
 def test_atomic_open_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "out.txt"
     target.write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_open(target) as f:
-            f.write("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_open(target) as f:
+        f.write("half")
+        raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 

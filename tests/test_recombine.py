@@ -6,8 +6,13 @@ import pytest
 import torch
 
 from compgen.data.vocab import BOS_ID, Vocab
-from compgen.models.recombine import (Recombine, RecombineConfig, collate_prototypes,
-                                      collate_targets, vmf_kl)
+from compgen.models.recombine import (
+    Recombine,
+    RecombineConfig,
+    collate_prototypes,
+    collate_targets,
+    vmf_kl,
+)
 from compgen.sampling import sample_batch
 
 torch.set_num_threads(1)
@@ -46,7 +51,7 @@ def test_step_distributions_sum_to_one(variant, nproto, copy):
         assert torch.allclose(logp.exp().sum(1), torch.ones(4), atol=1e-4)
         token = target[:, t + 1]
     model.train()
-    loss, nll, ntok = model.loss(target, protos)
+    loss, _, ntok = model.loss(target, protos)
     assert torch.isfinite(loss) and loss > 0 and int(ntok) == 4 * 5
 
 

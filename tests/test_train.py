@@ -12,8 +12,16 @@ from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import collate_prototypes
 from compgen.sampling import sample_batch
-from compgen.train import (GeneratorData, apply_overrides, build_recombine, load_checkpoint,
-                           load_generator, load_preset, preset_names, train_generator)
+from compgen.train import (
+    GeneratorData,
+    apply_overrides,
+    build_recombine,
+    load_checkpoint,
+    load_generator,
+    load_preset,
+    preset_names,
+    train_generator,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPGEN = str(ROOT / ".venv" / "bin" / "compgen")
@@ -150,5 +158,5 @@ def test_train_on_real_scan_neighbourhoods(tmp_path, data_dir):
 
 def test_train_cli_bad_input(tmp_path):
     r = subprocess.run([COMPGEN, "train", "generator", "--data", "scan/jump", "--nproto", "3",
-                        "-o", str(tmp_path / "g.pt")], capture_output=True, text=True)
+                        "-o", str(tmp_path / "g.pt")], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "--nproto" in r.stderr and "Traceback" not in r.stderr

@@ -19,8 +19,15 @@ from compgen.data.table import make_table, pairs, select_split
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 
-__all__ = ["load_dataset", "dataset_names", "make_table", "pairs", "select_split", "Vocab",
-           "read_data_file"]
+__all__ = [
+    "Vocab",
+    "dataset_names",
+    "load_dataset",
+    "make_table",
+    "pairs",
+    "read_data_file",
+    "select_split",
+]
 
 
 def dataset_names() -> list[str]:

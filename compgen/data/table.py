@@ -6,7 +6,7 @@ Columns: ``x`` and ``y`` (list[str] tokens; ``x`` is empty for language modellin
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from compgen.errors import UserError
 
@@ -29,7 +30,7 @@ class Vocab:
             raise UserError("vocabulary has duplicate tokens")
 
     @classmethod
-    def build(cls, sequences: Iterable[Sequence[str]]) -> "Vocab":
+    def build(cls, sequences: Iterable[Sequence[str]]) -> Vocab:
         tokens = list(SPECIALS)
         seen = set(tokens)
         for seq in sequences:
@@ -40,7 +41,7 @@ class Vocab:
         return cls(tokens)
 
     @classmethod
-    def from_table(cls, table, columns: Sequence[str] = ("x", "y")) -> "Vocab":
+    def from_table(cls, table, columns: Sequence[str] = ("x", "y")) -> Vocab:
         """Input-side tokens first, then output-side ones (the reference's merge order)."""
         return cls.build(seq for col in columns for seq in table[col].to_list())
 
@@ -79,7 +80,7 @@ class Vocab:
             f.write(self.to_json())
 
     @classmethod
-    def from_json(cls, text: str, source: str = "<vocab>") -> "Vocab":
+    def from_json(cls, text: str, source: str = "<vocab>") -> Vocab:
         try:
             data = json.loads(text)
             tokens = data["tokens"]
@@ -91,9 +92,9 @@ class Vocab:
         return cls(tokens)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocab":
+    def load(cls, path: str | os.PathLike) -> Vocab:
         try:
-            text = open(path, encoding="utf-8").read()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{path}: cannot read vocabulary ({exc.strerror})") from None
         return cls.from_json(text, str(path))

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +72,7 @@ class RecombineConfig:
             raise ValueError("the sig attention needs attdim == hidden")
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RecombineConfig":
+    def from_dict(cls, d: dict) -> RecombineConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
