@@ -1,0 +1,87 @@
+"""`compgen augment`: synthesize training data by recombination."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from compgen.cli.common import DataDir, app, console
+from compgen.errors import UserError
+
+augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA).")
+app.add_typer(augment_app, name="augment")
+
+
+def _count_option(name: str, value: str | None, words: tuple[str, ...]):
+    """Parse an integer option that also accepts words meaning 'no limit' (-> "unlimited")."""
+    if value is None:
+        return None
+    if value.lower() in words:
+        return "unlimited"
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"{name} must be an integer or {' / '.join(words)} (got {value!r})") from None
+
+
+@augment_app.command("geca")
+def augment_geca(
+    data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
+    output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
+    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse (options below override it)"),
+    concat: bool = typer.Option(False, "--concat", help="write the training examples first, then the synthesized ones"),
+    wug_limit: str | None = typer.Option(None, "--wug-limit", help="keep spans whose n-gram count is <= this; 'none' = no limit"),
+    wug_size: int | None = typer.Option(None, "--wug-size", help="max tokens per span"),
+    wug_count: int | None = typer.Option(None, "--wug-count", help="max spans per fragment (1-3)"),
+    variants: str | None = typer.Option(None, "--variants", help="fragments tried per template, or 'all'"),
+    n_sample: str | None = typer.Option(None, "--n-sample", help="max synthesized examples, or 'all'"),
+    max_comp_len: str | None = typer.Option(None, "--max-comp-len", help="skip examples with len(x)+1+len(y) >= this; 'none'"),
+    dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="deduplicate training pairs first"),
+    output_only: bool | None = typer.Option(None, "--output-only/--no-output-only", help="language modelling: ignore the input side"),
+    template_sim: str | None = typer.Option(None, "--template-sim", help="none (whole template) | window"),
+    sim_window_size: int | None = typer.Option(None, "--sim-window-size", help="tokens each side of a hole (window)"),
+    reference_split: bool | None = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
+    reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
+    seed: int | None = typer.Option(None, "--seed"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """GECA: put fragments into templates that share an environment; write novel examples."""
+    import resource
+    import time
+
+    from compgen.augment.geca import augment_file, make_config
+
+    limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
+              "variants": _count_option("--variants", variants, ("all",)),
+              "n_sample": _count_option("--n-sample", n_sample, ("all", "none")),
+              "max_comp_len": _count_option("--max-comp-len", max_comp_len, ("none",))}
+    overrides = {"wug_size": wug_size, "wug_count": wug_count, "dedup": dedup, "output_only": output_only,
+                 "template_sim": template_sim, "sim_window_size": sim_window_size, "seed": seed,
+                 "reference_offsets": reference_offsets}
+    cfg = make_config(preset, {**overrides, **{k: v for k, v in limits.items() if v != "unlimited"}},
+                      data, reference_split)
+    for key, value in limits.items():
+        if value == "unlimited":
+            setattr(cfg, key, None)
+    cfg.validate()
+    start = time.perf_counter()
+    with console.status("GECA: extracting templates and fragments ...") as status:
+        result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
+                              progress=lambda msg: status.update(f"GECA: {msg}"))
+    s = result.stats
+    table = Table(title=f"GECA {Path(data).name}" + (f" (preset {preset})" if preset else ""))
+    table.add_column("")
+    table.add_column("value", justify="right")
+    rows = [("examples in", s["examples_in"]), ("training examples", s["training_examples"]),
+            ("templates (distinct)", s["templates"]), ("fragments (distinct)", s["fragments"]),
+            ("templates that can take part", s["active_templates"]), ("proposals", s["proposals"]),
+            ("synthesized", s["synthesized"]), ("templates used", s["templates_used"]),
+            ("fragments used", s["fragments_used"]), ("rows written", s["rows_written"])]
+    for name, value in rows:
+        table.add_row(name, f"{value:,}")
+    table.add_row("time", f"{time.perf_counter() - start:.1f} s")
+    table.add_row("peak memory", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    console.print(table)
+    console.print(f"wrote {output}", highlight=False, markup=False)

@@ -1,0 +1,53 @@
+"""`compgen data`: list, fetch and describe data sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from compgen.cli.common import DataDir, app, console
+
+data_app = typer.Typer(no_args_is_help=True, help="List, fetch and describe data sets.")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("list")
+def data_list() -> None:
+    """Names of the data sets compgen knows."""
+    from compgen.data import dataset_names
+
+    for name in dataset_names():
+        console.print(name)
+
+
+@data_app.command("fetch")
+def data_fetch(
+    name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs"),
+    mirror: Path | None = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Download a data set (or copy it from a mirror) and verify its sha256 sums."""
+    from compgen.data.sources import default_data_dir, fetch
+
+    target = data_dir or Path(__import__("os").environ.get("COMPGEN_DATA") or default_data_dir())
+    written = fetch(name, target, mirror)
+    console.print(f"{name}: {len(written)} files verified (sha256) into {target}")
+
+
+@data_app.command("stats")
+def data_stats(name: str = typer.Argument(..., help="data set name or file"),
+               data_dir: Path | None = DataDir) -> None:
+    """Counts, vocabulary sizes and lengths per split."""
+    from compgen.data import load_dataset
+    from compgen.data.stats import table_stats
+
+    stats = table_stats(load_dataset(name, data_dir))
+    table = Table(title=name)
+    for col in stats.columns:
+        table.add_column(col, justify="left" if col == "split" else "right")
+    for row in stats.iter_rows():
+        table.add_row(*[f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int)
+                        else str(v) for v in row])
+    console.print(table)

@@ -1,0 +1,91 @@
+"""`compgen evaluate`: predictors (exact match / F1), generators (direct inference, plots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
+from compgen.errors import UserError
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s); several = seeds, reported as mean ± std"),
+    data: str | None = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md); default: print only"),
+    plots: Path | None = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs (generators: the attention over both prototypes, the paper's Fig. 3)"),
+    direct: bool = typer.Option(False, "--direct", help="direct inference with a recomb-2 SCAN generator (paper App. E): exact match, top-3 match, F1"),
+    limit: int | None = typer.Option(None, "--limit", help="--direct: only the first N unique test inputs"),
+    beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy, as the reference)"),
+    predictions: Path | None = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
+    batch_size: int = typer.Option(256, "--batch-size"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
+    predictors; direct inference and attention figures of generators."""
+    import torch
+
+    from compgen.evaluate import (
+        aggregate,
+        evaluate_predictor,
+        markdown_table,
+        write_plots,
+        write_results,
+    )
+
+    if batch_size < 1:
+        raise UserError("--batch-size must be >= 1")
+    if beam < 0:
+        raise UserError("--beam must be >= 0")
+    if limit is not None and (limit < 1 or not direct):
+        raise UserError("--limit takes N >= 1 and goes with --direct")
+    if predictions and len(models) > 1:
+        raise UserError("--predictions takes one model")
+    if threads is not None:
+        torch.set_num_threads(max(1, threads))
+    torch.manual_seed(seed)
+    rows = []
+    for model in models:
+        if checkpoint_kind(model) == "recombine":
+            rows += _evaluate_generator(model, data, plots, direct, limit, predictions,
+                                        batch_size, seed, data_dir)
+            continue
+        if direct:
+            raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
+        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions)
+        if plots:
+            for path in write_plots(model, plots, data, data_dir):
+                console.print(f"plot {path}", highlight=False)
+    if not rows:
+        return
+    console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
+    for row in rows:
+        if "top3_match" in row:
+            console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
+    if output:
+        paths = write_results(rows, output)
+        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+
+
+
+def _evaluate_generator(model: Path, data: str | None, plots: Path | None, direct: bool,
+                        limit: int | None, predictions: Path | None, batch_size: int,
+                        seed: int, data_dir: Path | None) -> list[dict]:
+    """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
+    from compgen.direct_inference import evaluate_direct
+    from compgen.evaluate import write_generator_plots
+
+    if not (direct or plots):
+        raise UserError(f"{model}: a generator checkpoint; evaluate it with --direct "
+                        "(direct inference) and/or --plots DIR (attention figure)")
+    if plots:
+        for path in write_generator_plots(model, plots, data_dir, seed=seed):
+            console.print(f"plot {path}", highlight=False)
+    if not direct:
+        return []
+    return evaluate_direct(model, data, data_dir, limit, batch_size, seed, predictions,
+                           log=lambda line: err_console.print(line, highlight=False, markup=False))

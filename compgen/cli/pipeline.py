@@ -1,0 +1,78 @@
+"""`compgen pipeline`: the paper's experiments, one named run per table row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from compgen.cli.common import DataDir, app, console
+from compgen.errors import UserError
+
+
+@app.command("pipeline")
+def pipeline_cmd(
+    name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
+    seeds: str = typer.Option("0", "--seeds", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
+    root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
+    size: str = typer.Option("cpu", "--size", help="cpu (the *_cpu presets) | reference (the reference's sizes)"),
+    generator_config: str | None = typer.Option(None, "--generator-config", help="generator preset or TOML file (default: by --size)"),
+    predictor_config: str | None = typer.Option(None, "--predictor-config", help="predictor preset or TOML file (default: by --size)"),
+    generator_epochs: int | None = typer.Option(None, "--generator-epochs", help="override the generator preset's epochs"),
+    generator_steps: int | None = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
+    n: int | None = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
+    nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
+    rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN rows with resampling: draw only prototype tuples that contain every word of the rare phrase between them (default: all, as the reference)"),
+    test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes and this apply when samples.tsv is made, so compare settings under separate --root folders"),
+    predictor_epochs: int | None = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
+    p_aug: float | None = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
+    backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
+    direct_limit: int | None = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    list_runs: bool = typer.Option(False, "--list", help="list the runs and exit"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
+    resumes from what an earlier call left behind and appends to ROOT/results.csv."""
+    from compgen.evaluate import aggregate, markdown_table
+    from compgen.pipeline import RUNS, PipelineOptions, run_pipeline
+
+    if list_runs or name is None:
+        for run_name, run in RUNS.items():
+            console.print(f"{run_name:32s} {run.label:28s} {run.data}", highlight=False, markup=False)
+        return
+    for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),
+                          ("--max-rounds", max_rounds), ("--generator-steps", generator_steps),
+                          ("--predictor-epochs", predictor_epochs), ("--threads", threads),
+                          ("--direct-limit", direct_limit)):
+        if value is not None and value < 1:
+            raise UserError(f"{option} must be >= 1")
+    if p_aug is not None and not 0.0 <= p_aug < 1.0:
+        raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
+    opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
+                           predictor_preset=predictor_config, generator_epochs=generator_epochs,
+                           generator_steps=generator_steps, samples=n, nsamples=nsamples,
+                           max_rounds=max_rounds, rare_prototypes=rare_prototypes,
+                           test_dropout=test_dropout,
+                           predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
+                           threads=threads, direct_limit=direct_limit,
+                           log=lambda line: console.print(line, highlight=False, markup=False))
+    rows = run_pipeline(name, parse_seeds(seeds), opts)
+    console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
+    console.print(f"results: {root / 'results.md'}", highlight=False, markup=False)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """"0,1,2" or "0-4" -> seeds."""
+    try:
+        if "-" in text:
+            low, high = (int(v) for v in text.split("-", 1))
+            seeds = list(range(low, high + 1))
+        else:
+            seeds = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--seeds {text!r}: expected e.g. 0,1,2 or 0-4") from None
+    if not seeds or min(seeds) < 0:
+        raise UserError(f"--seeds {text!r}: expected non-negative seeds such as 0,1,2 or 0-4")
+    return seeds

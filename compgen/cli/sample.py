@@ -1,0 +1,77 @@
+"""`compgen sample`: synthetic pairs from a generator checkpoint or export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from compgen.cli.common import DataDir, app, console, err_console
+from compgen.errors import UserError
+
+
+@app.command("sample")
+def sample_cmd(
+    checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
+    n: int | None = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
+    strategy: str | None = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
+    temperature: float | None = typer.Option(None, "--temperature", "-T"),
+    resample: str | None = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
+    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
+    nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
+    rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
+    backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
+    test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
+    from compgen.runtime.sampler import BACKENDS, sample_exported
+    from compgen.sampling import check_strategy, sample_generator
+
+    exported = checkpoint.is_dir()
+    backend = backend or ("onnx" if exported else "torch")
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    if not exported and backend != "torch":
+        raise UserError(f"--backend {backend} runs on an export folder: "
+                        f"first run 'compgen export {checkpoint}'")
+    if exported and test_dropout:
+        raise UserError("--test-dropout: exported graphs are deterministic; use --backend torch")
+    if strategy is not None:
+        check_strategy(strategy)
+    for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
+                        ("--threads", threads), ("--max-rounds", max_rounds)):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be >= 1")
+    if exported:
+        run = sample_exported(checkpoint, n, backend=backend, strategy=strategy,
+                              temperature=temperature, resample=resample, rare=rare,
+                              nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
+                              data_dir=data_dir, threads=threads, max_rounds=max_rounds,
+                              rare_prototypes=rare_prototypes,
+                              log=lambda line: err_console.print(line, highlight=False, markup=False))
+    else:
+        run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
+                               resample=resample, rare=rare, nsamples=nsamples,
+                               batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
+                               threads=threads, test_dropout=test_dropout, max_rounds=max_rounds,
+                               rare_prototypes=rare_prototypes,
+                               log=lambda line: err_console.print(line, highlight=False, markup=False))
+    if output is None:
+        for s in run.samples:
+            console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,
+                          markup=False, soft_wrap=True)
+    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s"
+                  + (f" -> {output}" if output else ""), highlight=False, markup=False)
+    from compgen.sampling import scan_quality
+
+    quality = scan_quality(run, data_dir)
+    if quality:
+        console.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
+                      f"command {quality['uses_primitive_in_new_command_share']:.1%}, correct SCAN "
+                      f"pairs {quality['correct_share']:.1%}", highlight=False, markup=False)

@@ -1,0 +1,93 @@
+"""`compgen train`: R&R generators and the conditional predictor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from compgen.cli.common import DataDir, app, console
+from compgen.errors import UserError
+
+train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("predictor")
+def train_predictor_cmd(
+    data: str = typer.Option(..., "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file"),
+    config: str = typer.Option("seq2seq_scan", "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file"),
+    output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors)"),
+    augment: Path | None = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
+    p_aug: float | None = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
+    epochs: int | None = typer.Option(None, "--epochs", help="override the preset's number of epochs"),
+    label: str | None = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: int = typer.Option(0, "--seed"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Train the conditional seq2seq predictor on original (+ augmented) data."""
+    import torch
+
+    from compgen.train_seq2seq import train_predictor
+
+    if threads is not None:
+        if threads < 1:
+            raise UserError("--threads must be >= 1")
+        torch.set_num_threads(threads)
+    summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
+                              data_dir=data_dir, epochs=epochs, resume=resume, label=label,
+                              log=lambda line: console.print(line, highlight=False))
+    console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
+                  f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
+                  f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s); "
+                  f"curve {summary['curve']}", highlight=False)
+
+
+
+@train_app.command("generator")
+def train_generator_cmd(
+    data: str = typer.Option(..., "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>"),
+    config: str = typer.Option("recombine_scan", "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file"),
+    output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors, self-describing)"),
+    nproto: int | None = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
+    epochs: int | None = typer.Option(None, "--epochs"),
+    vae: bool | None = typer.Option(None, "--vae/--no-vae", help="vMF latent on/off"),
+    copy: bool | None = typer.Option(None, "--copy/--no-copy", help="copying on/off"),
+    hidden: int | None = typer.Option(None, "--hidden", help="LSTM hidden size H"),
+    embed: int | None = typer.Option(None, "--embed", help="embedding size E"),
+    attdim: int | None = typer.Option(None, "--attdim", help="attention size A"),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    lr: float | None = typer.Option(None, "--lr"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT (with --epochs: train a finished run longer)"),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
+    time_budget: float | None = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
+    seed: int | None = typer.Option(None, "--seed"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
+    from compgen.train import apply_overrides, load_preset, train_generator
+
+    for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
+                             ("--embed", embed, 1), ("--attdim", attdim, 1),
+                             ("--batch-size", batch_size, 1), ("--threads", threads, 1),
+                             ("--max-steps", max_steps, 0)):
+        if value is not None and value < low:
+            raise UserError(f"{name} must be >= {low}")
+    if nproto is not None and nproto > 2:
+        raise UserError("--nproto must be 0, 1 or 2")
+    cfg = apply_overrides(load_preset(config), {
+        "model.nproto": nproto, "model.vae": vae, "model.copy": copy, "model.hidden": hidden,
+        "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
+        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads})
+    result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
+                             epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
+                             log=lambda line: console.print(line, highlight=False, markup=False))
+    state = "finished" if result.finished else "stopped (resume with --resume)"
+    ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""
+    console.print(f"wrote {result.path}: {state} at step {result.steps} ({result.epochs_done:.2f} epochs"
+                  f"{ppl}, {result.examples_per_s:.1f} examples/s); curve {result.curve_path}",
+                  highlight=False, markup=False)
