@@ -64,7 +64,9 @@ def lm_eval(
 ) -> None:
     """Perplexity of a model and of its interpolation with an augmented model.
 
-    Tokens = words + </s> per sentence; the weight is chosen on --val; paired t-test of
+    Both models are scored over the base model's vocabulary: a word unknown to the base
+    model is <unk> for both; a base word the augmented model lacks gets a share of its
+    <unk> probability, not all of it. Tokens = words + </s> per sentence; the weight is chosen on --val; paired t-test of
     per-sentence NLL against the base model on --test."""
     from compgen.lm.perplexity import MIXES, evaluate, parse_weights, write_rows
 
@@ -77,6 +79,8 @@ def lm_eval(
     console.print(f"chosen on val: weight {best['weight']:g} -> test perplexity {best['test_ppl']:.2f} "
                   f"(base {result.rows[0]['test_ppl']:.2f})" if aug else
                   f"test perplexity {best['test_ppl']:.2f}", highlight=False, markup=False)
+    for split, counts in (result.oov or {}).items():
+        console.print(f"OOV {counts.describe(split)}", highlight=False, markup=False, soft_wrap=True)
     write_rows(result.rows, csv, markdown)
 
 

@@ -90,8 +90,9 @@ def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, 
     aug_model = train_lm(augmented, out_dir / "aug.bin", order, discount_fallback)
 
     log("scoring val/test and interpolating ...")
-    base_scores = ppl.score_splits(base_model, corpora, "base model")
-    aug_scores = ppl.score_splits(aug_model, corpora, "aug model")
+    base_scores, aug_scores, oov = ppl.score_pair(base_model, aug_model, corpora,
+                                                  ("base model", "aug model"))
+    stats["oov"] = {split: oov[split].describe(split) for split in ("val", "test")}
     rows, summary = [], []
     for mode in ppl.MIXES:
         grid = (weights or {}).get(mode) or list(ppl.DEFAULT_WEIGHTS[mode])
@@ -119,6 +120,9 @@ def results_markdown(exp: LmExperiment) -> str:
         lines.append(f"Augmented corpus: `{exp.stats['augmented_corpus']}`.")
     lines.append(f"Tokens (words + </s>): val {exp.stats['n_tokens']['val']}, "
                  f"test {exp.stats['n_tokens']['test']}. Wall time {exp.seconds:.1f} s.")
+    if "oov" in exp.stats:
+        lines.append("Unknown words, over the base model's vocabulary: "
+                     + "; ".join(exp.stats["oov"].values()) + ".")
     if ref:
         lines.append(f"Reference test perplexity: base {ref[0]}, GECA (geca mix, ratio 0.1) {ref[1]}.")
     lines += ["", "## Summary (test perplexity; mixture weights chosen on val)", "",

@@ -94,6 +94,7 @@ class CorpusScores:
     token_log10: np.ndarray
     sentence_log10: np.ndarray
     starts: np.ndarray
+    oov: np.ndarray | None = None    # per token: unknown to this model (scored as <unk>)
 
     @property
     def n_tokens(self) -> int:
@@ -104,12 +105,13 @@ def score_corpus(model, sentences: list[str]) -> CorpusScores:
     lengths = np.fromiter((len(s.split()) + 1 for s in sentences), dtype=np.int64,
                           count=len(sentences))
     total = int(lengths.sum())
-    tokens = np.fromiter((p for s in sentences for p, _, _ in model.full_scores(s)),
-                         dtype=np.float64, count=total)
+    scored = [(p, oov) for s in sentences for p, _, oov in model.full_scores(s)]
+    tokens = np.fromiter((p for p, _ in scored), dtype=np.float64, count=total)
+    oov = np.fromiter((o for _, o in scored), dtype=bool, count=total)
     sentence = np.fromiter((model.score(s) for s in sentences), dtype=np.float64,
                            count=len(sentences))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    return CorpusScores(tokens, sentence, starts)
+    return CorpusScores(tokens, sentence, starts, oov)
 
 
 # ---------------------------------------------------------------------------- mixing
@@ -245,6 +247,7 @@ class LmEval:
     rows: list[dict]          # one per weight: mix, weight, aug_weight, val_ppl, test_ppl, ...
     chosen: int               # index of the weight with the lowest validation perplexity
     n_tokens: dict            # split -> token count used for perplexity
+    oov: dict | None = None   # split -> vocabulary.OovCounts (how unknown words were counted)
 
     @property
     def best(self) -> dict:
@@ -292,6 +295,24 @@ def evaluate_scores(base: dict[str, CorpusScores], aug: dict[str, CorpusScores] 
     return LmEval(rows, chosen, {s: base[s].n_tokens for s in ("val", "test")})
 
 
+def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
+               options: tuple[str, str] = ("--base", "--aug")):
+    """Scores of both models on every corpus over one vocabulary, the base model's
+    (see ``vocabulary.py``): (base scores, mapped aug scores, split -> OovCounts)."""
+    from compgen.lm.vocabulary import map_to_base_vocabulary, model_vocabulary
+
+    base_model, aug_model = load_model(base_path, options[0]), load_model(aug_path, options[1])
+    base_vocab = model_vocabulary(base_path, base_model, options[0])
+    aug_vocab = model_vocabulary(aug_path, aug_model, options[1])
+    base_scores, aug_scores, oov = {}, {}, {}
+    for split, path in corpora.items():
+        sentences = read_sentences(path)
+        base_scores[split] = score_corpus(base_model, sentences)
+        aug_scores[split], oov[split] = map_to_base_vocabulary(
+            base_scores[split], score_corpus(aug_model, sentences), base_vocab, aug_vocab)
+    return base_scores, aug_scores, oov
+
+
 def score_splits(model_path, corpora: dict[str, str | os.PathLike], option: str
                  ) -> dict[str, CorpusScores]:
     model = load_model(model_path, option)
@@ -308,10 +329,21 @@ def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.Pat
     if mode not in MIXES:
         raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
     corpora = {"val": resolve_corpus(val, "val", data_dir), "test": resolve_corpus(test, "test", data_dir)}
-    base_scores = score_splits(base, corpora, "--base")
-    aug_scores = score_splits(aug, corpora, "--aug") if aug is not None else None
-    return evaluate_scores(base_scores, aug_scores,
-                           weights if weights is not None else list(DEFAULT_WEIGHTS[mode]), mode)
+    if aug is None:
+        base_scores, aug_scores = score_splits(base, corpora, "--base"), None
+        oov = {split: _base_oov(scores) for split, scores in base_scores.items()}
+    else:
+        base_scores, aug_scores, oov = score_pair(base, aug, corpora)
+    result = evaluate_scores(base_scores, aug_scores,
+                             weights if weights is not None else list(DEFAULT_WEIGHTS[mode]), mode)
+    result.oov = oov
+    return result
+
+
+def _base_oov(scores: CorpusScores):
+    from compgen.lm.vocabulary import OovCounts
+
+    return OovCounts(scores.n_tokens, int(scores.oov.sum()), 0, 1)
 
 
 # ---------------------------------------------------------------------------- tables
