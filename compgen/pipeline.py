@@ -213,7 +213,41 @@ def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -
 
 # what a run folder derives from its generator: stale once the generator trains on
 GENERATOR_OUTPUTS = ("samples.tsv", "samples.quality.json", "exported", "predictor.pt",
-                     "predictor.pt.curve.csv", "metrics.csv")
+                     "predictor.pt.curve.csv", "metrics.csv", "samples.tsv.settings.json",
+                     "predictor.pt.settings.json", "metrics.csv.settings.json")
+
+
+# ------------------------------------------------------------------ settings of each step
+# Each step's output has ``<output>.settings.json`` beside it: the options it was made with.
+# A later call that asks for other values stops with one line naming them, instead of
+# reusing the output silently. (--generator-epochs/--generator-steps train a generator on
+# and --p-aug retrains the predictor: those redo the steps instead.)
+
+def settings_path(output: Path) -> Path:
+    return output.with_name(output.name + ".settings.json")
+
+
+def check_settings(output: Path, settings: dict, run: Run, seed: int) -> None:
+    """Stop when ``output`` exists and was made with other ``settings`` (option -> value)."""
+    recorded_path = settings_path(output)
+    if not output.exists() or not recorded_path.is_file():
+        return
+    recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
+    changed = [f"{option} {_shown(recorded.get(option))} -> {_shown(value)}"
+               for option, value in settings.items() if recorded.get(option) != value]
+    if changed:
+        raise UserError(f"{run.name} seed {seed}: {output} was made with other settings "
+                        f"({'; '.join(changed)}); repeat the earlier options, use another "
+                        f"--root, or delete {output.name} to redo it")
+
+
+def record_settings(output: Path, settings: dict) -> None:
+    with atomic_open(settings_path(output), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=1)
+
+
+def _shown(value) -> str:
+    return "default" if value is None else str(value)
 
 
 def _finished_predictor(path: Path) -> bool:
@@ -238,7 +272,8 @@ def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> No
     trained_with = read_predictor(path).config.get("run", {}).get("p_aug")
     if trained_with is None or abs(trained_with - p_aug) < 1e-12:
         return
-    for name in ("predictor.pt", "predictor.pt.curve.csv", "metrics.csv"):
+    for name in ("predictor.pt", "predictor.pt.curve.csv", "metrics.csv",
+                 "predictor.pt.settings.json", "metrics.csv.settings.json"):
         (path.parent / name).unlink(missing_ok=True)
     timer.forget(("predictor", "evaluate"))
 
@@ -249,10 +284,12 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     from compgen.train import apply_overrides, load_preset, train_generator
 
     path = folder / "generator.pt"
+    preset = opts.generator_preset or presets(run, opts.size)[0]
+    settings = {"--generator-config": preset}
+    check_settings(path, settings, run, seed)
     if _finished_generator(path, opts.generator_steps, opts.generator_epochs):
         return path
     _remove_stale(folder, timer)
-    preset = opts.generator_preset or presets(run, opts.size)[0]
     overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
                  "train.epochs": opts.generator_epochs}
     config = apply_overrides(load_preset(preset), overrides)
@@ -261,6 +298,7 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
                     resume=path.is_file(), epochs=opts.generator_epochs,
                     max_steps=opts.generator_steps, progress=False, log=opts.log)
+    record_settings(path, settings)
     timer.record("generator", time.perf_counter() - tic)
     return path
 
@@ -284,6 +322,10 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     from compgen.sampling import sample_generator, scan_quality
 
     path = folder / "samples.tsv"
+    settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
+                "--rare-prototypes": opts.rare_prototypes, "--test-dropout": opts.test_dropout,
+                "--backend": opts.backend}
+    check_settings(path, settings, run, seed)
     if path.is_file():
         return path
     tic = time.perf_counter()
@@ -314,6 +356,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
         raise UserError(f"{run.name} seed {seed}: the generator made no sample that passes the "
                         "filter; train it longer (--generator-epochs) or allow more rounds "
                         "(--max-rounds; SCAN around_right: --rare-prototypes)")
+    record_settings(path, settings)
     quality = scan_quality(result, opts.data_dir)
     if quality:
         with atomic_open(folder / "samples.quality.json", "w", encoding="utf-8") as f:
@@ -347,9 +390,11 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
     path = folder / "predictor.pt"
     p_aug = _predictor_p_aug(run, augment is not None, opts)
     _drop_predictor_of_other_p_aug(path, p_aug, timer)
+    preset = opts.predictor_preset or presets(run, opts.size)[1]
+    settings = {"--predictor-config": preset, "--predictor-epochs": opts.predictor_epochs}
+    check_settings(path, settings, run, seed)
     if _finished_predictor(path):
         return path
-    preset = opts.predictor_preset or presets(run, opts.size)[1]
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] predictor: {preset}"
              + (f", augmented {augment} p_aug {p_aug}" if augment else ""))
@@ -357,6 +402,7 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                     p_aug=p_aug if augment else None,  # None: the baseline's own data only
                     seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
                     resume=path.is_file(), label=run.label, log=opts.log)
+    record_settings(path, settings)
     timer.record("predictor", time.perf_counter() - tic)
     return path
 
@@ -364,6 +410,8 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
 def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineOptions,
                  timer: Timer) -> list[dict]:
     path = folder / "metrics.csv"
+    settings = {"--direct-limit": opts.direct_limit} if run.augment == "direct" else {}
+    check_settings(path, settings, run, seed)
     if path.is_file():
         return pl.read_csv(path).to_dicts()
     tic = time.perf_counter()
@@ -381,6 +429,7 @@ def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineO
             for r in rows]
     with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(pl.DataFrame(rows).write_csv())
+    record_settings(path, settings)
     return rows
 
 

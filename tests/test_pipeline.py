@@ -266,3 +266,28 @@ def test_seed_parsing_and_cli_errors():
     result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--p-aug", "1.5"])
     assert result.exit_code != 0
     assert "--p-aug must be in [0, 1)" in str(result.exception)
+
+
+def test_rerun_with_other_settings_names_the_difference(tiny_run, tmp_path):
+    """A finished run asked again with another predictor preset, --n or generator preset
+    stops with one line naming the option, instead of printing the old metrics."""
+    import dataclasses
+    import shutil
+
+    root, opts, _, _ = tiny_run
+    folder = tmp_path / "jump-recomb2" / "seed0"
+    shutil.copytree(root / "runs" / "jump-recomb2" / "seed0", folder)
+    (tmp_path / "pred2.toml").write_text(TINY_PREDICTOR.replace("hidden = 32", "hidden = 48"))
+    (tmp_path / "gen2.toml").write_text(TINY_GENERATOR.replace("hidden = 32", "hidden = 48"))
+    stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    changes = {"--predictor-config": {"predictor_preset": str(tmp_path / "pred2.toml")},
+               "--n": {"samples": 7},
+               "--generator-config": {"generator_preset": str(tmp_path / "gen2.toml")}}
+    for option, change in changes.items():
+        other = dataclasses.replace(opts, root=tmp_path, **change)
+        with pytest.raises(UserError, match=f"{option} .* -> ") as excinfo:
+            run_pipeline("jump-recomb2", [0], other)
+        assert "\n" not in str(excinfo.value)
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps
+    for name in ("generator.pt", "samples.tsv", "predictor.pt", "metrics.csv"):
+        assert (folder / f"{name}.settings.json").is_file(), name
