@@ -335,6 +335,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options["nsamples"] = opts.nsamples or (None if opts.samples else run.sample.get("nsamples"))
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
+    options["raise_temperature"] = True  # the reference's recipe: warmer when stalled
     if opts.backend == "torch":
         result = sample_generator(generator, samples, seed=seed, out=path, data_dir=opts.data_dir,
                                   threads=opts.threads, test_dropout=opts.test_dropout,

@@ -12,9 +12,11 @@ log-probabilities of the step.
 
 ``collect_samples`` draws prototype tuples from Omega in batches, decodes, filters
 (``compgen.resample.SampleFilter``) until ``nsamples`` are accepted, then keeps the
-``n`` most probable. When a round accepts nothing new for ``patience`` rounds, the
-temperature rises by 0.1 (greedy and beam switch to the mixed sampler first); the
-reference did this by hand, per script.
+``n`` most probable. Only when asked (``raise_temperature``, the CLI's
+``--raise-temperature``; the reference did this by hand, per script), a round that accepts
+nothing new for ``patience`` rounds raises the temperature by 0.1 (greedy and beam switch
+to the mixed sampler first). Fewer samples than ``n`` is a warning naming the options that
+help; none at all is an error.
 """
 
 from __future__ import annotations
@@ -170,7 +172,8 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
-                    max_len: int = 45, log: Callable[[str], None] = print) -> list[Sample]:
+                    max_len: int = 45, log: Callable[[str], None] = print,
+                    raise_temperature: bool = False) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
     are accepted (or ``max_rounds``), then return the ``n`` most probable.
     ``draw_prototypes(k)`` returns k prototype tuples (token lists); ``accept(tokens)`` ->
@@ -184,20 +187,23 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
         return dec.tokens.tolist(), dec.scores.tolist()
 
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
-                           accept, batch_size, max_rounds, patience, log)
+                           accept, batch_size, max_rounds, patience, log, raise_temperature)
 
 
 def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     n: int, nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
-                    log: Callable[[str], None] = print) -> list[Sample]:
+                    log: Callable[[str], None] = print,
+                    raise_temperature: bool = False) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
     ``decode(prototypes, strategy, temperature)`` -> (rows of token ids, scores) for what
     ``draw_prototypes(batch_size)`` returned; rows are filtered with ``accept``. When a
-    round accepts nothing new for ``patience`` rounds the temperature rises by 0.1
-    (greedy and beam switch to the mixed sampler first)."""
+    round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
+    temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
+    Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
     check_strategy(strategy)
+    asked = (strategy, temperature)
     nsamples = max(nsamples or n, n)
     accept = accept or (lambda toks: None)
     kept: list[Sample] = []
@@ -211,15 +217,22 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
             if pair is not None:
                 kept.append(Sample(pair[0], pair[1], score))
         stalled = stalled + 1 if len(kept) == before else 0
-        if stalled >= patience:
+        if raise_temperature and stalled >= patience:
             if strategy in ("greedy", "beam"):
                 strategy = "mixed"
             else:
                 temperature = round(temperature + 0.1, 3)
             log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
             stalled = 0
-    if len(kept) < nsamples:
-        log(f"warning: only {len(kept)} of {nsamples} samples accepted after {rounds} rounds")
+    sampler = f"{asked[0]} sampling at T {asked[1]:g}" + (
+        f", raised to {strategy} at T {temperature:g}" if (strategy, temperature) != asked else "")
+    helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
+    if not kept:
+        raise UserError(f"no sample passed the filter in {rounds} rounds of {batch_size} "
+                        f"({sampler}); train the generator longer or allow more: {helps}")
+    if len(kept) < n:
+        log(f"warning: {len(kept)} of the {n} samples asked for (--n) passed the filter in "
+            f"{rounds} rounds ({sampler}); for more: {helps}")
     kept.sort(key=lambda s: -s.logprob)
     return kept[:n]
 
@@ -333,7 +346,8 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
                      threads: int | None = None, test_dropout: bool | None = None,
                      max_rounds: int | None = None, rare_prototypes: bool | None = None,
-                     log: Callable[[str], None] = print) -> SampleRun:
+                     log: Callable[[str], None] = print,
+                     raise_temperature: bool = False) -> SampleRun:
     """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
     write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
     overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
@@ -365,8 +379,8 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),
-                              max_rounds=max_rounds,
-                              max_len=model.cfg.max_len, log=log)
+                              max_rounds=max_rounds, max_len=model.cfg.max_len, log=log,
+                              raise_temperature=raise_temperature)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],

@@ -25,6 +25,7 @@ def sample_cmd(
     output: Path | None = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
     backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
+    raise_temperature: bool = typer.Option(False, "--raise-temperature", help="when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (off: the sampler runs as asked)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed"),
     data_dir: Path | None = DataDir,
@@ -53,14 +54,14 @@ def sample_cmd(
                               temperature=temperature, resample=resample, rare=rare,
                               nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
                               data_dir=data_dir, threads=threads, max_rounds=max_rounds,
-                              rare_prototypes=rare_prototypes,
+                              rare_prototypes=rare_prototypes, raise_temperature=raise_temperature,
                               log=lambda line: err_console.print(line, highlight=False, markup=False))
     else:
         run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
                                resample=resample, rare=rare, nsamples=nsamples,
                                batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
                                threads=threads, test_dropout=test_dropout, max_rounds=max_rounds,
-                               rare_prototypes=rare_prototypes,
+                               rare_prototypes=rare_prototypes, raise_temperature=raise_temperature,
                                log=lambda line: err_console.print(line, highlight=False, markup=False))
     if output is None:
         for s in run.samples:

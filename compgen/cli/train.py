@@ -79,7 +79,11 @@ def train_generator_cmd(
             raise UserError(f"{name} must be >= {low}")
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
-    cfg = apply_overrides(load_preset(config), {
+    preset = load_preset(config)
+    if preset.get("kind", "recombine") != "recombine":
+        raise UserError(f"--config {config}: a {preset.get('kind')} (predictor) preset; a generator "
+                        "takes recombine_*, proto_* or rnnlm_* presets (compgen presets lists them)")
+    cfg = apply_overrides(preset, {
         "model.nproto": nproto, "model.vae": vae, "model.copy": copy, "model.hidden": hidden,
         "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads})

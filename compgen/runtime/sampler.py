@@ -129,7 +129,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     nsamples: int | None = None, batch_size: int | None = None, seed: int = 0,
                     out=None, data_dir=None, threads: int | None = None,
                     max_rounds: int | None = None, rare_prototypes: bool | None = None,
-                    log: Callable[[str], None] = print) -> SampleRun:
+                    log: Callable[[str], None] = print,
+                    raise_temperature: bool = False) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
     Exported graphs decode the prototype tuples drawn at export time; ``rare_prototypes``
     (a different Omega) needs ``backend="torch"``."""
@@ -150,7 +151,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                                 temperature=temperature, resample=resample, rare=rare,
                                 nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
                                 data_dir=data_dir, threads=threads, max_rounds=max_rounds,
-                                rare_prototypes=rare_prototypes, log=log)
+                                rare_prototypes=rare_prototypes, log=log,
+                                raise_temperature=raise_temperature)
     if rare_prototypes:
         raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
                         "export time; use --backend torch")
@@ -168,7 +170,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])
     start = time.perf_counter()
     samples = collect_decoded(decode, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              round_size, max_rounds, log=log)
+                              round_size, max_rounds, log=log,
+                              raise_temperature=raise_temperature)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],

@@ -1,0 +1,95 @@
+"""The sampler runs as asked: no silent temperature rise, a warning with the count when
+fewer samples than --n pass the filter, an error when none does; a generator is not
+trained from a predictor preset."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from compgen.data.vocab import SEP, Vocab
+from compgen.errors import UserError
+from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
+from compgen.sampling import collect_decoded, sample_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]
+PROTOTYPES = (["walk", "twice", SEP, "I_WALK", "I_WALK"], ["jump", SEP, "I_JUMP"])
+
+
+def model_and_vocab(outdrop_test=False):
+    """An untrained recomb-2 generator (real torch model) over a SCAN-like vocabulary."""
+    torch.manual_seed(0)
+    vocab = Vocab.build([WORDS])
+    cfg = RecombineConfig(variant="scan", vocab_size=len(vocab), nproto=2, hidden=32, embed=16,
+                          attdim=16, zdim=2, kpos=4, outdrop_test=outdrop_test)
+    return Recombine(cfg).eval(), vocab
+
+
+def eager_decoder(model, vocab, calls):
+    """decode() over the real eager model that records the (strategy, T) of every round."""
+    def decode(tuples, strategy, temperature):
+        calls.append((strategy, temperature))
+        protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples], "scan", 45)
+        out = sample_batch(model, protos, strategy, temperature, 45)
+        return out.tokens.tolist(), out.scores.tolist()
+    return decode
+
+
+def test_nothing_accepted_is_an_error_and_the_temperature_stays(one_torch_thread):
+    model, vocab = model_and_vocab(outdrop_test=False)
+    calls, lines = [], []
+    torch.manual_seed(0)
+    with pytest.raises(UserError, match=r"no sample passed the filter in 12 rounds.*--max-rounds"):
+        collect_decoded(eager_decoder(model, vocab, calls), vocab, lambda k: [PROTOTYPES] * k,
+                        n=5, strategy="temperature", temperature=1.0, accept=lambda toks: None,
+                        batch_size=4, max_rounds=12, log=lines.append)
+    assert len(calls) == 12 and set(calls) == {("temperature", 1.0)}
+    assert lines == []
+
+
+def test_temperature_rises_only_when_asked(one_torch_thread):
+    model, vocab = model_and_vocab(outdrop_test=False)
+    calls = []
+    torch.manual_seed(0)
+    with pytest.raises(UserError, match="raised to"):
+        collect_decoded(eager_decoder(model, vocab, calls), vocab, lambda k: [PROTOTYPES] * k,
+                        n=5, strategy="greedy", accept=lambda toks: None, batch_size=4,
+                        max_rounds=12, log=lambda line: None, raise_temperature=True)
+    assert calls[0] == ("greedy", 1.0) and calls[-1][0] == "mixed" and calls[-1][1] > 1.0
+
+
+def test_fewer_samples_than_asked_is_a_warning_with_the_count(one_torch_thread):
+    model, vocab = model_and_vocab(outdrop_test=False)
+    lines, seen = [], set()
+
+    def accept_first_two(tokens):
+        key = tuple(tokens)
+        if key in seen or len(seen) >= 2:
+            return None
+        seen.add(key)
+        return tokens, []
+
+    torch.manual_seed(0)
+    samples = collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
+                              n=50, strategy="temperature", temperature=2.0,
+                              accept=accept_first_two, batch_size=8, max_rounds=5,
+                              log=lines.append)
+    assert len(samples) == 2
+    (warning,) = lines
+    assert warning.startswith("warning: 2 of the 50 samples asked for (--n)")
+    assert "--max-rounds (now 5)" in warning and "--raise-temperature" in warning
+
+
+def test_generator_refuses_a_predictor_preset(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "compgen", "train", "generator", "--config",
+                           "seq2seq_scan_cpu", "--data", "scan/jump", "-o", str(tmp_path / "g.pt")],
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert line.startswith("error: --config seq2seq_scan_cpu") and "predictor" in line
+    assert not (tmp_path / "g.pt").exists()
