@@ -127,6 +127,14 @@ def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, ki
         f.write(blob)
 
 
+def default_preset(kind: str, data: str) -> str:
+    """The preset a command uses without --config: the CPU size of the data set's task
+    (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` otherwise; ``seq2seq_*``
+    for predictors)."""
+    task = "sig" if str(data).startswith("sigmorphon") else "scan"
+    return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
+
+
 def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     """Read a checkpoint; ``kind`` (e.g. "recombine") rejects checkpoints of other kinds."""
     from safetensors import SafetensorError
@@ -325,9 +333,15 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     saved = None
     if resume and out.is_file():
         saved = load_checkpoint(out, kind="recombine")
-        changed = [k for k, v in config.get("model", {}).items() if saved.config["model"].get(k) != v]
-        if changed or saved.config.get("data") != data:
-            raise UserError(f"{out}: --resume with a different model config or data set")
+        changed = [f"model.{k} {saved.config['model'].get(k)} -> {v}"
+                   for k, v in config.get("model", {}).items()
+                   if k != "variant" and saved.config["model"].get(k) != v]
+        if saved.config.get("data") != data:
+            changed.insert(0, f"--data {saved.config.get('data')} -> {data}")
+        if changed:
+            raise UserError(f"{out}: --resume continues the checkpoint's own run; this call asks "
+                            f"for other settings ({'; '.join(changed)}); leave them out or "
+                            "write to another -o")
         config = saved.config  # keep the original run's settings (lr, epochs, ...)
         tcfg = config["train"]
     # given epochs win over the config's, also on resume (train a finished run longer)

@@ -229,6 +229,26 @@ def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morpholo
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
 
 
+def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
+                  tcfg: TrainConfig) -> None:
+    """--resume continues the checkpoint's own run: name every setting this call changes."""
+    old = saved.config.get("run", {})
+    changed = [f"{option} {old.get(key)} -> {value}"
+               for option, key, value in (("--data", "data", data),
+                                          ("--augment", "augment", str(augment) if augment else None),
+                                          ("--p-aug", "p_aug", p_aug))
+               if old.get(key) != value]
+    changed += [f"model.{k} {saved.config['model'].get(k)} -> {v}" for k, v in model_opts.items()
+                if saved.config["model"].get(k) != v]
+    trained = saved.config.get("train", {})
+    changed += [f"train.{k} {trained.get(k)} -> {v}" for k, v in dataclasses.asdict(tcfg).items()
+                if k != "epochs" and k in trained and trained[k] != v]
+    if changed:
+        raise UserError(f"{out}: --resume continues the checkpoint's own run; this call asks for "
+                        f"other settings ({'; '.join(changed)}); leave them out or write to "
+                        "another -o")
+
+
 def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         augmented: list[Pair], tcfg: TrainConfig, *, p_aug: float = 0.0, seed: int = 0,
         morphology: bool = False, save: Callable[[dict, dict], None] | None = None,
@@ -253,7 +273,12 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
             group["lr"] = lr
         model.train()
         tic, total, counted = time.perf_counter(), 0.0, 0
-        for _ in range(n_batches):
+        # progress inside an epoch: a line every tenth of it (an epoch can take minutes)
+        every = max(1, n_batches // 10) if n_batches >= 20 else 0
+        for i in range(n_batches):
+            if log and every and i and i % every == 0:
+                log(f"epoch {epoch}/{tcfg.epochs}  batch {i}/{n_batches}  loss "
+                    f"{total / max(counted, 1):.4f}  {time.perf_counter() - tic:.1f}s")
             batch = stream.take(tcfg.batch_size)
             source = collate([vocab.encode(x) for x, _ in batch], model.cfg.max_len)
             target = collate([vocab.encode(y) for _, y in batch], model.cfg.max_len)
@@ -307,7 +332,24 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     checkpoint ``out`` and its learning curve ``<out>.curve.csv``. Returns a summary."""
     from compgen.data import load_dataset
 
-    model_opts, tcfg = load_preset(preset)
+    out = Path(out)
+    saved = read_predictor(out) if resume and out.is_file() else None
+    if saved is not None:   # a checkpoint describes its run: unset options come from it
+        old = saved.config.get("run", {})
+        data = data or old.get("data")
+        augment = augment if augment is not None else old.get("augment")
+        p_aug = p_aug if p_aug is not None else old.get("p_aug")
+    if not data:
+        raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")
+    if saved is not None and preset is None:
+        model_opts = dict(saved.config["model"])
+        tcfg = TrainConfig.from_dict(saved.config.get("train", {}))
+    else:
+        from compgen.train import default_preset
+
+        model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
+    if saved is not None:
+        _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)
     if epochs is not None:
         if epochs < 1:
             raise UserError("--epochs must be >= 1")
@@ -324,7 +366,6 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     # morphology: all items of the split); tokens only in augmented data become <unk>
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
 
-    out = Path(out)
     run = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
            "augment": str(augment) if augment else None, "p_aug": p_aug,
            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),

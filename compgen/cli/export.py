@@ -38,7 +38,10 @@ def export_cmd(
     for col in ("backend", "greedy identical", "beam identical", "max |Δ log p|"):
         table.add_column(col)
     for name, f in parity["backends"].items():
-        table.add_row(name, str(f.get("greedy_identical", "")), str(f.get("beam_identical", "—")),
+        ties = {mode: f" ({f[f'{mode}_near_ties']} near-ties)" if f.get(f"{mode}_near_ties") else ""
+                for mode in ("greedy", "beam")}
+        table.add_row(name, f"{f.get('greedy_identical', '')}{ties['greedy']}",
+                      f"{f.get('beam_identical', '—')}{ties['beam']}",
                       f"{f['max_abs_logp_diff']:.2e}" if "max_abs_logp_diff" in f else "—")
     console.print(table)
     folder = output or Path("exported") / checkpoint.stem

@@ -15,16 +15,16 @@ app.add_typer(train_app, name="train")
 
 @train_app.command("predictor")
 def train_predictor_cmd(
-    data: str = typer.Option(..., "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file"),
-    config: str = typer.Option("seq2seq_scan", "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file"),
+    data: str | None = typer.Option(None, "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file; with --resume: the checkpoint's"),
+    config: str | None = typer.Option(None, "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file (default: seq2seq_sig_cpu for sigmorphon/*, else seq2seq_scan_cpu; with --resume: the checkpoint's)"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors)"),
     augment: Path | None = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
     p_aug: float | None = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
-    epochs: int | None = typer.Option(None, "--epochs", help="override the preset's number of epochs"),
+    epochs: int | None = typer.Option(None, "--epochs", help="passes over the training data (default: the preset's); with --resume: train a finished run on to this many"),
     label: str | None = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="random seed of initialisation, the dev split and the batch order"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
@@ -48,28 +48,34 @@ def train_predictor_cmd(
 
 @train_app.command("generator")
 def train_generator_cmd(
-    data: str = typer.Option(..., "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>"),
-    config: str = typer.Option("recombine_scan", "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file"),
+    data: str | None = typer.Option(None, "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>; with --resume: the checkpoint's"),
+    config: str | None = typer.Option(None, "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file (default: recombine_sig_cpu for sigmorphon/*, else recombine_scan_cpu; with --resume: the checkpoint's)"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors, self-describing)"),
     nproto: int | None = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
-    epochs: int | None = typer.Option(None, "--epochs"),
+    epochs: int | None = typer.Option(None, "--epochs", help="passes over the training neighbourhoods (default: the preset's); with --resume: train a finished run on to this many"),
     vae: bool | None = typer.Option(None, "--vae/--no-vae", help="vMF latent on/off"),
     copy: bool | None = typer.Option(None, "--copy/--no-copy", help="copying on/off"),
     hidden: int | None = typer.Option(None, "--hidden", help="LSTM hidden size H"),
     embed: int | None = typer.Option(None, "--embed", help="embedding size E"),
     attdim: int | None = typer.Option(None, "--attdim", help="attention size A"),
-    batch_size: int | None = typer.Option(None, "--batch-size"),
-    lr: float | None = typer.Option(None, "--lr"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="examples per update (default: the preset's)"),
+    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: the preset's)"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT (with --epochs: train a finished run longer)"),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="stop after this many updates (resumable)"),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="stop once the run has made this many updates in all, counting those before a --resume (resumable)"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
-    seed: int | None = typer.Option(None, "--seed"),
+    seed: int | None = typer.Option(None, "--seed", help="random seed of initialisation, batches and dev split (default: the preset's, else 0)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    from compgen.train import apply_overrides, load_preset, train_generator
+    from compgen.train import (
+        apply_overrides,
+        default_preset,
+        load_checkpoint,
+        load_preset,
+        train_generator,
+    )
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
                              ("--embed", embed, 1), ("--attdim", attdim, 1),
@@ -79,7 +85,16 @@ def train_generator_cmd(
             raise UserError(f"{name} must be >= {low}")
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
-    preset = load_preset(config)
+    saved = load_checkpoint(output, kind="recombine") if resume and output.is_file() else None
+    data = data or (saved.config.get("data") if saved else None)
+    if not data:
+        raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")
+    if saved is not None and config is None:   # a checkpoint describes its own run
+        preset = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.config.items()}
+        config = str(output)
+    else:
+        config = config or default_preset("generator", data)
+        preset = load_preset(config)
     if preset.get("kind", "recombine") != "recombine":
         raise UserError(f"--config {config}: a {preset.get('kind')} (predictor) preset; a generator "
                         "takes recombine_*, proto_* or rnnlm_* presets (compgen presets lists them)")

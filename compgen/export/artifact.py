@@ -44,12 +44,19 @@ def logp_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def parity_failures(figures: dict) -> list[str]:
+    from compgen.export.ties import describe
+
     bad = []
     for name, f in figures["backends"].items():
-        if not f.get("greedy_identical", True):
-            bad.append(f"{name}: greedy outputs differ from the eager model")
-        if not f.get("beam_identical", True):
-            bad.append(f"{name}: beam outputs differ from the eager model")
+        for mode in ("greedy", "beam"):
+            if f.get(f"{mode}_identical", True):
+                continue
+            found = f.get(f"{mode}_disagreements")
+            if found:
+                bad.append(describe(name, mode, found[0],
+                                    f.get(f"{mode}_disagreement_count", len(found))))
+            else:
+                bad.append(f"{name}: {mode} outputs differ from the eager model")
         if f.get("max_abs_logp_diff", 0.0) > TOLERANCE:
             bad.append(f"{name}: log-prob difference {f['max_abs_logp_diff']:.2e} > {TOLERANCE:g}")
     return bad
