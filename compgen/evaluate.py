@@ -152,16 +152,48 @@ def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return sets
 
 
+def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_width: int = 0,
+                     batch_size: int = 256, threads: int | None = None):
+    """A predictor checkpoint or export folder -> (predict(sources) -> token lists, run
+    description, max_len). Export folders run on ``backend`` (default ONNX Runtime)."""
+    path = Path(checkpoint)
+    if path.is_dir():
+        from compgen.export import load_manifest
+        from compgen.runtime.predictor import predict_exported
+
+        manifest = load_manifest(path)
+        if manifest.get("kind") != "seq2seq":
+            raise UserError(f"{path}: a '{manifest.get('kind')}' export; evaluate and predict "
+                            "take predictor exports (compgen export PREDICTOR.pt)")
+        meta = dict(manifest.get("config", {}).get("run", {}))
+        return (lambda sources: predict_exported(path, sources, backend=backend or "onnx",
+                                                 batch_size=batch_size, beam_width=beam_width,
+                                                 threads=threads),
+                meta, int(manifest["decoding"]["max_len"]))
+    from compgen.train_seq2seq import load_predictor
+
+    if backend not in (None, "torch"):
+        raise UserError(f"--backend {backend} runs on an export folder: first run "
+                        f"'compgen export {path}'")
+    model, vocab, meta = load_predictor(path)
+    return (lambda sources: predict(model, vocab, sources, batch_size, beam_width), meta,
+            model.cfg.max_len)
+
+
 def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir=None,
                        beam_width: int = 0, batch_size: int = 256,
-                       predictions: str | Path | None = None) -> list[dict]:
-    """Score one checkpoint on every evaluation set of its data (or ``data``): rows of
+                       predictions: str | Path | None = None,
+                       backend: str | None = None) -> list[dict]:
+    """Score one checkpoint (or predictor export folder, on ``backend``) on every
+    evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
     from compgen.data import load_dataset
-    from compgen.train_seq2seq import is_morphology, load_predictor
+    from compgen.train_seq2seq import is_morphology
 
-    model, vocab, meta = load_predictor(checkpoint)
+    predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size)
     data = data or meta.get("data")
+    if not data:
+        raise UserError(f"{checkpoint}: names no data set; give --data")
     table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):
@@ -171,14 +203,14 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     rows, logged = [], []
     for name, part in evaluation_sets(table).items():
         sources, refs = part["source"].to_list(), part["target"].to_list()
-        preds = predict(model, vocab, sources, batch_size, beam_width)
-        scored = score_predictions(preds, refs, morphology, model.cfg.max_len)
+        preds = predict_sources(sources)
+        scored = score_predictions(preds, refs, morphology, max_len)
         rows.append({**base, "set": name, "subset": "all", "n": scored["n"],
                      "exact_match": scored["exact_match"], "f1": scored["f1"]})
         if morphology:
             keep = part["novel"].to_list()
             sub = score_predictions([p for p, k in zip(preds, keep) if k],
-                                    [r for r, k in zip(refs, keep) if k], True, model.cfg.max_len)
+                                    [r for r, k in zip(refs, keep) if k], True, max_len)
             rows.append({**base, "set": name, "subset": "novel", "n": sub["n"],
                          "exact_match": sub["exact_match"], "f1": sub["f1"]})
         logged += [(name, s, r, p, c) for s, r, p, c in zip(sources, refs, preds, scored["correct"])]

@@ -12,7 +12,7 @@ from compgen.errors import UserError
 
 @app.command("evaluate")
 def evaluate_cmd(
-    models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s); several = seeds, reported as mean ± std"),
+    models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s), or predictor export folders (compgen export); several = seeds, reported as mean ± std"),
     data: str | None = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
     output: Path | None = typer.Option(None, "-o", "--output", help="results CSV (also writes <stem>.summary.csv and <stem>.md); default: print only"),
     plots: Path | None = typer.Option(None, "--plots", help="folder for learning-curve and attention PNGs (generators: the attention over both prototypes, the paper's Fig. 3)"),
@@ -20,7 +20,8 @@ def evaluate_cmd(
     limit: int | None = typer.Option(None, "--limit", help="--direct: only the first N unique test inputs"),
     beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy, as the reference)"),
     predictions: Path | None = typer.Option(None, "--predictions", help="per-example TSV (one model only)"),
-    batch_size: int = typer.Option(256, "--batch-size"),
+    batch_size: int = typer.Option(256, "--batch-size", help="sources decoded per batch"),
+    backend: str | None = typer.Option(None, "--backend", help="export folders: onnx (default) | torchscript | torch"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
     data_dir: Path | None = DataDir,
@@ -50,13 +51,18 @@ def evaluate_cmd(
     torch.manual_seed(seed)
     rows = []
     for model in models:
+        if model.is_dir():   # a predictor export folder
+            if direct:
+                raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
+            rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
+            continue
         if checkpoint_kind(model) == "recombine":
             rows += _evaluate_generator(model, data, plots, direct, limit, predictions,
                                         batch_size, seed, data_dir)
             continue
         if direct:
             raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
-        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions)
+        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
         if plots:
             for path in write_plots(model, plots, data, data_dir):
                 console.print(f"plot {path}", highlight=False)
