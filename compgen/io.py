@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -89,3 +90,18 @@ def read_samples_tsv(path: str | os.PathLike) -> list[tuple[list[str], list[str]
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     return parse_samples_tsv(path.read_text(encoding="utf-8"), str(path))
+
+
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Silence what C++ libraries print straight to file descriptor 2 (torch's ONNX
+    exporter warns about shape inference there); Python exceptions still propagate."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import sys
 
-from compgen.cli import augment, data, evaluate, export, lm, pipeline, predict, sample, train  # noqa: F401
+from compgen.cli import (  # noqa: F401
+    augment,
+    data,
+    evaluate,
+    export,
+    inspect,
+    lm,
+    pipeline,
+    predict,
+    presets,
+    sample,
+    train,
+)
 from compgen.cli.common import app, err_console
 from compgen.cli.pipeline import parse_seeds
 from compgen.errors import UserError

@@ -44,7 +44,7 @@ def augment_geca(
     sim_window_size: int | None = typer.Option(None, "--sim-window-size", help="tokens each side of a hole (window)"),
     reference_split: bool | None = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
     reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
-    seed: int | None = typer.Option(None, "--seed"),
+    seed: int | None = typer.Option(None, "--seed", help="random seed of the synthesized sample (default: the preset's)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""

@@ -14,11 +14,11 @@ app.add_typer(data_app, name="data")
 
 
 @data_app.command("list")
-def data_list() -> None:
-    """Names of the data sets compgen knows."""
+def data_list(data_dir: Path | None = DataDir) -> None:
+    """Names of the data sets compgen knows (every SIGMORPHON language in the data folder)."""
     from compgen.data import dataset_names
 
-    for name in dataset_names():
+    for name in dataset_names(data_dir):
         console.print(name)
 
 

@@ -13,7 +13,7 @@ from compgen.errors import UserError
 @app.command("pipeline")
 def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
-    seeds: str = typer.Option("0", "--seeds", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
+    seeds: str = typer.Option("0", "--seeds", "--seed", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
     size: str = typer.Option("cpu", "--size", help="cpu (the *_cpu presets) | reference (the reference's sizes)"),
     generator_config: str | None = typer.Option(None, "--generator-config", help="generator preset or TOML file (default: by --size)"),

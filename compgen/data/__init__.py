@@ -30,9 +30,20 @@ __all__ = [
 ]
 
 
-def dataset_names() -> list[str]:
+def sigmorphon_languages(data_dir=None) -> list[str]:
+    """The languages with a SIGMORPHON 2018 training file in the data folder (the paper's
+    three first), or the paper's when the folder has none."""
+    from compgen.data.sources import resolve_data_dir
+
+    folder = resolve_data_dir(data_dir) / "sigmorphon2018"
+    present = {p.name.split("-train-", 1)[0] for p in folder.glob("*-train-*")} if folder.is_dir() else set()
+    paper = list(sigmorphon.PAPER_LANGUAGES)
+    return paper + sorted(present - set(paper))
+
+
+def dataset_names(data_dir=None) -> list[str]:
     names = [f"scan/{s}" for s in scan.SPLITS]
-    names += [f"sigmorphon/{lang}" for lang in sigmorphon.PAPER_LANGUAGES]
+    names += [f"sigmorphon/{lang}" for lang in sigmorphon_languages(data_dir)]
     names += [f"sigmorphon/{lang}/hints-<4|8|16>.<0-4>" for lang in sigmorphon.PAPER_LANGUAGES]
     names += [f"lm/{lang}" for lang in lm.LANGUAGES]
     names += ["cogs"]

@@ -6,8 +6,9 @@ import polars as pl
 
 
 def table_stats(table: pl.DataFrame) -> pl.DataFrame:
-    """One row per split: examples, distinct examples, x/y vocabulary and length stats."""
-    return (
+    """One row per split: examples, distinct examples, x/y vocabulary and length stats.
+    A table without an input side (language-modelling corpora) has no x columns."""
+    stats = (
         table.lazy()
         .with_columns(x_len=pl.col("x").list.len(), y_len=pl.col("y").list.len(),
                       x_key=pl.col("x").list.join(" "), y_key=pl.col("y").list.join(" "))
@@ -24,3 +25,6 @@ def table_stats(table: pl.DataFrame) -> pl.DataFrame:
         )
         .collect()
     )
+    if table.height and table.select(pl.col("x").list.len().max()).item() == 0:
+        stats = stats.drop("x_vocab", "x_len_mean", "x_len_max")
+    return stats

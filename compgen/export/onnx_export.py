@@ -43,8 +43,11 @@ for _name in ("past_h", "past_key", "past_tok"):
 
 
 def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer warnings about constant sizes
+    from compgen.io import quiet_native_stderr
+
+    # tracer warnings about constant sizes, and torch's C++ shape-inference notes on fd 2
+    with warnings.catch_warnings(), quiet_native_stderr():
+        warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=OPSET,
                           input_names=list(inputs), output_names=list(outputs),
                           dynamic_axes={k: v for k, v in dynamic_axes.items()

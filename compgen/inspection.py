@@ -1,0 +1,81 @@
+"""What a preset, checkpoint or export folder holds, for people: ``compgen presets`` and
+``compgen inspect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compgen.errors import UserError
+
+
+def preset_table() -> list[dict]:
+    """Every bundled preset: name, kind and the first line of its leading comment."""
+    import tomllib
+
+    from compgen.train import CONFIG_DIR
+
+    rows = []
+    for path in sorted(CONFIG_DIR.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        comment = next((line.lstrip("# ").strip() for line in text.splitlines()
+                        if line.startswith("#") and line.strip("# ")), "")
+        kind = tomllib.loads(text).get("kind", "geca" if path.stem.startswith("geca") else "")
+        rows.append({"name": path.stem, "kind": kind, "about": comment})
+    return rows
+
+
+def preset_text(name: str) -> str:
+    """The TOML text of a bundled preset."""
+    from compgen.train import CONFIG_DIR, preset_names
+
+    path = CONFIG_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise UserError(f"unknown preset '{name}' (presets: {', '.join(preset_names())})")
+    return path.read_text(encoding="utf-8")
+
+
+def _training_state(state: dict) -> dict:
+    keep = ("step", "epoch", "batch", "done", "best_ppl", "lr", "elapsed")
+    out = {k: state[k] for k in keep if k in state}
+    if "state" in state:            # a predictor that can be resumed
+        out.update({k: v for k, v in state["state"].items() if k != "stream"})
+        out["done"] = False
+    curve = state.get("curve") or []
+    out["curve_points"] = len(curve)
+    if curve:
+        out["last_curve_point"] = curve[-1]
+    return out
+
+
+def describe(path: str | Path) -> dict:
+    """Sections describing a checkpoint file or an export folder."""
+    path = Path(path)
+    if path.is_dir():
+        from compgen.data.vocab import Vocab
+        from compgen.export import load_manifest
+
+        manifest = load_manifest(path)
+        vocab = Vocab.load(path / "vocab.json")
+        parity = manifest.get("parity", {})
+        return {
+            "what": {"path": str(path), "type": "export folder", "kind": manifest.get("kind"),
+                     "from checkpoint": manifest.get("source_checkpoint"),
+                     "opset": manifest.get("opset"), "export seconds": manifest.get("export_seconds")},
+            "config": manifest.get("config", {}),
+            "vocabulary": {"size": len(vocab), "tokens": " ".join(vocab.tokens[:40])},
+            "parity": {k: v for k, v in parity.items() if k != "backends"}
+                      | {name: figures for name, figures in parity.get("backends", {}).items()},
+            "files": sorted(manifest.get("files", {})),
+        }
+    from compgen.train import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    parameters = sum(int(t.numel()) for t in checkpoint.weights.values())
+    return {
+        "what": {"path": str(path), "type": "checkpoint", "kind": checkpoint.kind,
+                 "data": checkpoint.config.get("data") or checkpoint.config.get("run", {}).get("data"),
+                 "parameters": parameters},
+        "config": checkpoint.config,
+        "vocabulary": {"size": len(checkpoint.vocab), "tokens": " ".join(checkpoint.vocab.tokens[:40])},
+        "training state": _training_state(checkpoint.train_state),
+    }
