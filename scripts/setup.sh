@@ -28,5 +28,13 @@ if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import compgen" 2>/dev/null; then
   touch "$stamp"
 fi
 
+# `compgen` in an activated venv: the program wins over bash's builtin of the same name for
+# its own commands, and completes them (bash and zsh); see scripts/shell/compgen.sh.
+hook='if [ -n "${BASH_VERSION:-}${ZSH_VERSION:-}" ]; then . "'"$PWD"'/scripts/shell/compgen.sh"; fi  # compgen shell set-up'
+if ! grep -qF "# compgen shell set-up" .venv/bin/activate; then
+  echo "== adding the compgen shell function and completion to .venv/bin/activate"
+  printf '\n%s\n' "$hook" >> .venv/bin/activate
+fi
+
 # lmplz and build_binary, built once from the kenlm sources and cached outside the clone.
 bash scripts/install_kenlm.sh

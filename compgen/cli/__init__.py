@@ -29,7 +29,7 @@ __all__ = ["app", "main", "parse_seeds"]
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="compgen")  # also under `python -m compgen`: completion and usage lines
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

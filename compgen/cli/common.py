@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+# add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   rich_markup_mode=None,
                   help="Compositional data augmentation: GECA, R&R generators, KenLM.")
 console = Console(width=max(120, Console().width))
