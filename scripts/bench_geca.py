@@ -21,17 +21,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 INPUTS = SHARED / "reference" / "geca-inputs"
 
+
+def scan_input(split: str) -> str:
+    """The reference's SCAN input file when it is beside this clone, else the data set
+    (its train split with the reference's hold-out: the same examples)."""
+    path = INPUTS / f"scan_{split}.txt"
+    return str(path) if path.is_file() else f"scan/{split}"
+
+
 # name -> (data, preset, overrides, reference figures as text)
 CASES = {
-    "scan-jump": (str(INPUTS / "scan_jump.txt"), "scan", {},
+    "scan-jump": (scan_input("jump"), "scan", {},
                   "1,000 (cap); HEAD: not finished after 18.5 min / 9.3 GB; grouped rewrite 4-8 CPU-min, 0.8 GB"),
-    "scan-jump-v2-uncapped": (str(INPUTS / "scan_jump.txt"), "scan", {"n_sample": None},
+    "scan-jump-v2-uncapped": (scan_input("jump"), "scan", {"n_sample": None},
                               "2,006 (1,990 with jump)"),
-    "scan-jump-all-uncapped": (str(INPUTS / "scan_jump.txt"), "scan", {"n_sample": None, "variants": None},
+    "scan-jump-all-uncapped": (scan_input("jump"), "scan", {"n_sample": None, "variants": None},
                                "n/a (variants=all)"),
-    "scan-around_right-v2-uncapped": (str(INPUTS / "scan_around_right.txt"), "scan", {"n_sample": None},
+    "scan-around_right-v2-uncapped": (scan_input("around_right"), "scan", {"n_sample": None},
                                       "2,364; HEAD killed at 11.9 min / 6.9 GB"),
-    "scan-around_right-all-uncapped": (str(INPUTS / "scan_around_right.txt"), "scan",
+    "scan-around_right-all-uncapped": (scan_input("around_right"), "scan",
                                        {"n_sample": None, "variants": None}, "n/a (variants=all)"),
     "lm-kin": ("lm/kin", "lm", {}, "919 (197 fragments), 15-20 CPU-s, 0.2-0.4 GB"),
     "lm-lao": ("lm/lao", "lm", {}, "2,652, 23 CPU-s, 0.3-0.5 GB"),
@@ -43,8 +51,10 @@ CASES = {
 
 def child(name: str) -> None:
     """Run one case in this process and print its stats as JSON."""
-    os.environ.setdefault("COMPGEN_DATA", str(SHARED / "data"))
+    if (SHARED / "data").is_dir():   # the shared data folder beside a development checkout
+        os.environ.setdefault("COMPGEN_DATA", str(SHARED / "data"))
     from compgen.augment.geca import geca_augment, load_training, make_config
+    from compgen.data.sources import resolve_data_dir
 
     data, preset, overrides = CASES[name][:3]
     cfg = replace(make_config(preset), **overrides)
@@ -57,7 +67,7 @@ def child(name: str) -> None:
 
         pairs = list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
         primitive = "jump" if "jump" in name else "right"
-        report = scan_sample_report(pairs, result.train, load_scan_grammar(SHARED / "data"), primitive)
+        report = scan_sample_report(pairs, result.train, load_scan_grammar(resolve_data_dir()), primitive)
         stats.update(correct_share=report["correct_share"],
                      primitive_new_share=report["uses_primitive_in_new_command_share"])
     print(json.dumps(stats))

@@ -15,8 +15,10 @@ rate measured in the same run) each backend reaches.
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -120,6 +122,7 @@ def main() -> None:
     # (their spinning threads slow a GEMM measured next to them) and again at the end
     gflops_peak = matmul_gflops()
     work = Path(tempfile.mkdtemp(prefix="bench-sampling-"))
+    atexit.register(shutil.rmtree, work, True)   # the exports are ~100 MB: leave nothing
     checkpoint = args.checkpoint
     if checkpoint is None:
         checkpoint = work / "recomb2-random.pt"

@@ -1,0 +1,132 @@
+"""The README's command blocks, as written: every `compgen` line parses against the CLI,
+every file a line reads was written by an earlier line, and no line overwrites a file an
+earlier line wrote (except --resume, which continues it). With COMPGEN_README_RUN=1 the
+blocks also run, in order, in a temporary folder, shortened by appended options only."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from compgen.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FILE_SUFFIXES = (".pt", ".tsv", ".bin", ".arpa", ".txt", ".csv")
+# options that only shorten a run (appended; the last value of an option wins)
+SHORTER = {
+    "train generator": ["--max-steps", "20", "--quiet", "--threads", "1"],
+    "train predictor": ["--epochs", "1", "--threads", "1"],
+    "sample": ["--n", "20", "--max-rounds", "20", "--threads", "1"],
+    "export": ["--parity-sets", "16"],
+    "evaluate": ["--limit", "20"],
+    "pipeline": ["--seeds", "0", "--generator-steps", "20", "--predictor-epochs", "1",
+                 "--n", "20", "--threads", "1", "--root", "runs/pipeline"],
+}
+
+
+def bash_lines() -> list[str]:
+    """Command lines of the README's bash blocks, comments and blank lines dropped."""
+    lines, inside = [], False
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = line.strip() == "```bash" and not inside
+            continue
+        if inside:
+            code = line.split(" #", 1)[0].strip()
+            if code and not code.startswith("#"):
+                lines.append(code)
+    return lines
+
+
+def commands() -> list[list[str]]:
+    """Every shell command of the blocks (split on && and ;), as words."""
+    out = []
+    for line in bash_lines():
+        for part in re.split(r"\s*(?:&&|;)\s*", line):
+            if part:
+                out.append(shlex.split(part))
+    return out
+
+
+def leaf(words: list[str]):
+    """(command path, click command, its arguments) of `compgen ...` words."""
+    group, path = typer.main.get_command(app), []
+    rest = words[1:]
+    while hasattr(group, "commands") and rest and rest[0] in group.commands:
+        group = group.commands[rest[0]]
+        path.append(rest.pop(0))
+    return " ".join(path), group, rest
+
+
+def compgen_lines():
+    for words in commands():
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]   # VAR=value prefixes
+        if words and words[0] == "compgen" and "..." not in words:
+            yield words
+
+
+def files_read_and_written(path: str, command, args: list[str]) -> tuple[list[str], list[str]]:
+    ctx = command.make_context(path, list(args))
+    params = ctx.params
+    reads = []
+    for name in ("checkpoint", "models", "model", "path", "augment", "base", "aug", "input",
+                 "corpus"):
+        value = params.get(name)
+        for v in value if isinstance(value, list | tuple) else [value]:
+            if v is not None and (str(v).endswith(FILE_SUFFIXES) or str(v).startswith("exported/")):
+                reads.append(str(v))
+    written = [str(params["output"])] if params.get("output") else []
+    if path == "export" and not params.get("output"):
+        written = [f"exported/{Path(str(params['checkpoint'])).stem}"]
+    return reads, written
+
+
+def test_every_readme_command_parses_and_reads_what_an_earlier_line_wrote():
+    assert len(list(compgen_lines())) > 20
+    written: dict[str, str] = {}
+    for words in commands():
+        if ">" in words:   # a shell redirection writes a file too (cut -f1 x.tsv > inputs.txt)
+            written.setdefault(words[words.index(">") + 1], " ".join(words))
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]
+        if not words or words[0] != "compgen" or "..." in words:
+            continue
+        path, command, args = leaf(words)
+        assert not hasattr(command, "commands"), f"not a command: {' '.join(words)}"
+        if "--list" in args or "--help" in args:
+            continue
+        reads, outputs = files_read_and_written(path, command, args)
+        for name in reads:
+            assert name in written, f"'{' '.join(words)}' reads {name}, which no earlier line writes"
+        for name in outputs:
+            assert name not in written or "--resume" in args, (
+                f"'{' '.join(words)}' overwrites {name}, written by '{written[name]}'")
+            written[name] = " ".join(words)
+
+
+@pytest.mark.skipif(os.environ.get("COMPGEN_README_RUN") != "1",
+                    reason="runs every README command (~15 min): set COMPGEN_README_RUN=1")
+def test_readme_blocks_run_in_order(tmp_path, data_dir):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "COMPGEN_DATA": str(data_dir)}
+    for words in commands():
+        if "..." in words or words[0] in ("make",) or words[0].startswith(("SEEDS=", ".venv")):
+            continue   # set-up, placeholders, scripts with their own wrappers
+        if words[0] == "compgen":
+            path, _, _ = leaf(words)
+            words = [sys.executable, "-m", "compgen", *words[1:], *SHORTER.get(path, [])]
+        elif ">" in words:
+            i = words.index(">")
+            with open(tmp_path / words[i + 1], "w") as out:
+                subprocess.run(words[:i], cwd=tmp_path, stdout=out, check=True)
+            continue
+        proc = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=False)
+        assert proc.returncode == 0, f"{' '.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
