@@ -339,9 +339,9 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         if saved.config.get("data") != data:
             changed.insert(0, f"--data {saved.config.get('data')} -> {data}")
         if changed:
-            raise UserError(f"{out}: --resume continues the checkpoint's own run; this call asks "
-                            f"for other settings ({'; '.join(changed)}); leave them out or "
-                            "write to another -o")
+            raise UserError(f"{out}: --resume with a different model config or data set than "
+                            f"the checkpoint's ({'; '.join(changed)}); leave them out or write "
+                            "to another -o")
         config = saved.config  # keep the original run's settings (lr, epochs, ...)
         tcfg = config["train"]
     # given epochs win over the config's, also on resume (train a finished run longer)
