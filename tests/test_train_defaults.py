@@ -1,5 +1,6 @@
-"""Training defaults follow the data set, and --resume continues the checkpoint's own run:
-data and config come from the checkpoint; a different one is an error naming the field."""
+"""Training defaults follow the data set, the predictor reports progress inside an epoch,
+and --resume continues the checkpoint's own run: data and config come from the
+checkpoint; a different one is an error naming the field."""
 
 import os
 import subprocess
@@ -18,7 +19,7 @@ hidden = 16
 embed = 8
 pdrop = 0.0
 [train]
-batch_size = 128
+batch_size = 16
 lr = 0.01
 epochs = 1
 patience = 0
@@ -70,6 +71,8 @@ def test_predictor_resume_names_the_changed_field(tmp_path, small_scan):
     proc = compgen("train", "predictor", "--data", "scan/jump", "--config", str(tmp_path / "tiny.toml"),
                    "--threads", "1", "-o", str(out), data_dir=small_scan)
     assert proc.returncode == 0, proc.stderr
+    # progress inside the epoch (~30 batches): a line every tenth of it
+    assert sum(line.startswith("epoch 1/1  batch ") for line in proc.stdout.splitlines()) >= 5
     line = one_error_line(compgen("train", "predictor", "--resume", "--config",
                                   str(tmp_path / "wider.toml"), "-o", str(out), data_dir=small_scan))
     assert "model.hidden 16 -> 20" in line and "--data" not in line
