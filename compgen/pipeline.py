@@ -319,7 +319,7 @@ def _remove_stale(folder: Path, timer: Timer) -> None:
 def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,
                  timer: Timer) -> Path:
     """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
-    from compgen.sampling import sample_generator, scan_quality
+    from compgen.sampling import NoSamples, scan_quality
 
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
@@ -336,23 +336,12 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
     options["raise_temperature"] = True  # the reference's recipe: warmer when stalled
-    if opts.backend == "torch":
-        result = sample_generator(generator, samples, seed=seed, out=path, data_dir=opts.data_dir,
-                                  threads=opts.threads, test_dropout=opts.test_dropout,
-                                  log=opts.log, **options)
-    elif opts.backend in ("onnx", "torchscript", "cpp"):
-        from compgen.export import export_checkpoint
-        from compgen.runtime.sampler import sample_exported
-
-        exported = folder / "exported"
-        if not (exported / "manifest.json").is_file():
-            export_checkpoint(generator, exported, data_dir=opts.data_dir, log=opts.log)
-        result = sample_exported(exported, samples, backend=opts.backend, seed=seed, out=path,
-                                 data_dir=opts.data_dir, threads=opts.threads, log=opts.log,
-                                 **options)
-    else:
-        raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
-    if not result.samples:
+    try:
+        result = _sample(generator, samples, seed, folder, path, opts, options)
+    except NoSamples as exc:
+        opts.log(f"[{run.name} seed {seed}] {exc}")
+        result = None
+    if result is None or not result.samples:
         path.unlink(missing_ok=True)  # a rerun must sample again, not train on nothing
         raise UserError(f"{run.name} seed {seed}: the generator made no sample that passes the "
                         "filter; train it longer (--generator-epochs) or allow more rounds "
@@ -368,6 +357,28 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
                  f"{quality['correct_share']:.1%}")
     timer.record("sample", time.perf_counter() - tic)
     return path
+
+
+def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path: Path,
+            opts: PipelineOptions, options: dict):
+    """Sample with the run's backend: eager, or through the generator's export."""
+    from compgen.sampling import sample_generator
+
+    if opts.backend == "torch":
+        return sample_generator(generator, samples, seed=seed, out=path, data_dir=opts.data_dir,
+                                threads=opts.threads, test_dropout=opts.test_dropout,
+                                log=opts.log, **options)
+    if opts.backend in ("onnx", "torchscript", "cpp"):
+        from compgen.export import export_checkpoint
+        from compgen.runtime.sampler import sample_exported
+
+        exported = folder / "exported"
+        if not (exported / "manifest.json").is_file():
+            export_checkpoint(generator, exported, data_dir=opts.data_dir, log=opts.log)
+        return sample_exported(exported, samples, backend=opts.backend, seed=seed, out=path,
+                               data_dir=opts.data_dir, threads=opts.threads, log=opts.log,
+                               **options)
+    raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
 
 
 def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:

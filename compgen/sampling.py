@@ -42,6 +42,10 @@ LATER_BANNED = (PAD_ID, BOS_ID, UNK_ID, COPY_ID)
 NEG = float("-inf")
 
 
+class NoSamples(UserError):
+    """No decoded candidate passed the filter: an error, never an empty samples file."""
+
+
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
     mask = torch.zeros(vocab_size, dtype=torch.bool)
     mask[list(FIRST_STEP_BANNED if first else LATER_BANNED)] = True
@@ -228,7 +232,7 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
         f", raised to {strategy} at T {temperature:g}" if (strategy, temperature) != asked else "")
     helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
     if not kept:
-        raise UserError(f"no sample passed the filter in {rounds} rounds of {batch_size} "
+        raise NoSamples(f"no sample passed the filter in {rounds} rounds of {batch_size} "
                         f"({sampler}); train the generator longer or allow more: {helps}")
     if len(kept) < n:
         log(f"warning: {len(kept)} of the {n} samples asked for (--n) passed the filter in "
