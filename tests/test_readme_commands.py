@@ -111,7 +111,7 @@ def test_every_readme_command_parses_and_reads_what_an_earlier_line_wrote():
 
 
 @pytest.mark.skipif(os.environ.get("COMPGEN_README_RUN") != "1",
-                    reason="runs every README command (~30 min): set COMPGEN_README_RUN=1")
+                    reason="runs every README command (35 min on 2 shared cores): set COMPGEN_README_RUN=1")
 def test_readme_blocks_run_in_order(tmp_path, data_dir):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "COMPGEN_DATA": str(data_dir)}
