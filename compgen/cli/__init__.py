@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from compgen.cli import augment, data, evaluate, export, lm, pipeline, sample, train  # noqa: F401
+from compgen.cli import augment, data, evaluate, export, grammar, lm, pipeline, sample, train  # noqa: F401
 from compgen.cli.common import app, err_console
 from compgen.cli.pipeline import parse_seeds
 from compgen.errors import UserError

@@ -39,8 +39,12 @@ class ModelConfig:
             raise UserError(f"model learning_rate must be > 0 (got {self.learning_rate})")
 
 
+# SCAN: the reference uses 2 latent states on most splits and 4 on MCD1/MCD3. Here 2
+# states settle (at several learning rates and step counts) on a model that lets
+# "and"/"after" expand below "left"/"around" slots (40 % of 100k samples on scan/length
+# then mistranslate by the SCAN reading); 4 states keep it at the root (99.4 % correct).
 MODEL_PRESETS = {
-    "scan": ModelConfig(),
+    "scan": ModelConfig(num_types=4),
     "cogs": ModelConfig(num_types=64, training_steps=3000, num_lhs_emb=800, num_rhs_emb=800,
                         max_single_nt_applications=1),
 }

@@ -175,3 +175,20 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
     phases.done("sample", samples=len(samples))
     summary["samples"] = len(samples)
     return CslResult(rules, samples, summary, phases.rows)
+
+
+def evaluate_grammar(rules: Sequence[Rule], train: Pairs, test: Pairs, cfg: ModelConfig,
+                     progress: Progress | None = None) -> tuple[dict, list[dict]]:
+    """Coverage of train and test, and the test exact match of the Viterbi parser whose
+    model is fitted on the train forests."""
+    phases = Phases()
+    unary = cfg.max_single_nt_applications
+    summary: dict = {"train_pairs": len(train), "test_pairs": len(test), "rules": len(rules),
+                     "train_coverage": derivable_share(rules, train, unary, progress, "train coverage"),
+                     "test_coverage": derivable_share(rules, test, unary, progress, "test coverage")}
+    phases.done("coverage")
+    model, missing = fit_model(rules, train, cfg, progress, phases)
+    summary["unparsed_train_pairs"] = missing
+    summary["test_exact_match"] = parser_exact_match(model, test, unary, progress)
+    phases.done("parse test")
+    return summary, phases.rows
