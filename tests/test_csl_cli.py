@@ -46,7 +46,7 @@ def test_augment_and_evaluate_grammar(small_scan: Path, tmp_path: Path):
     assert again.returncode == 0, again.stderr
     assert "read grammar" in again.stdout and "induce" not in again.stdout
     assert len(read_samples_tsv(tmp_path / "u.tsv")) == 50
-    evaluated = run_cli("evaluate-grammar", gram, "--data", "scan/jump", "--steps", 40, "--threads", 1,
+    evaluated = run_cli("evaluate-grammar", gram, "--data", "scan/jump", "--steps", 10, "--threads", 1,
                         "--data-dir", small_scan)
     assert evaluated.returncode == 0, evaluated.stderr
     assert "parser exact match (test)" in evaluated.stdout
