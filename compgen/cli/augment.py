@@ -149,7 +149,10 @@ def augment_csl(
 
         report = scan_sample_report(result.samples, select_split(table, "train"),
                                     load_scan_grammar(resolve_data_dir(data_dir)))
-        console.print(f"samples: {report['novel_share']:.1%} novel, {report['correct_share']:.1%} are "
-                      "SCAN commands with the correct actions (scan/tasks.txt)", highlight=False, markup=False)
+        from compgen.data.scan_semantics import correct_share
+
+        console.print(f"samples: {report['novel_share']:.2%} novel, {report['correct_share']:.2%} are SCAN "
+                      f"commands (scan/tasks.txt) with the correct actions, {correct_share(result.samples):.2%} "
+                      "translate correctly by the SCAN reading (any nesting)", highlight=False, markup=False)
     console.print(f"wrote {rows:,} pairs to {output}" + (f" and the grammar to {grammar_out}" if grammar_out else ""),
                   highlight=False, markup=False)

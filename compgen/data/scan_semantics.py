@@ -51,3 +51,11 @@ def interpret(command: Sequence[str]) -> list[str] | None:
             return None
         result = result + actions if op == "and" else actions + result
     return result
+
+
+def correct_share(pairs) -> float:
+    """Share of (command, actions) pairs whose actions are the command's meaning."""
+    pairs = list(pairs)
+    if not pairs:
+        return float("nan")
+    return sum(interpret(x) == list(y) for x, y in pairs) / len(pairs)
