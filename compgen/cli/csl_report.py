@@ -41,7 +41,7 @@ def print_csl_summary(console: Console, title: str, summary: dict, phases: list[
     table.add_column("value", justify="right")
     labels = {"train_pairs": "training pairs", "test_pairs": "test pairs", "rules": "rules",
               "train_coverage": "train derivable", "test_coverage": "test derivable",
-              "unparsed_train_pairs": "train pairs without a parse", "samples": "samples",
+              "unparsed_train_pairs": "distinct train pairs without a parse", "samples": "samples",
               "test_exact_match": "parser exact match (test)", "train_exact_match": "parser exact match (train)"}
     for key, label in labels.items():
         if key in summary:

@@ -159,7 +159,8 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
         phases.done("read grammar")
     summary["rules"] = len(rules)
     unary = cfg.model.max_single_nt_applications
-    summary["train_coverage"] = derivable_share(rules, train, unary, progress, "train coverage")
+    if uniform:  # (with a model, the forests of the training pairs give their coverage)
+        summary["train_coverage"] = derivable_share(rules, train, unary, progress, "train coverage")
     if test:
         summary["test_coverage"] = derivable_share(rules, test, unary, progress, "test coverage")
     phases.done("coverage")
@@ -167,6 +168,8 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
         weights = uniform_weights(sorted(rules), cfg.sampler)
     else:
         model, missing = fit_model(rules, train, cfg.model, progress, phases)
+        distinct = len(sorted_examples(train, dedup=True))
+        summary["train_coverage"] = (distinct - missing) / distinct
         summary["unparsed_train_pairs"] = missing
         weights = model_weights(model, cfg.sampler)
     sampler = QcfgSampler(rules, weights, cfg.sampler)
@@ -184,10 +187,11 @@ def evaluate_grammar(rules: Sequence[Rule], train: Pairs, test: Pairs, cfg: Mode
     phases = Phases()
     unary = cfg.max_single_nt_applications
     summary: dict = {"train_pairs": len(train), "test_pairs": len(test), "rules": len(rules),
-                     "train_coverage": derivable_share(rules, train, unary, progress, "train coverage"),
                      "test_coverage": derivable_share(rules, test, unary, progress, "test coverage")}
     phases.done("coverage")
     model, missing = fit_model(rules, train, cfg, progress, phases)
+    distinct = len(sorted_examples(train, dedup=True))
+    summary["train_coverage"] = (distinct - missing) / distinct
     summary["unparsed_train_pairs"] = missing
     summary["test_exact_match"] = parser_exact_match(model, test, unary, progress)
     phases.done("parse test")
