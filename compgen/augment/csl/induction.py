@@ -110,6 +110,7 @@ class _Search:
             for t in terms:
                 self.src_postings.setdefault(t, set()).add(i)
         self.all_ids = set(range(len(self.rules)))
+        self.no_src_terms = [i for i, terms in enumerate(self.src_terms) if not terms]
         self._extra: dict[Rule, frozenset[Rule]] = {}
 
     def _containing(self, terms) -> set[int]:
@@ -123,12 +124,19 @@ class _Search:
         return set(self.all_ids) if ids is None else ids
 
     def _may_derive_rules(self, rule: Rule) -> list[int]:
-        """Rules r' that may derive ``rule`` (both sides), by can_maybe_derive."""
+        """Rules r' that may derive ``rule`` (both sides), by can_maybe_derive; only
+        rules whose source terminals all occur in ``rule``'s source are tested (found by
+        counting posting hits, not by scanning the grammar)."""
         src_tokens, tgt_tokens = set(rule.source), set(rule.target)
+        hits: dict[int, int] = {}
+        for t in src_tokens:
+            for i in self.src_postings.get(t, ()):
+                hits[i] = hits.get(i, 0) + 1
+        candidates = [i for i, n in hits.items() if n == len(self.src_terms[i])] + self.no_src_terms
         out = []
-        for i, other in enumerate(self.rules):
-            if (self.src_terms[i] <= src_tokens and self.tgt_terms[i] <= tgt_tokens
-                    and can_maybe_derive(other.source, rule.source)
+        for i in sorted(candidates):
+            other = self.rules[i]
+            if (self.tgt_terms[i] <= tgt_tokens and can_maybe_derive(other.source, rule.source)
                     and can_maybe_derive(other.target, rule.target)):
                 out.append(i)
         return out
