@@ -58,3 +58,35 @@ def test_round_trip_on_every_cogs_line(data_dir: Path):
     for name in ("train", "dev", "test"):
         total, same = check_round_trip(read(name), lemmas)
         assert total > 2900 and same == total, name
+
+
+# ---- target CFG -------------------------------------------------------------------------
+
+def test_target_cfg_file_round_trip_and_errors(tmp_path: Path):
+    from compgen.augment.csl.target_cfg import cogs_target_cfg, read_target_cfg, write_target_cfg
+    from compgen.errors import UserError
+
+    rules = cogs_target_cfg([GAVE[2].split(), NEEDED[2].split()])
+    path = tmp_path / "cfg.txt"
+    write_target_cfg(path, rules, header="COGS")
+    assert read_target_cfg(path) == rules
+    assert {str(r) for r in rules} >= {"NAME => give", "NAME => Camila", "KEY => nmod . ##PREP"}
+    for text, fragment in [("ROOT -> ##FUNC\n", ":1: expected"), ("ROOT => a => b\n", ":1: expected"),
+                           ("ROOT => ##FUNC\n", "##FUNC is used"), ("FUNC => x\n", "ROOT")]:
+        path.write_text(text)
+        with pytest.raises(UserError, match=fragment):
+            read_target_cfg(path)
+
+
+def test_target_checker_on_cogs(data_dir: Path):
+    from compgen.augment.csl.target_cfg import TargetChecker, cogs_target_cfg
+
+    rows = (data_dir / "cogs" / "train.tsv").read_text().splitlines()[:400]
+    targets = [to_variable_free(r.split("\t")[0].split(), r.split("\t")[1]).split() for r in rows]
+    checker = TargetChecker(cogs_target_cfg(targets))
+    assert all(checker.can_parse(t) for t in targets)
+    for good in ["give ( agent = NT_1 , theme = NT_2 )", "NT_1 ( nmod . in = NT_2 )", "* NT_1",
+                 "theme = NT_1", "NT_1 , NT_2"]:
+        assert checker.can_parse(good.split()), good
+    for bad in ["give ( agent = )", "give ( agent NT_1 )", "( NT_1", "blorp", "NT_1 nmod", ""]:
+        assert not checker.can_parse(bad.split()), bad
