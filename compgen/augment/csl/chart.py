@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
+import numpy as np
+
 from compgen.augment.csl.rules import Rule, is_nt, nt_index
 
 LEAF = -1
@@ -51,25 +53,22 @@ class RuleIndex:
         for i, terms in enumerate(self.terminals):
             for t in terms:
                 self.by_terminal.setdefault(t, []).append(i)
-        self.no_terminal = [i for i, terms in enumerate(self.terminals) if not terms]
+        self.postings = {t: np.array(ids, dtype=np.int64) for t, ids in self.by_terminal.items()}
+        self.n_terms = np.array([len(terms) for terms in self.terminals], dtype=np.int64)
+        self.source_len = np.array([len(r.source) for r in self.rules], dtype=np.int64)
+        self.is_unary = np.zeros(len(self.rules), dtype=bool)
+        self.is_unary[self.unary] = True
 
     def usable(self, tokens: Sequence[str], exclude: int | None = None) -> list[int]:
-        """Rules whose source terminals all occur in the input (no unary rules)."""
-        present = set(tokens)
-        seen: set[int] = set()
-        for t in present:
-            seen.update(self.by_terminal.get(t, ()))
-        out = [i for i in seen if self.terminals[i] <= present]
-        out += self.no_terminal
-        return [i for i in out if i != exclude and len(self.rules[i].source) <= len(tokens)
-                and i not in self.unary_set]
-
-    @property
-    def unary_set(self) -> set[int]:
-        cached = getattr(self, "_unary_set", None)
-        if cached is None:
-            cached = self._unary_set = set(self.unary)
-        return cached
+        """Rules whose source terminals all occur in the input (no unary rules): posting
+        hits counted per rule, compared with the rule's number of distinct terminals."""
+        lists = [self.postings[t] for t in set(tokens) if t in self.postings]
+        hits = (np.bincount(np.concatenate(lists), minlength=len(self.rules)) if lists
+                else np.zeros(len(self.rules), dtype=np.int64))
+        ok = (hits == self.n_terms) & (self.source_len <= len(tokens)) & ~self.is_unary
+        if exclude is not None:
+            ok[exclude] = False
+        return np.flatnonzero(ok).tolist()
 
     def target(self, rule_id: int, children: Sequence[str]) -> str:
         return " ".join(children[p] if isinstance(p, int) else p for p in self.templates[rule_id]

@@ -110,7 +110,9 @@ class _Search:
             for t in terms:
                 self.src_postings.setdefault(t, set()).add(i)
         self.all_ids = set(range(len(self.rules)))
-        self.no_src_terms = [i for i, terms in enumerate(self.src_terms) if not terms]
+        self.src_posting_arrays = {t: np.fromiter(sorted(ids), dtype=np.int64)
+                                   for t, ids in self.src_postings.items()}
+        self.n_src_terms = np.array([len(terms) for terms in self.src_terms], dtype=np.int64)
         self._extra: dict[Rule, frozenset[Rule]] = {}
 
     def _containing(self, terms) -> set[int]:
@@ -128,13 +130,11 @@ class _Search:
         rules whose source terminals all occur in ``rule``'s source are tested (found by
         counting posting hits, not by scanning the grammar)."""
         src_tokens, tgt_tokens = set(rule.source), set(rule.target)
-        hits: dict[int, int] = {}
-        for t in src_tokens:
-            for i in self.src_postings.get(t, ()):
-                hits[i] = hits.get(i, 0) + 1
-        candidates = [i for i, n in hits.items() if n == len(self.src_terms[i])] + self.no_src_terms
+        lists = [self.src_posting_arrays[t] for t in src_tokens if t in self.src_posting_arrays]
+        hits = np.bincount(np.concatenate(lists), minlength=len(self.rules)) if lists else None
+        covered = (hits == self.n_src_terms) if hits is not None else (self.n_src_terms == 0)
         out = []
-        for i in sorted(candidates):
+        for i in np.flatnonzero(covered | (self.n_src_terms == 0)).tolist():
             other = self.rules[i]
             if (self.tgt_terms[i] <= tgt_tokens and can_maybe_derive(other.source, rule.source)
                     and can_maybe_derive(other.target, rule.target)):
