@@ -84,6 +84,14 @@ class TargetChecker:
         self.max_unary = max_unary
         self.terminals = {s for r in self.rules for s in r.rhs if not s.startswith(NT_MARK)}
         self.categories = sorted({r.lhs for r in self.rules})
+        # rules "C => word" form a lexicon looked up per token; the few others are matched
+        self.lexicon: dict[str, set[str]] = {}
+        self.structural = []
+        for r in self.rules:
+            if len(r.rhs) == 1 and not r.rhs[0].startswith(NT_MARK):
+                self.lexicon.setdefault(r.rhs[0], set()).add(r.lhs)
+            else:
+                self.structural.append(r)
         self._cache: dict[tuple[str, ...], bool] = {}
 
     def can_parse(self, target: Sequence[str]) -> bool:
@@ -97,7 +105,7 @@ class TargetChecker:
         if not tokens or any(not is_nt(t) and t not in self.terminals for t in tokens):
             return False
         present = set(tokens)
-        usable = [r for r in self.rules
+        usable = [r for r in self.structural
                   if all(s.startswith(NT_MARK) or s in present for s in r.rhs)]
         unary = [r for r in usable if len(r.rhs) == 1 and r.rhs[0].startswith(NT_MARK)]
         branching = [r for r in usable if r not in unary]
@@ -124,8 +132,11 @@ class TargetChecker:
             for i in range(n - length + 1):
                 j = i + length
                 cell: set[str] = set()
-                if length == 1 and is_nt(tokens[i]):
-                    cell.update(self.categories)  # C -> PLACEHOLDER for every category
+                if length == 1:
+                    if is_nt(tokens[i]):
+                        cell.update(self.categories)  # C -> PLACEHOLDER for every category
+                    else:
+                        cell.update(self.lexicon.get(tokens[i], ()))
                 for r in branching:
                     if r.lhs not in cell and len(r.rhs) <= length and any(matches(r.rhs, 0, i, i, j)):
                         cell.add(r.lhs)
