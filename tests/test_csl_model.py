@@ -167,3 +167,33 @@ def test_model_weights_bias_nt_rules():
     odds = lambda w: w[0, two].sum() / (w[0].sum() - w[0, two].sum())
     # per latent state the odds grow by exactly e^3; the mixture over states blurs it slightly
     assert odds(biased) / odds(plain) == pytest.approx(math.exp(3.0), rel=0.02)
+
+
+def test_joint_sampling_keeps_targets_in_the_target_cfg():
+    from compgen.augment.csl.joint_sampler import JointSampler, rule_signatures
+    from compgen.augment.csl.rules import Rule
+    from compgen.augment.csl.target_cfg import CfgRule
+
+    cfg_rules = [CfgRule(lhs, tuple(rhs.split())) for lhs, rhs in [
+        ("ROOT", "##F"), ("F", "##N"), ("F", "##N ( ##F )"), ("N", "a"), ("N", "b")]]
+    rules = sorted(parse_rule(x) for x in ["x ### a", "y ### b", "NT_1 of NT_2 ### NT_1 ( NT_2 )",
+                                           "NT_1 and NT_2 ### NT_1 NT_2", "NT_1 wrap ### NT_1 ( a )"])
+    sigs = {str(r): rule_signatures(r, cfg_rules) for r in rules}
+    assert sigs["NT_1 and NT_2 ### NT_1 NT_2"] == set()             # never well formed: dropped
+    assert sigs["NT_1 wrap ### NT_1 ( a )"] == {("F", "N"), ("ROOT", "N")}
+    assert ("F", "N", "F") in sigs["NT_1 of NT_2 ### NT_1 ( NT_2 )"]
+    sampler = JointSampler(rules, uniform_weights(rules, SamplerConfig()),
+                           SamplerConfig(min_recursions=1, max_recursions=4, seed=3), cfg_rules)
+    assert sampler.dropped == 1
+    seen = set()
+    for _ in range(300):
+        x, y = sampler.sample()
+        seen.add(" ".join(x))
+        assert "and" not in x
+        assert ("ROOT",) in rule_signatures(Rule(tuple(x), tuple(y), 0), cfg_rules), (x, y)
+        assert x.count("of") + x.count("wrap") <= 4 + 5
+    assert any("wrap" in s for s in seen) and any("of" in s for s in seen)
+    # uniform sampling without the target CFG does produce ill-formed targets
+    free = QcfgSampler(rules, uniform_weights(rules, SamplerConfig()), SamplerConfig(seed=3))
+    assert any(("ROOT",) not in rule_signatures(Rule(tuple(x), tuple(y), 0), cfg_rules)
+               for x, y in free.samples(300))
