@@ -10,7 +10,7 @@ from rich.table import Table
 from compgen.cli.common import DataDir, app, console
 from compgen.errors import UserError
 
-augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA).")
+augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
 app.add_typer(augment_app, name="augment")
 
 
