@@ -12,6 +12,7 @@ from compgen.cli import (  # noqa: F401
     data,
     evaluate,
     export,
+    grammar,
     inspect,
     lm,
     pipeline,

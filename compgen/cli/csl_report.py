@@ -1,0 +1,56 @@
+"""Progress bars and the summary table of the CSL commands."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from compgen.cli.common import err_console
+
+
+@contextlib.contextmanager
+def csl_progress() -> Iterator:
+    """A callback progress(phase, done, total) drawing one bar per phase on stderr."""
+    bars = Progress(TextColumn("{task.description:>15}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err_console, transient=False)
+    tasks: dict[str, int] = {}
+
+    def update(phase: str, done: int, total: int | None) -> None:
+        if phase not in tasks:
+            tasks[phase] = bars.add_task(phase, total=total)
+        bars.update(tasks[phase], completed=done, total=total)
+
+    with bars:
+        yield update
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.2%}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def print_csl_summary(console: Console, title: str, summary: dict, phases: list[dict]) -> None:
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("value", justify="right")
+    labels = {"train_pairs": "training pairs", "test_pairs": "test pairs", "rules": "rules",
+              "train_coverage": "train derivable", "test_coverage": "test derivable",
+              "unparsed_train_pairs": "distinct train pairs without a parse", "samples": "samples",
+              "test_exact_match": "parser exact match (test)", "train_exact_match": "parser exact match (train)"}
+    for key, label in labels.items():
+        if key in summary:
+            table.add_row(label, _fmt(summary[key]))
+    console.print(table)
+    timing = Table(title="phases")
+    for column in ("phase", "seconds", "peak RSS MB"):
+        timing.add_column(column, justify="left" if column == "phase" else "right")
+    for row in phases:
+        timing.add_row(row["phase"], f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:,.0f}")
+    timing.add_row("total", f"{sum(r['seconds'] for r in phases):.1f}", "")
+    console.print(timing)

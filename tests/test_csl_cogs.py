@@ -1,0 +1,92 @@
+"""COGS logical forms <-> the variable-free form (both directions)."""
+
+from pathlib import Path
+
+import pytest
+
+from compgen.augment.csl.cogs_lf import (
+    check_round_trip,
+    from_variable_free,
+    lemma_table,
+    to_variable_free,
+)
+
+GAVE = ("Camila gave a cake in a storage to Emma .",
+        ("give . agent ( x _ 1 , Camila ) AND give . theme ( x _ 1 , x _ 3 ) AND give . recipient "
+         "( x _ 1 , Emma ) AND cake ( x _ 3 ) AND cake . nmod . in ( x _ 3 , x _ 6 ) AND storage ( x _ 6 )"),
+        "give ( agent = Camila , theme = cake ( nmod . in = storage ) , recipient = Emma )")
+NEEDED = ("The girl needed to cook .",
+          ("* girl ( x _ 1 ) ; need . agent ( x _ 2 , x _ 1 ) AND need . xcomp ( x _ 2 , x _ 4 ) AND "
+           "cook . agent ( x _ 4 , x _ 1 )"),
+          "need ( agent = * girl , xcomp = cook ( agent = * girl ) )")
+PASSIVE = ("A rose was helped by a dog .",
+           "rose ( x _ 1 ) AND help . theme ( x _ 3 , x _ 1 ) AND help . agent ( x _ 3 , x _ 6 ) AND dog ( x _ 6 )",
+           "help ( theme = rose , agent = dog )")
+
+
+@pytest.mark.parametrize("sentence, lf, free", [GAVE, NEEDED, PASSIVE])
+def test_examples_both_ways(sentence, lf, free):
+    words = sentence.split()
+    assert to_variable_free(words, lf) == free
+    lemmas = lemma_table([(GAVE[0].split(), GAVE[1]), (NEEDED[0].split(), NEEDED[1]),
+                          (PASSIVE[0].split(), PASSIVE[1])])
+    assert lemmas["gave"] == "give" and lemmas["needed"] == "need"
+    assert from_variable_free(words, free, lemmas) == lf
+
+
+def test_primitives_become_the_word():
+    assert to_variable_free(["touch"], "LAMBDA a . LAMBDA e . touch . theme ( e , a )") == "touch"
+    assert to_variable_free(["Layla"], "Layla") == "Layla"
+
+
+def test_bad_targets_raise():
+    words = ["The", "cat", "ran", "."]
+    assert from_variable_free(words, "run ( agent = * cat )", {"ran": "run"}) == (
+        "* cat ( x _ 1 ) ; run . agent ( x _ 2 , x _ 1 )")
+    for bad in ("run ( agent = * dog )", "run ( agent = * cat", "run ( agent * cat )", "run ) x"):
+        with pytest.raises(ValueError):
+            from_variable_free(words, bad, {"ran": "run"})
+
+
+def test_round_trip_on_every_cogs_line(data_dir: Path):
+    def read(name):
+        rows = (data_dir / "cogs" / f"{name}.tsv").read_text().splitlines()
+        return [(r.split("\t")[0].split(), r.split("\t")[1]) for r in rows if r.strip()]
+
+    train = read("train")
+    lemmas = lemma_table(train)
+    for name in ("train", "dev", "test"):
+        total, same = check_round_trip(read(name), lemmas)
+        assert total > 2900 and same == total, name
+
+
+# ---- target CFG -------------------------------------------------------------------------
+
+def test_target_cfg_file_round_trip_and_errors(tmp_path: Path):
+    from compgen.augment.csl.target_cfg import cogs_target_cfg, read_target_cfg, write_target_cfg
+    from compgen.errors import UserError
+
+    rules = cogs_target_cfg([GAVE[2].split(), NEEDED[2].split()])
+    path = tmp_path / "cfg.txt"
+    write_target_cfg(path, rules, header="COGS")
+    assert read_target_cfg(path) == rules
+    assert {str(r) for r in rules} >= {"NAME => give", "NAME => Camila", "KEY => nmod . ##PREP"}
+    for text, fragment in [("ROOT -> ##FUNC\n", ":1: expected"), ("ROOT => a => b\n", ":1: expected"),
+                           ("ROOT => ##FUNC\n", "##FUNC is used"), ("FUNC => x\n", "ROOT")]:
+        path.write_text(text)
+        with pytest.raises(UserError, match=fragment):
+            read_target_cfg(path)
+
+
+def test_target_checker_on_cogs(data_dir: Path):
+    from compgen.augment.csl.target_cfg import TargetChecker, cogs_target_cfg
+
+    rows = (data_dir / "cogs" / "train.tsv").read_text().splitlines()[:400]
+    targets = [to_variable_free(r.split("\t")[0].split(), r.split("\t")[1]).split() for r in rows]
+    checker = TargetChecker(cogs_target_cfg(targets))
+    assert all(checker.can_parse(t) for t in targets)
+    for good in ["give ( agent = NT_1 , theme = NT_2 )", "NT_1 ( nmod . in = NT_2 )", "* NT_1",
+                 "theme = NT_1", "NT_1 , NT_2"]:
+        assert checker.can_parse(good.split()), good
+    for bad in ["give ( agent = )", "give ( agent NT_1 )", "( NT_1", "blorp", "NT_1 nmod", ""]:
+        assert not checker.can_parse(bad.split()), bad
