@@ -57,3 +57,18 @@ def test_prototype_cap_must_be_positive(tmp_path, small_scan):
     with pytest.raises(UserError, match="--prototypes 0: must be >= 1"):
         export_checkpoint(ckpt, tmp_path / "out", data_dir=small_scan, max_prototypes=0)
     assert not (tmp_path / "out").exists()
+
+
+def test_parity_tolerance_is_relative_to_the_log_prob():
+    import numpy as np
+
+    from compgen.export.artifact import logp_rel_diff, parity_failures
+
+    eager = np.array([[-4.330175, -0.01, -40.0]], np.float32)
+    close = eager + np.array([[-1.5e-4, 1e-6, 5.0]], np.float32)  # -40 is below the floor
+    far = eager + np.array([[0.0, 2e-4, 0.0]], np.float32)        # log p near 0: 2e-4 apart
+    assert logp_rel_diff(close, eager) == pytest.approx(1.5e-4 / 4.330175, rel=1e-2)
+    assert logp_rel_diff(far, eager) == pytest.approx(2e-4, rel=1e-2)
+    figures = {"backends": {"onnx": {"max_rel_logp_diff": logp_rel_diff(close, eager)},
+                            "cpp": {"max_rel_logp_diff": logp_rel_diff(far, eager)}}}
+    assert parity_failures(figures) == ["cpp: log-prob difference 2.00e-04 > 0.0001"]

@@ -44,6 +44,7 @@ from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's 
     default_output,
     load_manifest,
     logp_diff,
+    logp_rel_diff,
     seal,
     sha256,
     staged_folder,
@@ -145,7 +146,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         ts_logp = scripted.score(protos, z, target).numpy()
     figures["backends"]["torchscript"] = {
         "greedy_identical": ts_greedy == eager, "beam_identical": ts_beam == eager_beam,
-        "max_abs_logp_diff": logp_diff(ts_logp, ref)}
+        "max_abs_logp_diff": logp_diff(ts_logp, ref),
+        "max_rel_logp_diff": logp_rel_diff(ts_logp, ref)}
 
     onnx = OnnxGenerator(folder, manifest)
     rng = np.random.default_rng(0)
@@ -154,7 +156,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     ort_logp = onnx.score(protos.numpy(), z.numpy(), target.numpy())
     figures["backends"]["onnx"] = {
         "greedy_identical": ort_greedy == eager, "beam_identical": ort_beam == eager_beam,
-        "max_abs_logp_diff": logp_diff(ort_logp, ref)}
+        "max_abs_logp_diff": logp_diff(ort_logp, ref),
+        "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
         from compgen.runtime.cpp import run_cpp
