@@ -72,7 +72,8 @@ section "3. the shipped R&R generator: sampling on every backend" \
   "$shipped: recomb-2 with copying, H 256, trained 64 min on one core (model card: its README.md)." \
   "Beam search over prototype pairs of the training data, commands with 'jump' kept, the most" \
   "probable ones ranked first by the generator; a sample is 'correct' when the" \
-  "full SCAN grammar maps its command to its actions. The C++ runner is built once (~1 min)."
+  "full SCAN grammar maps its command to its actions. samples/s counts the samples kept, with" \
+  "model loading excluded and filtering included. The C++ runner is built once (~1 min)."
 t=$(date +%s)
 python scripts/demo_backends.py "$shipped" --n "$n_samples" --nsamples $(( n_samples * 2 )) \
   --resample rare --out-dir "$out" --json "$out/backends.json"
