@@ -350,9 +350,10 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
                      threads: int | None = None, test_dropout: bool | None = None,
                      max_rounds: int | None = None, rare_prototypes: bool | None = None,
-                     log: Callable[[str], None] = print,
+                     log: Callable[[str], None] = print, loaded: tuple | None = None,
                      raise_temperature: bool = False) -> SampleRun:
-    """Load a generator checkpoint, draw ``n`` unique (and, for SCAN, novel) samples,
+    """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
+    ``n`` unique (and, for SCAN, novel) samples,
     write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
     overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
     sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
@@ -366,7 +367,7 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
         check_strategy(strategy)
     if threads:
         torch.set_num_threads(threads)
-    model, vocab, config = load_generator(checkpoint)
+    model, vocab, config = loaded or load_generator(checkpoint)
     if test_dropout is not None:  # scan keeps outdrop on while sampling unless told not to
         model.outdrop_test = test_dropout
     scfg = config.get("sample", {})

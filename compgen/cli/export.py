@@ -18,6 +18,7 @@ def export_cmd(
     parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
     seed: int = typer.Option(0, "--seed", help="seed of the stored prototype order"),
+    prototypes: int = typer.Option(100_000, "--prototypes", help="generators: prototype tuples stored (sampling cycles through them; 25,600 = 200 rounds of 128)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
@@ -26,11 +27,14 @@ def export_cmd(
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")
+    if prototypes < 1:
+        raise UserError("--prototypes must be >= 1")
     # the C++ runner only runs generators: don't build it for a predictor
     is_generator = checkpoint_kind(checkpoint) == "recombine"
     binary = build_runner(log=err_console.print) if cpp and is_generator else None
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
-                                 data_dir=data_dir, cpp_binary=binary, log=err_console.print)
+                                 data_dir=data_dir, cpp_binary=binary, log=err_console.print,
+                                 max_prototypes=prototypes)
     parity = manifest["parity"]
     checked = (f"{parity['sets']} prototype sets" if is_generator
                else f"{parity['sources']} {parity['split']} sources")

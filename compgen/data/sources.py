@@ -129,9 +129,16 @@ def fetch(name: str, data_dir: Path, mirror: str | os.PathLike | None = None) ->
     return written
 
 
-def embedded_text(filename: str) -> str | None:
-    """Text of a data file embedded in the package (SCAN jump and around_right), or None."""
+def embedded_text(filename: str, relpath: str | None = None) -> str | None:
+    """Text of a data file embedded in the package (SCAN jump and around_right, the kin LM
+    corpus), or None. With ``relpath`` (``lm/kin/train.txt``) the text must match that
+    file's sha256 in the shipped SHA256SUMS, like a fetched copy."""
     res = resources.files("compgen.data").joinpath("embedded", filename + ".gz")
     if not res.is_file():
         return None
-    return gzip.decompress(res.read_bytes()).decode("utf-8")
+    data = gzip.decompress(res.read_bytes())
+    expected = checksums().get(relpath) if relpath else None
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise UserError(f"<embedded {filename}>: checksum does not match {relpath} "
+                        "(a damaged installation; reinstall compgen)")
+    return data.decode("utf-8")

@@ -10,7 +10,8 @@ A generator's folder holds
   copying, greedy / temperature / mixed / beam, per-token log-probs);
 * ``encoder.onnx`` and ``decoder_step.onnx``: the same two graphs for ONNX Runtime,
   dynamic batch and length axes, checked by ``onnx.checker``;
-* ``generator.pt``: the eager model's weights + config (for ``--backend torch``);
+* no separate eager weights: ``--backend torch`` rebuilds the eager model from the
+  manifest's config and the weights inside ``model.ts`` (one fp32 copy fewer);
 * ``vocab.json`` (and ``vocab.txt``, one token per line, for the C++ runner);
 * ``prototypes.txt``: the sampling-time prototype tuples (Omega) of the training data,
   shuffled once, as token ids already formatted for the model (one tuple per line, K
@@ -43,6 +44,7 @@ from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's 
     default_output,
     load_manifest,
     logp_diff,
+    logp_rel_diff,
     seal,
     sha256,
     staged_folder,
@@ -159,7 +161,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         return figures
 
     figures["backends"]["torchscript"] = {
-        **outputs_agree(ts_greedy, ts_beam), "max_abs_logp_diff": logp_diff(ts_logp, ref)}
+        **outputs_agree(ts_greedy, ts_beam), "max_abs_logp_diff": logp_diff(ts_logp, ref),
+        "max_rel_logp_diff": logp_rel_diff(ts_logp, ref)}
 
     onnx = OnnxGenerator(folder, manifest)
     rng = np.random.default_rng(0)
@@ -167,7 +170,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     ort_beam = _trim(onnx.beam(protos.numpy(), z.numpy(), max_len, 4)[0])
     ort_logp = onnx.score(protos.numpy(), z.numpy(), target.numpy())
     figures["backends"]["onnx"] = {
-        **outputs_agree(ort_greedy, ort_beam), "max_abs_logp_diff": logp_diff(ort_logp, ref)}
+        **outputs_agree(ort_greedy, ort_beam), "max_abs_logp_diff": logp_diff(ort_logp, ref),
+        "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
         from compgen.runtime.cpp import run_cpp
@@ -193,7 +197,8 @@ def _as_pair(vocab: Vocab, ids) -> tuple[list[str], list[str]]:
 
 
 def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
-                      data_dir=None, cpp_binary: Path | None = None, log=print) -> dict:
+                      data_dir=None, cpp_binary: Path | None = None, log=print,
+                      max_prototypes: int = MAX_PROTOTYPES) -> dict:
     """Export a generator or predictor checkpoint to ``out`` (default
     ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or test sources (predictor) the validation decodes."""
@@ -210,17 +215,22 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
         raise UserError(f"{checkpoint}: a '{kind}' checkpoint; export takes generator "
                         "('recombine') and predictor ('seq2seq') checkpoints")
     return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
-                            data_dir=data_dir, cpp_binary=cpp_binary, log=log)
+                            data_dir=data_dir, cpp_binary=cpp_binary, log=log,
+                            max_prototypes=max_prototypes)
 
 
 def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
-                     data_dir=None, cpp_binary: Path | None = None, log=print) -> dict:
+                     data_dir=None, cpp_binary: Path | None = None, log=print,
+                     max_prototypes: int = MAX_PROTOTYPES) -> dict:
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
-    manifest. Validates every backend before the folder is moved into place."""
+    manifest. Validates every backend before the folder is moved into place.
+    ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
     from compgen.data import load_dataset
     from compgen.sampling import prototype_source
     from compgen.train import load_generator
 
+    if max_prototypes < 1:
+        raise UserError(f"--prototypes {max_prototypes}: must be >= 1")
     checkpoint = Path(checkpoint)
     out = Path(out) if out else default_output(checkpoint)
     model, vocab, config = load_generator(checkpoint)
@@ -231,7 +241,7 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
 
     table = load_dataset(config["data"], data_dir)
     draw = prototype_source(config, table, model.nproto, seed)
-    n_proto = MAX_PROTOTYPES if model.nproto else 0
+    n_proto = min(max_prototypes, MAX_PROTOTYPES) if model.nproto else 0
     tuples = draw(min(n_proto, _omega_size(draw))) if model.nproto else []
 
     with staged_folder(out) as tmp:
@@ -239,10 +249,6 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
         export_torchscript(model, tmp / "model.ts", max_len)
         graphs = export_onnx(model, tmp, max_len)
         write_vocab(tmp, vocab)
-        # the weights (no optimizer state), so `--backend torch` can run on the folder too
-        from compgen.train import save_checkpoint
-
-        save_checkpoint(tmp / "generator.pt", model, config, vocab, "recombine")
         n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
         manifest = {
             "format": FORMAT,

@@ -87,10 +87,26 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
         if named_split not in SPLITS:
             raise UserError(f"{corpus}: unknown split '{named_split}' (valid: {', '.join(SPLITS)})")
         path = resolve_data_dir(data_dir) / "lm" / lang / f"{named_split}.txt"
-        if not path.is_file():
+        if not path.is_file() and not _install_embedded(lang, named_split, path):
             raise UserError(f"{path}: missing; run 'compgen data fetch lm' or set --data-dir")
         return path
     raise UserError(f"{corpus}: no such file (nor an LM corpus name like lm/kin)")
+
+
+def _install_embedded(lang: str, split: str, path: Path) -> bool:
+    """lmplz reads files: write the package's checksum-verified copy of an embedded corpus
+    (kin) to where ``compgen data fetch lm`` would put it. False if there is none."""
+    from compgen.data.lm import EMBEDDED
+    from compgen.data.sources import embedded_text
+    from compgen.io import atomic_open
+
+    if lang not in EMBEDDED:
+        return False
+    text = embedded_text(f"{lang}_{split}.txt", f"lm/{lang}/{split}.txt")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path, "w", encoding="utf-8") as out:
+        out.write(text)
+    return True
 
 
 def check_corpus(path: Path) -> int:

@@ -123,6 +123,24 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
     raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
+def eager_model(folder: Path, manifest: dict) -> tuple:
+    """(model, vocab, config) of an export folder for ``--backend torch``: the eager model
+    rebuilt from the manifest's config and the weights stored in ``model.ts`` (folders of
+    earlier versions carry them as ``generator.pt``)."""
+    from compgen.train import build_recombine, load_generator
+
+    if (folder / "generator.pt").is_file():
+        return load_generator(folder / "generator.pt")
+    vocab = Vocab.load(folder / "vocab.json")
+    model = build_recombine(manifest["config"], len(vocab))
+    prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
+    scripted = torch.jit.load(str(folder / "model.ts")).state_dict()
+    model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
+                           if k.startswith(prefix)})
+    model.eval()
+    return model, vocab, manifest["config"]
+
+
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     strategy: str | None = None, temperature: float | None = None,
                     resample: str | None = None, rare: str | None = None,
@@ -147,7 +165,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     if backend == "torch":
         from compgen.sampling import sample_generator
 
-        return sample_generator(folder / "generator.pt", n, strategy=strategy,
+        return sample_generator(folder, n, strategy=strategy, loaded=eager_model(folder, manifest),
                                 temperature=temperature, resample=resample, rare=rare,
                                 nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
                                 data_dir=data_dir, threads=threads, max_rounds=max_rounds,
