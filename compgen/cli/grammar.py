@@ -16,7 +16,7 @@ def evaluate_grammar_cmd(
     data: str = typer.Option(..., "--data", help="data set (scan/length, ...): train fits the parser, test is scored"),
     config: str = typer.Option("scan", "--config", help="model settings: scan"),
     steps: int | None = typer.Option(None, "--steps", help="training steps of the parser model (default: the config's)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="random seed of the model fit (the same seed gives the same figures)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     data_dir: Path | None = DataDir,
 ) -> None:
