@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+import compgen.cli.stem_corrupt  # noqa: F401
 from compgen.cli import augment, data, evaluate, export, lm, pipeline, sample, train  # noqa: F401
 from compgen.cli.common import app, err_console
 from compgen.cli.pipeline import parse_seeds
