@@ -146,3 +146,20 @@ def test_select_command(tmp_path, tiny_model):
     _one_error(_cli("select", str(pool), "--size", "2", "--strategy", "highloss", "-o", x), "--scorer")
     _one_error(_cli("train", "inflection", "klingon", "-o", x), "unknown SIGMORPHON language")
     assert not (tmp_path / "x.tsv").exists()
+
+
+def test_incremental_decoder_matches_the_full_decoder(one_torch_thread):
+    from compgen.models.inflection import IncrementalDecoder, InflectionTransformer
+
+    torch.manual_seed(0)
+    net = InflectionTransformer(InflectionConfig(embed_dim=64, ffn_dim=96, heads=4), 30, 40).eval()
+    src = torch.randint(4, 30, (6, 9))
+    src[2, 6:] = 0   # padding in the source
+    tgt = torch.randint(4, 40, (6, 7))
+    tgt[:, 0] = 1
+    with torch.no_grad():
+        full = net(src, tgt)
+        decoder = IncrementalDecoder(net, *net.encode(src))
+        steps = torch.stack([decoder.step(tgt[:, t]) for t in range(7)], 1)
+    assert torch.allclose(full, steps, atol=1e-5)
+    assert (full - steps).abs().max() < (full.abs().max() * 1e-5)

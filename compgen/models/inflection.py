@@ -142,6 +142,68 @@ class InflectionTransformer(nn.Module):
         return self.decode(memory, pad, tgt_in)
 
 
+def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    b, t, d = x.shape
+    return x.view(b, t, heads, d // heads).transpose(1, 2)
+
+
+def _attend(q, k, v, mask=None) -> torch.Tensor:
+    """q [B,h,1,dh] over k, v [B,h,T,dh]; mask [B,T] True = ignore."""
+    scores = q @ k.transpose(2, 3) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask[:, None, None, :], float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2).reshape(q.shape[0], 1, -1)
+
+
+class IncrementalDecoder:
+    """One-token-at-a-time decoding with cached keys/values (eval mode): the same
+    function as :meth:`InflectionTransformer.decode`, without recomputing the prefix."""
+
+    def __init__(self, model: InflectionTransformer, memory: torch.Tensor, src_pad: torch.Tensor):
+        self.model = model
+        self.heads = model.config.heads
+        self.pad = src_pad
+        d = model.config.embed_dim
+        self.memory_kv = []
+        for layer in model.decoder.layers:
+            w, b = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
+            k = _split_heads(memory @ w[d:2 * d].T + b[d:2 * d], self.heads)
+            v = _split_heads(memory @ w[2 * d:].T + b[2 * d:], self.heads)
+            self.memory_kv.append((k, v))
+        self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.length = 0
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        self.cache = [(k[rows], v[rows]) for k, v in self.cache]
+        self.memory_kv = [(k[rows], v[rows]) for k, v in self.memory_kv]
+        self.pad = self.pad[rows]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits of the next token given the newest token of every row [B]."""
+        m = self.model
+        d = m.config.embed_dim
+        x = m.tgt_embed(tokens)[:, None, :] * m.scale + m.positions[self.length]
+        new_cache = []
+        for i, layer in enumerate(m.decoder.layers):
+            sa = layer.self_attn
+            qkv = x @ sa.in_proj_weight.T + sa.in_proj_bias
+            q, k, v = (_split_heads(t, self.heads) for t in qkv.split(d, dim=-1))
+            if self.cache:
+                k = torch.cat([self.cache[i][0], k], dim=2)
+                v = torch.cat([self.cache[i][1], v], dim=2)
+            new_cache.append((k, v))
+            x = layer.norm1(x + sa.out_proj(_attend(q, k, v)))
+            ca = layer.multihead_attn
+            q = _split_heads(x @ ca.in_proj_weight[:d].T + ca.in_proj_bias[:d], self.heads)
+            mk, mv = self.memory_kv[i]
+            x = layer.norm2(x + ca.out_proj(_attend(q, mk, mv, self.pad)))
+            x = layer.norm3(x + layer.linear2(layer.activation(layer.linear1(x))))
+        self.cache = new_cache
+        self.length += 1
+        return m.output(x[:, 0])
+
+
 def pad_batch(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> torch.Tensor:
     rows = [([BOS_ID] if bos else []) + list(s) + ([EOS_ID] if eos else []) for s in seqs]
     width = max(len(r) for r in rows)
@@ -159,15 +221,15 @@ def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
     model.eval()
     n = src.shape[0]
     memory, pad = model.encode(src)
-    memory = memory.repeat_interleave(beam, 0)
-    pad = pad.repeat_interleave(beam, 0)
+    decoder = IncrementalDecoder(model, memory.repeat_interleave(beam, 0),
+                                 pad.repeat_interleave(beam, 0))
     tokens = torch.full((n * beam, 1), BOS_ID, dtype=torch.long)
     scores = torch.zeros(n, beam)
     scores[:, 1:] = float("-inf")          # all beams start identical: expand one
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n)]
     done = torch.zeros(n, dtype=torch.bool)
     for step in range(max_len + 1):
-        logp = torch.log_softmax(model.decode(memory, pad, tokens)[:, -1].float(), dim=-1)
+        logp = torch.log_softmax(decoder.step(tokens[:, -1]).float(), dim=-1)
         logp[:, PAD_ID] = float("-inf")
         logp[:, BOS_ID] = float("-inf")
         if step == max_len:                # force EOS at the length limit
@@ -209,6 +271,7 @@ def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
         rows = new_rows.view(-1)
         rows = torch.where(done.repeat_interleave(beam), torch.arange(n * beam), rows)
         tokens = torch.cat([tokens[rows], new_tokens.view(-1, 1)], dim=1)
+        decoder.reorder(rows)
         scores = new_scores
     best_ids, best_scores = [], []
     for i in range(n):
