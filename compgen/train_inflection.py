@@ -106,8 +106,9 @@ def dev_loss(net, src: list[list[int]], tgt: list[list[int]], smoothing: float,
 
 def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | Path,
                      cfg: InflectionTrainConfig = InflectionTrainConfig(),
-                     log: Callable[[str], None] | None = None) -> dict:
-    """Train on ``train``, keep the best-dev-loss weights, write the checkpoint ``out``."""
+                     log: Callable[[str], None] | None = None, lang: str | None = None) -> dict:
+    """Train on ``train``, keep the best-dev-loss weights, write the checkpoint ``out``
+    (``lang`` is recorded, for the export's validation set)."""
     from compgen.data.vocab import Vocab
     from compgen.train import save_checkpoint
 
@@ -160,7 +161,7 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
     state = {"updates": step, "epochs": epoch, "best_dev_loss": best, "best_update": best_step,
              "seconds": seconds, "curve": curve[-200:]}
     config = {"model": cfg.model.to_dict(), "train": {k: v for k, v in asdict(cfg).items() if k != "model"},
-              "target_vocab": tgt_vocab.tokens, "train_rows": len(train)}
+              "target_vocab": tgt_vocab.tokens, "train_rows": len(train), "lang": lang}
     save_checkpoint(out, net, config, Vocab(_as_vocab_tokens(src_vocab.tokens)), KIND, train_state=state)
     return state
 
@@ -199,16 +200,19 @@ def _batches(n: int, size: int):
 
 
 def predict(model: InflectionModel, triples: Sequence[Triple], beam: int = 5,
-            batch: int = 100) -> tuple[list[str], list[float]]:
-    """Beam-``beam`` forms and their scores (mean log-probability per token incl. EOS)."""
+            batch: int = 100, search: Callable | None = None) -> tuple[list[str], list[float]]:
+    """Beam-``beam`` forms and their scores (mean log-probability per token incl. EOS);
+    ``search(source, beam, max_len)`` replaces the eager beam search (an export's)."""
+    if search is None:
+        def search(source, beam, max_len):
+            return beam_search(model.net, source, beam=beam, max_len=max_len)
     # decode each distinct source once (the lemma-split set repeats rows), shortest first
     src = model.encode_sources(triples)
     distinct = sorted({tuple(s) for s in src}, key=lambda s: (len(s), s))
     found: dict[tuple, tuple[str, float]] = {}
     for part in _batches(len(distinct), batch):
         chunk = distinct[part]
-        ids, sc = beam_search(model.net, pad_batch(chunk), beam=beam,
-                              max_len=max(len(s) for s in chunk) * 2 + 10)
+        ids, sc = search(pad_batch(chunk), beam, max(len(s) for s in chunk) * 2 + 10)
         for s, hyp, score in zip(chunk, ids, sc, strict=True):
             found[s] = ("".join(model.tgt_vocab.decode(h for h in hyp if h != EOS_ID)), score)
     return [found[tuple(s)][0] for s in src], [found[tuple(s)][1] for s in src]

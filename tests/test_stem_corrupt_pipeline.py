@@ -75,3 +75,29 @@ def test_paired_bootstrap_and_table():
     table = markdown(rows)
     assert "| x | 8 | 20.0 ± 0.0 (2) | 40.0 ± 0.0 (2) |" in table
     assert "Wins (best mean accuracy per language x size setting): umt+loss 1" in table
+
+
+def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
+    from compgen.errors import UserError
+    from compgen.export import export_checkpoint
+    from compgen.pipelines.stem_corrupt import evaluate_model
+
+    opts = StemCorruptRunOptions(root=tmp_path, strategies=("random",), sizes=(4,), pool_size=20,
+                                 updates=40, warmup=10, validate_every=10, beam=5, model=TINY,
+                                 data_dir=toy_data)
+    run_language("toy", [0], opts)
+    checkpoint = tmp_path / "stem-corrupt-toy" / "seed0" / "random-4.pt"
+    folder = tmp_path / "export"
+    manifest = export_checkpoint(checkpoint, folder, parity_sets=16, data_dir=toy_data, log=lambda m: None)
+    onnx = manifest["parity"]["backends"]["onnx"]
+    assert manifest["kind"] == "inflection" and manifest["parity"]["sources"] == 16
+    assert onnx["beam_identical"] and onnx["max_abs_logp_diff"] < 1e-4
+    assert {"encoder.onnx", "decoder_step.onnx", "vocab.json", "target_vocab.json"} <= set(manifest["files"])
+    eager = evaluate_model(checkpoint, "toy", data_dir=toy_data)
+    exported = evaluate_model(folder, "toy", data_dir=toy_data)
+    assert exported["correct"] == eager["correct"]     # every test row decoded alike
+    with open(folder / "decoder_step.onnx", "r+b") as f:
+        f.seek(200)
+        f.write(b"\x00" * 32)
+    with pytest.raises(UserError, match="checksum"):
+        evaluate_model(folder, "toy", data_dir=toy_data)

@@ -89,7 +89,7 @@ def train_inflection_cmd(
     gold, dev = gold_and_dev(lang, data_dir)
     extra = [row for path in augment for row in read_triples(path)]
     _threads(threads)
-    state = train_inflection(gold + extra, dev, output, cfg,
+    state = train_inflection(gold + extra, dev, output, cfg, lang=lang,
                              log=lambda line: console.print(line, highlight=False, markup=False))
     console.print(f"wrote {output}: {len(gold)} gold + {len(extra)} synthetic rows, "
                   f"{state['updates']} updates in {state['seconds']:.0f} s, best dev loss "

@@ -148,12 +148,12 @@ def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 def _attend(q, k, v, mask=None) -> torch.Tensor:
-    """q [B,h,1,dh] over k, v [B,h,T,dh]; mask [B,T] True = ignore."""
+    """q [B,h,Q,dh] over k, v [B,h,T,dh]; mask [B,T] True = ignore -> [B,Q,h*dh]."""
     scores = q @ k.transpose(2, 3) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(mask[:, None, None, :], float("-inf"))
     out = torch.softmax(scores, dim=-1) @ v
-    return out.transpose(1, 2).reshape(q.shape[0], 1, -1)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
 
 
 class IncrementalDecoder:
@@ -219,10 +219,17 @@ def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
     """Best hypothesis (token ids without EOS) and its score (mean log-probability per
     token including EOS, natural log) for every row of ``src``."""
     model.eval()
-    n = src.shape[0]
     memory, pad = model.encode(src)
     decoder = IncrementalDecoder(model, memory.repeat_interleave(beam, 0),
                                  pad.repeat_interleave(beam, 0))
+    return beam_over(decoder, src.shape[0], beam, max_len)
+
+
+@torch.no_grad()
+def beam_over(decoder, n: int, beam: int, max_len: int) -> tuple[list[list[int]], list[float]]:
+    """The beam search itself over any ``decoder`` with ``step(last tokens [n*beam]) ->
+    logits`` and ``reorder(rows)`` (eager :class:`IncrementalDecoder`, or an exported
+    graph's runner): the search is the same code whatever computes the logits."""
     tokens = torch.full((n * beam, 1), BOS_ID, dtype=torch.long)
     scores = torch.zeros(n, beam)
     scores[:, 1:] = float("-inf")          # all beams start identical: expand one

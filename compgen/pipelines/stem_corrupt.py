@@ -105,7 +105,17 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
 
     rows = test_rows(lang, test, data_dir)
     start = time.perf_counter()
-    forms, _ = predict(load_inflection(model), rows, beam=beam)
+    if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
+        from functools import partial
+
+        from compgen.export.inflection import load_exported_inflection, onnx_beam_search
+        from compgen.train_inflection import InflectionModel
+
+        manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
+        forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest["config"]), rows,
+                           beam=beam, search=partial(onnx_beam_search, Path(model)))
+    else:
+        forms, _ = predict(load_inflection(model), rows, beam=beam)
     correct = [int(f == gold) for f, (_, gold, _) in zip(forms, rows, strict=True)]
     if predictions is not None:
         with atomic_open(predictions, "w", encoding="utf-8") as out:
@@ -116,13 +126,13 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
 
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
-           opts: StemCorruptRunOptions) -> dict:
+           opts: StemCorruptRunOptions, lang: str) -> dict:
     from compgen.train_inflection import InflectionTrainConfig, train_inflection
 
     cfg = InflectionTrainConfig(updates=opts.updates, warmup=opts.warmup,
                                 validate_every=opts.validate_every, seed=seed, model=opts.model)
     cfg.validate()
-    return train_inflection(train, dev, out, cfg)
+    return train_inflection(train, dev, out, cfg, lang=lang)
 
 
 def _result(lang: str, strategy: str, size: int, seed: int, model: Path, out: Path,
@@ -170,7 +180,7 @@ def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -
         base = sub / "M.pt"
         state = None
         if not base.is_file():
-            state = _train(gold, dev, base, seed, opts)
+            state = _train(gold, dev, base, seed, opts, lang)
             opts.log(f"{lang} seed {seed}: M trained in {state['seconds']:.0f} s")
         results.append(_result(lang, BASELINE, 0, seed, base, sub / "M.json", opts, state))
         opts.log(f"{lang} seed {seed}: no augmentation {results[-1]['accuracy']:.4f}")
@@ -186,7 +196,7 @@ def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -
                 model = sub / f"{name}.pt"
                 state = None
                 if not model.is_file():
-                    state = _train(gold + read_triples(chosen_path), dev, model, seed, opts)
+                    state = _train(gold + read_triples(chosen_path), dev, model, seed, opts, lang)
                 results.append(_result(lang, strategy, k, seed, model, sub / f"{name}.json", opts, state))
                 opts.log(f"{lang} seed {seed}: {name} {results[-1]['accuracy']:.4f}")
     return results
