@@ -220,7 +220,6 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
         onnx_logp = _step_logp(OnnxInflectionDecoder(tmp, source.numpy(), 1), target)
         figures = {"sources": len(sources), "split": "lemma-split", "beam_width": PARITY_BEAM,
                    "tolerance": TOLERANCE, "backends": {"onnx": {
-                       "greedy_identical": True,   # no greedy decoding: beam is the contract
                        "beam_identical": onnx_ids == eager_ids,
                        "max_abs_logp_diff": logp_diff(onnx_logp[keep], eager_logp[keep]),
                        "max_abs_score_diff": float(np.max(np.abs(np.array(onnx_scores) - np.array(eager_scores))))}}}
