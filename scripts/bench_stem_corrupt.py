@@ -42,6 +42,9 @@ def child(case: str, lang: str) -> None:
     )
 
     triples = read_triples(DATA / "sigmorphon2018" / f"{lang}-train-low")
+    if case == "train_update":
+        print(json.dumps(_train_update(triples, lang)))
+        return
     pairs = [(lemma, form) for lemma, form, _ in triples]
     start = time.perf_counter()
     CrpAligner(seed=0).align(pairs[:2])   # compile (or load the cached kernels)
@@ -53,6 +56,43 @@ def child(case: str, lang: str) -> None:
         start = time.perf_counter()
         stem_corrupt_pool(triples, StemCorruptConfig(pool_size=10_000, seed=0))
     print(json.dumps({"seconds": time.perf_counter() - start, "warm_up": warm, "pairs": len(pairs)}))
+
+
+def _train_update(triples, lang: str) -> dict:
+    """CPU seconds of one update (batch 16, the paper's model) and of one dev-loss pass."""
+    import torch
+
+    from compgen.augment.stem_corrupt import read_triples
+    from compgen.models.inflection import (
+        CharVocab,
+        InflectionConfig,
+        InflectionTransformer,
+        pad_batch,
+        source_tokens,
+    )
+    from compgen.train_inflection import _loss, dev_loss
+
+    torch.set_num_threads(1)
+    src_vocab = CharVocab.build(source_tokens(a, t) for a, _, t in triples)
+    tgt_vocab = CharVocab.build(list(f) for _, f, _ in triples)
+    net = InflectionTransformer(InflectionConfig(), len(src_vocab), len(tgt_vocab)).train()
+    src = [src_vocab.encode(source_tokens(a, t)) for a, _, t in triples]
+    tgt = [tgt_vocab.encode(list(f)) for _, f, _ in triples]
+    opt = torch.optim.Adam(net.parameters())
+    start = time.process_time()
+    for i in range(20):
+        idx = [(i * 16 + j) % len(src) for j in range(16)]
+        loss, n = _loss(net, pad_batch([src[j] for j in idx]), [tgt[j] for j in idx], 0.2)
+        opt.zero_grad()
+        (loss / n).backward()
+        opt.step()
+    update = (time.process_time() - start) / 20
+    dev = read_triples(DATA / "sigmorphon2018" / f"{lang}-dev")
+    start = time.process_time()
+    dev_loss(net, [src_vocab.encode(source_tokens(a, t)) for a, _, t in dev],
+             [tgt_vocab.encode(list(f)) for _, f, _ in dev], 0.2)
+    return {"update_cpu_seconds": update, "dev_loss_cpu_seconds": time.process_time() - start,
+            "dev_rows": len(dev)}
 
 
 def run(case: str, lang: str, jit: bool = True) -> dict:
@@ -78,6 +118,8 @@ def main() -> None:
         return
     compiled = {case: run(case, args.lang) for case in BUDGET}
     interpreted = run("align_100", args.lang, jit=False)
+    train = run("train_update", args.lang)
+    epochs_100 = 6000 / -(-100 // 16)   # fairseq validates after every epoch of the gold rows
     result = {
         "lang": args.lang, "cpu_flags": cpu_flags(), "python": platform.python_version(),
         "align_100_seconds": compiled["align_100"]["seconds"],
@@ -87,6 +129,10 @@ def main() -> None:
         "compile_or_cache_load_seconds": compiled["align_100"]["warm_up"],
         "align_100_share_of_budget": compiled["align_100"]["seconds"] / BUDGET["align_100"],
         "pool_10000_share_of_budget": compiled["pool_10000"]["seconds"] / BUDGET["pool_10000"],
+        "train_update_cpu_seconds": train["update_cpu_seconds"],
+        "dev_loss_cpu_seconds": train["dev_loss_cpu_seconds"],
+        "train_6000_updates_cpu_minutes": train["update_cpu_seconds"] * 6000 / 60,
+        "validation_every_epoch_cpu_minutes_gold_only": epochs_100 * train["dev_loss_cpu_seconds"] / 60,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -101,6 +147,10 @@ def main() -> None:
     print(f"| pool of 10,000 | {result['pool_10000_seconds']:.2f} | 60 | "
           f"{result['pool_10000_share_of_budget']:.4f} |")
     print(f"compiled / interpreted speed-up: {result['speedup_compiled_vs_interpreted']:.0f}x")
+    print(f"inflection model: {result['train_update_cpu_seconds']:.3f} CPU-s per update, "
+          f"6000 updates = {result['train_6000_updates_cpu_minutes']:.1f} CPU-min; dev loss "
+          f"{result['dev_loss_cpu_seconds']:.2f} CPU-s, after every epoch of 100 rows = "
+          f"{result['validation_every_epoch_cpu_minutes_gold_only']:.1f} CPU-min")
 
 
 if __name__ == "__main__":
