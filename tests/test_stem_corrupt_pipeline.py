@@ -101,3 +101,20 @@ def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
         f.write(b"\x00" * 32)
     with pytest.raises(UserError, match="checksum"):
         evaluate_model(folder, "toy", data_dir=toy_data)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["stem-corrupt-klingon"], "unknown SIGMORPHON language"),
+    (["stem-corrupt-toy", "--sizes", "12,x"], "--sizes"),
+    (["stem-corrupt-toy", "--strategies", "random,best"], "unknown selection strategy"),
+    (["stem-corrupt-toy", "--uncertainty", "vibes"], "--uncertainty"),
+])
+def test_pipeline_command_rejects_bad_options(toy_data, tmp_path, args, message):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "compgen", "pipeline", *args, "--root", str(tmp_path),
+                          "--data-dir", str(toy_data)], capture_output=True, text=True, check=False)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and message in lines[0], run.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -34,6 +34,7 @@ def pipeline_cmd(
     strategies: str = typer.Option("random,umt+loss", "--strategies", help="stem-corrupt-LANG: comma-separated selection strategies"),
     sizes: str = typer.Option("128,256,512,1024,2048", "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes"),
     updates: int | None = typer.Option(None, "--updates", help="stem-corrupt-LANG: inflection model updates (default 6000, warm-up 2/3 of them)"),
+    uncertainty: str = typer.Option("hypothesis", "--uncertainty", help="stem-corrupt-LANG: pool scores = hypothesis (beam output's score, the reference code) | reference (NLL of the pool's form, the paper)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
@@ -51,6 +52,7 @@ def pipeline_cmd(
         from compgen.pipelines.stem_corrupt import pipeline_from_cli
 
         pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
+                          uncertainty=uncertainty,
                           log=lambda line: console.print(line, highlight=False, markup=False))
         return
     for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),

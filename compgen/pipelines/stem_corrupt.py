@@ -236,7 +236,7 @@ def write_report(root: Path) -> dict[str, Path]:
 
 def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: str, sizes: str,
                       updates: int | None, threads: int | None, data_dir: Path | None,
-                      log: Callable[[str], None]) -> dict[str, Path]:
+                      log: Callable[[str], None], uncertainty: str = "hypothesis") -> dict[str, Path]:
     """``compgen pipeline stem-corrupt-LANG``: parse the options, run, write the report."""
     import torch
 
@@ -254,8 +254,10 @@ def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: s
         if threads < 1:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(threads)
+    if uncertainty not in ("hypothesis", "reference"):
+        raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
     opts = StemCorruptRunOptions(root=root, strategies=strategy_list, sizes=size_list,
-                                 data_dir=data_dir, log=log)
+                                 data_dir=data_dir, log=log, uncertainty=uncertainty)
     if updates is not None:   # keep the paper's warm-up share (4000 of 6000)
         opts.updates, opts.warmup = updates, max(1, updates * 2 // 3)
         opts.validate_every = max(1, updates // 8)
