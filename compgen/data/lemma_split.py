@@ -39,18 +39,22 @@ def sample_rows(rows: list, size: int = 1000, seed: int = 0) -> list:
 def lemma_split_test(lang: str, data_dir: str | Path | None = None, size: int = 1000,
                      seed: int = 0) -> list[Triple]:
     """The ``size`` lemma-split test triples of a SIGMORPHON 2018 language."""
-    from compgen.augment.stem_corrupt.corrupt import language_file, read_triples
+    from compgen.data.sigmorphon import available_languages, parse_sigmorphon
     from compgen.data.sources import resolve_data_dir
 
     if size < 1:
         raise UserError(f"lemma-split size must be >= 1 (got {size})")
-    root = resolve_data_dir(data_dir)
+    root = Path(resolve_data_dir(data_dir))
     files = {}
     for split in SOURCE_SPLITS:
-        path = language_file(lang, split, root) if split in EXCLUDED_LEMMAS_FROM else \
-            Path(root) / "sigmorphon2018" / f"{lang}-{split}"
+        path = root / "sigmorphon2018" / f"{lang}-{split}"
         if path.is_file():
-            files[split] = read_triples(path)
+            rows = parse_sigmorphon(path.read_text(encoding="utf-8"), str(path))
+            files[split] = [(lemma, form, ";".join(tags)) for lemma, form, tags in rows]
+        elif split in EXCLUDED_LEMMAS_FROM:
+            langs = available_languages(root)
+            raise UserError(f"unknown SIGMORPHON language '{lang}' (no {path}; valid: "
+                            f"{', '.join(langs) if langs else 'none'})")
     rows = lemma_split_candidates(files)
     if not rows:
         raise UserError(f"SIGMORPHON {lang}: no row has a lemma outside train-low and dev")
