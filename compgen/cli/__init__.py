@@ -19,6 +19,7 @@ from compgen.cli import (  # noqa: F401
     predict,
     presets,
     sample,
+    stem_corrupt,
     train,
 )
 from compgen.cli.common import app, err_console

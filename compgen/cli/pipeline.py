@@ -31,6 +31,10 @@ def pipeline_cmd(
     direct_limit: int | None = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     list_runs: bool = typer.Option(False, "--list", help="list the runs and exit"),
+    strategies: str = typer.Option("random,umt+loss", "--strategies", help="stem-corrupt-LANG: comma-separated selection strategies"),
+    sizes: str = typer.Option("128,256,512,1024,2048", "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes"),
+    updates: int | None = typer.Option(None, "--updates", help="stem-corrupt-LANG: inflection model updates (default 6000, warm-up 2/3 of them)"),
+    uncertainty: str = typer.Option("hypothesis", "--uncertainty", help="stem-corrupt-LANG: pool scores = hypothesis (beam output's score, the reference code) | reference (NLL of the pool's form, the paper)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
@@ -41,6 +45,15 @@ def pipeline_cmd(
     if list_runs or name is None:
         for run_name, run in RUNS.items():
             console.print(f"{run_name:32s} {run.label:28s} {run.data}", highlight=False, markup=False)
+        console.print(f"{'stem-corrupt-LANG':32s} {'STEM-CORRUPT + selection':28s} sigmorphon2018/LANG",
+                      highlight=False, markup=False)
+        return
+    if name.startswith("stem-corrupt-"):
+        from compgen.pipelines.stem_corrupt import pipeline_from_cli
+
+        pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
+                          uncertainty=uncertainty,
+                          log=lambda line: console.print(line, highlight=False, markup=False))
         return
     for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),
                           ("--max-rounds", max_rounds), ("--generator-steps", generator_steps),

@@ -211,6 +211,11 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
         # the C++ runner only runs generators: nothing to check it against here
         return export_predictor(checkpoint, out, parity_sources=parity_sets,
                                 data_dir=data_dir, log=log)
+    if kind == "inflection":
+        from compgen.export.inflection import export_inflection
+
+        return export_inflection(checkpoint, out, parity_sources=parity_sets, data_dir=data_dir,
+                                 log=log)
     if kind != "recombine":
         raise UserError(f"{checkpoint}: a '{kind}' checkpoint; export takes generator "
                         "('recombine') and predictor ('seq2seq') checkpoints")

@@ -1,0 +1,175 @@
+"""STEM-CORRUPT (Anastasopoulos & Neubig 2019, as used by Samir & Silfverberg 2023).
+
+The stem of an aligned (lemma, form) pair is the union of the runs of >= 3 identical,
+non-epsilon aligned characters. Each stem character is replaced, with probability
+``theta``, by a character drawn uniformly from the training alphabet -- the same
+character in the lemma and in the form, so the pair stays a consistent inflection;
+affixes and tags are untouched. Runs longer than 5 keep their first and last character.
+A pool is built by re-aligning the training file and corrupting every pair that has a
+stem, round after round, until it holds ``pool_size`` rows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compgen.augment.stem_corrupt.aligner import EPSILON, AlignerConfig, CrpAligner
+from compgen.errors import UserError
+
+Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
+
+
+@dataclass(frozen=True)
+class StemCorruptConfig:
+    pool_size: int = 10_000
+    theta: float = 0.5        # probability of replacing one stem character
+    min_run: int = 3          # shorter identical runs are not stem
+    protect_over: int = 5     # runs longer than this keep their first and last character
+    seed: int = 0
+    aligner: AlignerConfig = field(default_factory=AlignerConfig)
+
+    def validate(self) -> None:
+        if self.pool_size < 1:
+            raise UserError(f"--pool must be >= 1 (got {self.pool_size})")
+        if not 0.0 <= self.theta <= 1.0:
+            raise UserError(f"theta must be in [0, 1] (got {self.theta})")
+        if self.min_run < 1:
+            raise UserError(f"min_run must be >= 1 (got {self.min_run})")
+        self.aligner.validate()
+
+
+def stem_mask(lemma_aligned: str, form_aligned: str) -> list[bool]:
+    """Positions where the aligned characters are identical and not epsilon; if there is
+    none, the alignment is assumed off by one and the form side is shifted right by one
+    (the reference's retry)."""
+    mask = [a == b and a != EPSILON for a, b in zip(lemma_aligned, form_aligned, strict=True)]
+    if not any(mask):
+        shifted = EPSILON + form_aligned
+        mask = [a == shifted[i] and a != EPSILON for i, a in enumerate(lemma_aligned)]
+    return mask
+
+
+def stem_ranges(lemma_aligned: str, form_aligned: str, min_run: int = 3) -> list[tuple[int, int]]:
+    """Half-open [start, end) runs of the stem mask of length >= ``min_run``."""
+    ranges, start = [], None
+    mask = stem_mask(lemma_aligned, form_aligned) + [False]
+    for i, on in enumerate(mask):
+        if on and start is None:
+            start = i
+        elif not on and start is not None:
+            if i - start >= min_run:
+                ranges.append((start, i))
+            start = None
+    return ranges
+
+
+def stem_of(lemma: str, form: str, aligner: CrpAligner | None = None) -> list[str]:
+    """The stem runs (as strings of the lemma) of one pair aligned on its own."""
+    aligner = aligner or CrpAligner()
+    a, b = aligner.align([(lemma, form)])[0]
+    return [a[s:e] for s, e in stem_ranges(a, b)]
+
+
+def _strip_epsilons(mine: str, other: str) -> str:
+    # a space aligned to a space is a genuine shared space; any other blank is epsilon
+    return "".join(c for c, d in zip(mine, other, strict=True)
+                   if not c.isspace() or (c == " " and d == " "))
+
+
+def corrupt_pair(lemma_aligned: str, form_aligned: str, alphabet: list[str], rng: random.Random,
+                 config: StemCorruptConfig = StemCorruptConfig()) -> tuple[str, str] | None:
+    """One synthetic (lemma, form) from an aligned pair, or None if it has no stem."""
+    ranges = stem_ranges(lemma_aligned, form_aligned, config.min_run)
+    if not ranges:
+        return None
+    a, b = list(lemma_aligned), list(form_aligned)
+    for s, e in ranges:
+        if e - s > config.protect_over:
+            s, e = s + 1, e - 1
+        for j in range(s, e):
+            if rng.random() > 1.0 - config.theta:   # theta 0.5: the reference's random() > 0.5
+                a[j] = b[j] = alphabet[rng.randrange(len(alphabet))]
+    return _strip_epsilons("".join(a), "".join(b)), _strip_epsilons("".join(b), "".join(a))
+
+
+def training_alphabet(triples: list[Triple]) -> list[str]:
+    """The characters of the training lemmas and forms, without the space (sorted)."""
+    return sorted({c for lemma, form, _ in triples for c in lemma + form} - {" "})
+
+
+def stem_corrupt_pool(triples: list[Triple], config: StemCorruptConfig = StemCorruptConfig(),
+                      progress: Callable[[int], None] | None = None) -> list[Triple]:
+    """``config.pool_size`` synthetic triples: re-align all pairs each round and corrupt
+    every pair with a stem, in file order; no deduplication (a copy of a gold triple
+    can occur)."""
+    config.validate()
+    if not triples:
+        raise UserError("STEM-CORRUPT needs at least one training triple")
+    alphabet = training_alphabet(triples)
+    if not alphabet:
+        raise UserError("STEM-CORRUPT: the training lemmas and forms have no characters")
+    aligner = CrpAligner(config.aligner, seed=config.seed)
+    rng = random.Random(config.seed)
+    pairs = [(lemma, form) for lemma, form, _ in triples]
+    pool: list[Triple] = []
+    while len(pool) < config.pool_size:
+        made = 0
+        for (lemma_aligned, form_aligned), (_, _, tags) in zip(aligner.align(pairs), triples,
+                                                               strict=True):
+            new = corrupt_pair(lemma_aligned, form_aligned, alphabet, rng, config)
+            if new is not None:
+                pool.append((new[0], new[1], tags))
+                made += 1
+        if made == 0:
+            raise UserError("STEM-CORRUPT: no training pair has a stem (an identical aligned "
+                            f"run of >= {config.min_run} characters); no pool can be made")
+        if progress is not None:
+            progress(min(len(pool), config.pool_size))
+    return pool[:config.pool_size]
+
+
+def read_triples(path: str | Path) -> list[Triple]:
+    """SIGMORPHON lines ``lemma<TAB>form<TAB>TAGS`` as (lemma, form, tags) strings."""
+    from compgen.data.sigmorphon import parse_sigmorphon
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    rows = parse_sigmorphon(path.read_text(encoding="utf-8"), str(path))
+    return [(lemma, form, ";".join(tags)) for lemma, form, tags in rows]
+
+
+def write_triples(path: str | Path, triples: list[Triple]) -> int:
+    from compgen.io import atomic_open
+
+    with atomic_open(path, "w", encoding="utf-8") as out:
+        for lemma, form, tags in triples:
+            out.write(f"{lemma}\t{form}\t{tags}\n")
+    return len(triples)
+
+
+def language_file(lang: str, split: str, data_dir: Path) -> Path:
+    """``<data>/sigmorphon2018/<lang>-<split>``; an unknown language is a user error."""
+    from compgen.data.sigmorphon import available_languages
+
+    path = Path(data_dir) / "sigmorphon2018" / f"{lang}-{split}"
+    if not path.is_file():
+        langs = available_languages(Path(data_dir))
+        raise UserError(f"unknown SIGMORPHON language '{lang}' (no {path}; valid: "
+                        f"{', '.join(langs) if langs else 'none'})")
+    return path
+
+
+def training_file(lang_or_file: str, data_dir: Path | None = None) -> Path:
+    """A SIGMORPHON language's ``train-low`` file, or the given file path."""
+    from compgen.data.sources import resolve_data_dir
+
+    path = Path(lang_or_file)
+    if path.is_file():
+        return path
+    if "/" in lang_or_file or "." in lang_or_file:
+        raise UserError(f"{path}: no such file")
+    return language_file(lang_or_file, "train-low", resolve_data_dir(data_dir))

@@ -1,0 +1,153 @@
+"""`compgen augment stem-corrupt` and `compgen select`: STEM-CORRUPT pools and the
+strategies that choose which synthetic triples to train on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from compgen.cli.augment import augment_app
+from compgen.cli.common import DataDir, app, console
+from compgen.cli.train import train_app
+from compgen.errors import UserError
+
+inflection_app = typer.Typer(no_args_is_help=True, help="The character Transformer inflection model (STEM-CORRUPT experiments).")
+app.add_typer(inflection_app, name="inflection")
+
+
+@augment_app.command("stem-corrupt")
+def augment_stem_corrupt(
+    lang: str = typer.Argument(..., help="SIGMORPHON language (its train-low file is used) or a lemma<TAB>form<TAB>tags file"),
+    output: Path = typer.Option(..., "-o", "--output", help="pool to write (lemma<TAB>form<TAB>tags)"),
+    pool: int = typer.Option(10_000, "--pool", help="synthetic triples to make"),
+    seed: int = typer.Option(0, "--seed", help="seeds the aligner and the substitution"),
+    iterations: int = typer.Option(10, "--iterations", help="Gibbs sweeps of the aligner"),
+    compat: bool = typer.Option(False, "--compat/--paper", help="the reference aligner's count quirks and unseeded stream (default: the paper's sampler, seeded)"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
+    from compgen.augment.stem_corrupt.aligner import AlignerConfig
+    from compgen.augment.stem_corrupt.corrupt import (
+        StemCorruptConfig,
+        read_triples,
+        stem_corrupt_pool,
+        training_file,
+        write_triples,
+    )
+
+    config = StemCorruptConfig(pool_size=pool, seed=seed,
+                               aligner=AlignerConfig(iterations=iterations, compat=compat))
+    config.validate()
+    triples = read_triples(training_file(lang, data_dir))
+    start = time.perf_counter()
+    with console.status("STEM-CORRUPT ...") as status:
+        rows = stem_corrupt_pool(triples, config,
+                                 progress=lambda n: status.update(f"STEM-CORRUPT: {n:,}/{pool:,}"))
+    write_triples(output, rows)
+    console.print(f"wrote {len(rows):,} synthetic triples from {len(triples)} gold ones to {output} "
+                  f"in {time.perf_counter() - start:.1f} s", highlight=False, markup=False)
+
+
+def _threads(threads: int | None) -> None:
+    import torch
+
+    if threads is not None:
+        if threads < 1:
+            raise UserError("--threads must be >= 1")
+        torch.set_num_threads(threads)
+
+
+def _train_config(updates: int, warmup: int, validate_every: int, seed: int):
+    from compgen.train_inflection import InflectionTrainConfig
+
+    cfg = InflectionTrainConfig(updates=updates, warmup=warmup, validate_every=validate_every,
+                                seed=seed)
+    cfg.validate()
+    return cfg
+
+
+@train_app.command("inflection")
+def train_inflection_cmd(
+    lang: str = typer.Argument(..., help="SIGMORPHON language: trains on its train-low, validates on its dev"),
+    output: Path = typer.Option(..., "-o", "--output", help="checkpoint to write (safetensors)"),
+    augment: list[Path] = typer.Option([], "--augment", help="synthetic triples added to the gold ones (lemma<TAB>form<TAB>tags); repeatable"),
+    updates: int = typer.Option(6000, "--updates", help="optimizer updates of 16 sentences"),
+    warmup: int = typer.Option(4000, "--warmup", help="inverse-sqrt warm-up updates"),
+    validate_every: int = typer.Option(0, "--validate-every", help="dev loss every N updates (0 = after every epoch)"),
+    seed: int = typer.Option(0, "--seed", help="random seed of initialisation, batches and dropout"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Train the character Transformer inflection model (gold train-low + augment files)."""
+    from compgen.augment.stem_corrupt.corrupt import read_triples
+    from compgen.pipelines.stem_corrupt import gold_and_dev
+    from compgen.train_inflection import train_inflection
+
+    cfg = _train_config(updates, warmup, validate_every, seed)
+    gold, dev = gold_and_dev(lang, data_dir)
+    extra = [row for path in augment for row in read_triples(path)]
+    _threads(threads)
+    state = train_inflection(gold + extra, dev, output, cfg, lang=lang,
+                             log=lambda line: console.print(line, highlight=False, markup=False))
+    console.print(f"wrote {output}: {len(gold)} gold + {len(extra)} synthetic rows, "
+                  f"{state['updates']} updates in {state['seconds']:.0f} s, best dev loss "
+                  f"{state['best_dev_loss']:.4f} at update {state['best_update']}",
+                  highlight=False, markup=False)
+
+
+@app.command("select")
+def select_cmd(
+    pool: Path = typer.Argument(..., help="synthetic pool (lemma<TAB>form<TAB>tags)"),
+    output: Path = typer.Option(..., "-o", "--output", help="subset to write (same format)"),
+    strategy: str = typer.Option("random", "--strategy", help="random | umt | emt | highloss | lowloss | umt+loss | emt+loss"),
+    size: int = typer.Option(..., "--size", help="rows to select"),
+    scorer: Path | None = typer.Option(None, "--scorer", help="inflection model trained on the gold rows (needed by the loss strategies)"),
+    scores: Path | None = typer.Option(None, "--scores", help="cache of the pool's uncertainty scores (read if present, else written)"),
+    uncertainty: str = typer.Option("hypothesis", "--uncertainty", help="hypothesis (score of the beam's best output, the reference code) | reference (NLL of the pool's form, the paper)"),
+    seed: int = typer.Option(0, "--seed", help="random seed of the random and tag-drawing strategies"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+) -> None:
+    """Choose SIZE synthetic triples of POOL with a selection strategy."""
+    from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
+    from compgen.augment.stem_corrupt.corrupt import read_triples, write_triples
+    from compgen.pipelines.stem_corrupt import pool_scores, select_rows
+
+    key = check_strategy(strategy)
+    if uncertainty not in ("hypothesis", "reference"):
+        raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
+    if key in LOSS_STRATEGIES and scorer is None and (scores is None or not scores.is_file()):
+        raise UserError(f"--strategy {key} needs --scorer MODEL (or an existing --scores file)")
+    if scorer is not None and not scorer.is_file():
+        raise UserError(f"--scorer {scorer}: no such file")
+    rows = read_triples(pool)
+    if size > len(rows):
+        raise UserError(f"--size {size} is larger than the pool {pool} ({len(rows)} rows)")
+    _threads(threads)
+    nll = pool_scores(rows, scorer, scores, uncertainty) if key in LOSS_STRATEGIES else None
+    chosen = select_rows(rows, key, size, nll, seed)
+    write_triples(output, chosen)
+    console.print(f"wrote {len(chosen):,} of {len(rows):,} rows ({key}) to {output}",
+                  highlight=False, markup=False)
+
+
+@inflection_app.command("evaluate")
+def inflection_evaluate_cmd(
+    model: Path = typer.Argument(..., help="inflection checkpoint"),
+    lang: str = typer.Option(..., "--lang", help="SIGMORPHON language"),
+    test: str = typer.Option("lemma-split", "--test", help="lemma-split (1000 rows, seed 0) | test (the shared-task test file)"),
+    beam: int = typer.Option(5, "--beam", help="beam width (the reference decodes with 5)"),
+    predictions: Path | None = typer.Option(None, "--predictions", help="write lemma<TAB>gold<TAB>predicted<TAB>tags"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    data_dir: Path | None = DataDir,
+) -> None:
+    """Exact-match accuracy of an inflection model (beam search)."""
+    from compgen.pipelines.stem_corrupt import evaluate_model
+
+    if beam < 1:
+        raise UserError("--beam must be >= 1")
+    _threads(threads)
+    result = evaluate_model(model, lang, test, beam, data_dir, predictions)
+    console.print(f"{lang} {test}: exact match {result['accuracy']:.4f} on {result['rows']} rows "
+                  f"({result['seconds']:.0f} s)", highlight=False, markup=False)

@@ -1,0 +1,300 @@
+"""Character-level Transformer encoder-decoder for morphological inflection.
+
+The model of Samir & Silfverberg 2023 (their fairseq ``transformer``): post-norm layers,
+sinusoidal positions added to embeddings scaled by sqrt(d), separate source and target
+embeddings and vocabularies, no final layer norm, a separate output projection. Source
+= lemma characters then the tag features as single tokens; target = form characters.
+Dropout follows fairseq's three knobs: ``dropout`` on embeddings and residual branches,
+``attention_dropout`` on attention weights, ``activation_dropout`` inside the FFN.
+
+:func:`beam_search` is batched beam search with fairseq's scoring: a finished hypothesis
+scores (sum of token log-probabilities including EOS) / length; a sentence is done when
+``beam`` hypotheses have finished.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+
+
+@dataclass(frozen=True)
+class InflectionConfig:
+    embed_dim: int = 256
+    ffn_dim: int = 512
+    heads: int = 4
+    encoder_layers: int = 4
+    decoder_layers: int = 4
+    dropout: float = 0.3
+    attention_dropout: float = 0.1
+    activation_dropout: float = 0.0
+    max_positions: int = 256
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CharVocab:
+    """Special tokens (pad, bos, eos, unk) then tokens in first-seen order."""
+
+    def __init__(self, tokens: Sequence[str]):
+        if tuple(tokens[:len(SPECIALS)]) != SPECIALS:
+            raise ValueError("vocabulary must start with the special tokens")
+        self.tokens = list(tokens)
+        self.index = {t: i for i, t in enumerate(self.tokens)}
+
+    @classmethod
+    def build(cls, sequences) -> CharVocab:
+        tokens = list(SPECIALS)
+        seen = set(tokens)
+        for seq in sequences:
+            for tok in seq:
+                if tok not in seen:
+                    seen.add(tok)
+                    tokens.append(tok)
+        return cls(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, seq: Sequence[str]) -> list[int]:
+        return [self.index.get(t, UNK_ID) for t in seq]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids if i >= len(SPECIALS) or i == UNK_ID]
+
+
+def source_tokens(lemma: str, tags: str) -> list[str]:
+    return list(lemma) + [t for t in tags.split(";") if t]
+
+
+def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(length, dtype=torch.float32)[:, None] * freq[None, :]
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    if dim % 2:
+        table = torch.cat([table, torch.zeros(length, 1)], dim=1)
+    return table
+
+
+def _set_dropouts(layer: nn.Module, cfg: InflectionConfig) -> None:
+    # nn.Transformer*Layer has one dropout value; fairseq has three
+    for name in ("self_attn", "multihead_attn"):
+        attn = getattr(layer, name, None)
+        if attn is not None:
+            attn.dropout = cfg.attention_dropout
+    layer.dropout = nn.Dropout(cfg.activation_dropout)   # between the two FFN linears
+
+
+class InflectionTransformer(nn.Module):
+    def __init__(self, config: InflectionConfig, src_vocab_size: int, tgt_vocab_size: int):
+        super().__init__()
+        self.config = config
+        d = config.embed_dim
+        self.scale = math.sqrt(d)
+        self.src_embed = nn.Embedding(src_vocab_size, d, padding_idx=PAD_ID)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d, padding_idx=PAD_ID)
+        for emb in (self.src_embed, self.tgt_embed):   # fairseq's embedding init
+            nn.init.normal_(emb.weight, mean=0.0, std=d ** -0.5)
+            with torch.no_grad():
+                emb.weight[PAD_ID].zero_()
+        self.register_buffer("positions", sinusoidal_table(config.max_positions, d), persistent=False)
+        enc_layer = nn.TransformerEncoderLayer(d, config.heads, config.ffn_dim, config.dropout,
+                                               batch_first=True, norm_first=False)
+        dec_layer = nn.TransformerDecoderLayer(d, config.heads, config.ffn_dim, config.dropout,
+                                               batch_first=True, norm_first=False)
+        _set_dropouts(enc_layer, config)
+        _set_dropouts(dec_layer, config)
+        self.encoder = nn.TransformerEncoder(enc_layer, config.encoder_layers,
+                                             enable_nested_tensor=False)
+        self.decoder = nn.TransformerDecoder(dec_layer, config.decoder_layers)
+        self.embed_dropout = nn.Dropout(config.dropout)
+        self.output = nn.Linear(d, tgt_vocab_size, bias=False)
+        nn.init.normal_(self.output.weight, mean=0.0, std=d ** -0.5)
+
+    def _embed(self, embedding: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+        x = embedding(ids) * self.scale + self.positions[: ids.shape[1]]
+        return self.embed_dropout(x)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pad = src.eq(PAD_ID)
+        return self.encoder(self._embed(self.src_embed, src), src_key_padding_mask=pad), pad
+
+    def decode(self, memory: torch.Tensor, src_pad: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Logits of the next token after every prefix of ``tgt_in`` (starts with BOS)."""
+        n = tgt_in.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=tgt_in.device).triu(1)
+        h = self.decoder(self._embed(self.tgt_embed, tgt_in), memory, tgt_mask=causal,
+                         tgt_key_padding_mask=tgt_in.eq(PAD_ID), memory_key_padding_mask=src_pad)
+        return self.output(h)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory, pad = self.encode(src)
+        return self.decode(memory, pad, tgt_in)
+
+
+def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    b, t, d = x.shape
+    return x.view(b, t, heads, d // heads).transpose(1, 2)
+
+
+def _attend(q, k, v, mask=None) -> torch.Tensor:
+    """q [B,h,Q,dh] over k, v [B,h,T,dh]; mask [B,T] True = ignore -> [B,Q,h*dh]."""
+    scores = q @ k.transpose(2, 3) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask[:, None, None, :], float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+
+
+class IncrementalDecoder:
+    """One-token-at-a-time decoding with cached keys/values (eval mode): the same
+    function as :meth:`InflectionTransformer.decode`, without recomputing the prefix."""
+
+    def __init__(self, model: InflectionTransformer, memory: torch.Tensor, src_pad: torch.Tensor):
+        self.model = model
+        self.heads = model.config.heads
+        self.pad = src_pad
+        d = model.config.embed_dim
+        self.memory_kv = []
+        for layer in model.decoder.layers:
+            w, b = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
+            k = _split_heads(memory @ w[d:2 * d].T + b[d:2 * d], self.heads)
+            v = _split_heads(memory @ w[2 * d:].T + b[2 * d:], self.heads)
+            self.memory_kv.append((k, v))
+        self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.length = 0
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        self.cache = [(k[rows], v[rows]) for k, v in self.cache]
+        self.memory_kv = [(k[rows], v[rows]) for k, v in self.memory_kv]
+        self.pad = self.pad[rows]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits of the next token given the newest token of every row [B]."""
+        m = self.model
+        d = m.config.embed_dim
+        x = m.tgt_embed(tokens)[:, None, :] * m.scale + m.positions[self.length]
+        new_cache = []
+        for i, layer in enumerate(m.decoder.layers):
+            sa = layer.self_attn
+            qkv = x @ sa.in_proj_weight.T + sa.in_proj_bias
+            q, k, v = (_split_heads(t, self.heads) for t in qkv.split(d, dim=-1))
+            if self.cache:
+                k = torch.cat([self.cache[i][0], k], dim=2)
+                v = torch.cat([self.cache[i][1], v], dim=2)
+            new_cache.append((k, v))
+            x = layer.norm1(x + sa.out_proj(_attend(q, k, v)))
+            ca = layer.multihead_attn
+            q = _split_heads(x @ ca.in_proj_weight[:d].T + ca.in_proj_bias[:d], self.heads)
+            mk, mv = self.memory_kv[i]
+            x = layer.norm2(x + ca.out_proj(_attend(q, mk, mv, self.pad)))
+            x = layer.norm3(x + layer.linear2(layer.activation(layer.linear1(x))))
+        self.cache = new_cache
+        self.length += 1
+        return m.output(x[:, 0])
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> torch.Tensor:
+    rows = [([BOS_ID] if bos else []) + list(s) + ([EOS_ID] if eos else []) for s in seqs]
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+@torch.no_grad()
+def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
+                max_len: int = 100) -> tuple[list[list[int]], list[float]]:
+    """Best hypothesis (token ids without EOS) and its score (mean log-probability per
+    token including EOS, natural log) for every row of ``src``."""
+    model.eval()
+    memory, pad = model.encode(src)
+    decoder = IncrementalDecoder(model, memory.repeat_interleave(beam, 0),
+                                 pad.repeat_interleave(beam, 0))
+    return beam_over(decoder, src.shape[0], beam, max_len)
+
+
+@torch.no_grad()
+def beam_over(decoder, n: int, beam: int, max_len: int) -> tuple[list[list[int]], list[float]]:
+    """The beam search itself over any ``decoder`` with ``step(last tokens [n*beam]) ->
+    logits`` and ``reorder(rows)`` (eager :class:`IncrementalDecoder`, or an exported
+    graph's runner): the search is the same code whatever computes the logits."""
+    tokens = torch.full((n * beam, 1), BOS_ID, dtype=torch.long)
+    scores = torch.zeros(n, beam)
+    scores[:, 1:] = float("-inf")          # all beams start identical: expand one
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n)]
+    done = torch.zeros(n, dtype=torch.bool)
+    for step in range(max_len + 1):
+        logp = torch.log_softmax(decoder.step(tokens[:, -1]).float(), dim=-1)
+        logp[:, PAD_ID] = float("-inf")
+        logp[:, BOS_ID] = float("-inf")
+        if step == max_len:                # force EOS at the length limit
+            keep = logp[:, EOS_ID].clone()
+            logp.fill_(float("-inf"))
+            logp[:, EOS_ID] = keep
+        vocab = logp.shape[1]
+        cand = (scores.view(-1, 1) + logp).view(n, beam * vocab)
+        top_scores, top_idx = cand.topk(2 * beam, dim=1)
+        origin = top_idx // vocab
+        token = top_idx % vocab
+        new_scores = torch.full((n, beam), float("-inf"))
+        new_rows = torch.zeros(n, beam, dtype=torch.long)
+        new_tokens = torch.full((n, beam), EOS_ID, dtype=torch.long)
+        length = step + 1
+        ts, orig, tok = top_scores.tolist(), origin.tolist(), token.tolist()
+        for i in range(n):
+            if done[i]:
+                continue
+            kept = 0
+            for j in range(2 * beam):
+                if ts[i][j] == float("-inf"):
+                    break
+                if tok[i][j] == EOS_ID:
+                    if j < beam:           # fairseq: only EOS among the top beam finish
+                        hyp = tokens[i * beam + orig[i][j], 1:].tolist()
+                        finished[i].append((ts[i][j] / length, hyp))
+                elif kept < beam:
+                    new_scores[i, kept] = ts[i][j]
+                    new_rows[i, kept] = i * beam + orig[i][j]
+                    new_tokens[i, kept] = tok[i][j]
+                    kept += 1
+                if len(finished[i]) >= beam:
+                    break
+            if len(finished[i]) >= beam or kept == 0:
+                done[i] = True
+        if bool(done.all()):
+            break
+        rows = new_rows.view(-1)
+        rows = torch.where(done.repeat_interleave(beam), torch.arange(n * beam), rows)
+        tokens = torch.cat([tokens[rows], new_tokens.view(-1, 1)], dim=1)
+        decoder.reorder(rows)
+        scores = new_scores
+    best_ids, best_scores = [], []
+    for i in range(n):
+        score, hyp = max(finished[i], key=lambda t: t[0]) if finished[i] else (float("-inf"), [])
+        best_ids.append(hyp)
+        best_scores.append(score)
+    return best_ids, best_scores
+
+
+@torch.no_grad()
+def reference_nll(model: InflectionTransformer, src: torch.Tensor, tgt: Sequence[Sequence[int]]) -> list[float]:
+    """Teacher-forced mean negative log-probability per target token (including EOS)."""
+    model.eval()
+    tgt_in = pad_batch(tgt, bos=True)
+    tgt_out = pad_batch(tgt, eos=True)
+    logp = torch.log_softmax(model(src, tgt_in).float(), dim=-1)
+    tok = logp.gather(2, tgt_out.unsqueeze(2)).squeeze(2)
+    mask = tgt_out.ne(PAD_ID)
+    return (-(tok * mask).sum(1) / mask.sum(1)).tolist()

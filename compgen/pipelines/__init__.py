@@ -1,0 +1,1 @@
+"""Experiment pipelines that do not fit the table-row machinery of compgen.pipeline."""

@@ -1,0 +1,169 @@
+"""STEM-CORRUPT: the CRP aligner's stems on hand-made pairs, the substitution, the pool."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from compgen.augment.stem_corrupt import (
+    AlignerConfig,
+    CrpAligner,
+    StemCorruptConfig,
+    corrupt_pair,
+    read_triples,
+    stem_corrupt_pool,
+    stem_ranges,
+    training_alphabet,
+)
+from compgen.errors import UserError
+
+SUFFIX = [("walk", "walked"), ("talk", "talked"), ("jump", "jumped"), ("play", "played"),
+          ("kick", "kicked"), ("cook", "cooked"), ("look", "looked"), ("pull", "pulled"),
+          ("fill", "filled"), ("wash", "washed")]
+CIRCUMFIX = [("machen", "gemacht"), ("sagen", "gesagt"), ("kaufen", "gekauft"),
+             ("fragen", "gefragt"), ("holen", "geholt")]
+IDENTICAL = [("fish", "fish"), ("bison", "bison")]
+STEM_CHANGE = [("sprechen", "sprach"), ("brechen", "brach"), ("stechen", "stach")]
+PAIRS = SUFFIX + CIRCUMFIX + IDENTICAL + STEM_CHANGE
+
+
+def stems(aligned):
+    return [[a[s:e] for s, e in stem_ranges(a, b)] for a, b in aligned]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_aligner_finds_the_stems_of_hand_made_pairs(seed):
+    found = dict(zip(PAIRS, stems(CrpAligner(seed=seed).align(PAIRS)), strict=True))
+    for lemma, form in SUFFIX:
+        assert found[(lemma, form)] == [lemma]
+    for (lemma, form), stem in zip(CIRCUMFIX, ["mach", "sag", "kauf", "frag", "hol"], strict=True):
+        assert found[(lemma, form)] == [stem]
+    for pair in IDENTICAL:
+        assert found[pair] == [pair[0]]
+    assert found[("sprechen", "sprach")] == ["spr"]
+
+
+def test_aligned_strings_spell_the_pairs():
+    for (lemma, form), (a, b) in zip(PAIRS, CrpAligner(seed=3).align(PAIRS), strict=True):
+        assert len(a) == len(b)
+        assert a.replace(" ", "") == lemma and b.replace(" ", "") == form
+        assert not any(x == " " and y == " " for x, y in zip(a, b, strict=True))
+
+
+def test_aligner_is_seeded():
+    assert CrpAligner(seed=5).align(PAIRS) == CrpAligner(seed=5).align(PAIRS)
+
+
+def test_compat_mode_carries_counts_over_calls():
+    aligner = CrpAligner(AlignerConfig(compat=True))
+    aligner.align(PAIRS)
+    total_after_one = int(aligner._stats[0])
+    aligner.align(PAIRS)
+    assert aligner._stats[0] > total_after_one   # N grows: never decremented, never cleared
+    paper = CrpAligner(seed=0)
+    paper.align(PAIRS)
+    assert paper._stats[0] == sum(len(a) for a, _ in paper.align(PAIRS))
+
+
+def test_stem_ranges_keep_runs_of_three_and_retry_off_by_one():
+    assert stem_ranges("walk  ", "walked") == [(0, 4)]
+    assert stem_ranges("ab xyz", "ab xyz") == [(3, 6)]   # 'ab' too short; ' ' is epsilon
+    # no identical position: the form side is shifted right by one
+    assert stem_ranges("walk", "alk ") == [(1, 4)]
+    assert stem_ranges("abc", "xyz") == []
+
+
+def test_substitution_touches_only_stem_characters_consistently():
+    alphabet = list("xyzw")
+    rng = random.Random(0)
+    changed = 0
+    for _ in range(200):
+        out = corrupt_pair("  spi elen", "gespie lt ", alphabet, rng)
+        assert out is not None
+        lemma, form = out
+        # the stem run 'spi' is short (<= 5): every one of its 3 characters may change
+        assert len(lemma) == len("spielen") and len(form) == len("gespielt")
+        assert lemma[3:] == "elen" and form[:2] == "ge" and form[5:] == "elt"
+        assert lemma[:3] == form[2:5]          # same substitution in lemma and form
+        assert all(c in alphabet or c == o for c, o in zip(lemma[:3], "spi", strict=True))
+        changed += lemma[:3] != "spi"
+    assert 150 < changed < 200   # each of 3 characters changes with p 0.5 * 3/4
+
+
+def test_long_runs_keep_their_first_and_last_character():
+    rng = random.Random(1)
+    for _ in range(100):
+        lemma, form = corrupt_pair("kavalerist i", "kavalerists ", list("@#"), rng)
+        assert lemma[0] == "k" and lemma[9] == "t" and lemma[10:] == "i"
+        assert form[0] == "k" and form[9] == "t" and form[10:] == "s"
+        assert lemma[:10] == form[:10]
+
+
+def test_a_pair_without_a_stem_gives_nothing():
+    assert corrupt_pair("ab", "xy", list("q"), random.Random(0)) is None
+
+
+def test_genuine_shared_spaces_are_kept():
+    rng = random.Random(0)
+    lemma, form = corrupt_pair("new york  ", "new yorker", list("q"), rng,
+                               StemCorruptConfig(theta=0.0))
+    assert (lemma, form) == ("new york", "new yorker")
+
+
+def test_pool_has_the_size_the_tags_and_the_affixes(tmp_path):
+    triples = [(lemma, form, "V;PST") for lemma, form in SUFFIX] + \
+              [(lemma, form, "V;PTCP") for lemma, form in CIRCUMFIX]
+    pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=250, seed=0))
+    assert len(pool) == 250
+    assert pool == stem_corrupt_pool(triples, StemCorruptConfig(pool_size=250, seed=0))
+    alphabet = set(training_alphabet(triples))
+    for lemma, form, tags in pool:
+        assert set(lemma + form) <= alphabet
+        if tags == "V;PST":
+            assert form == lemma + "ed"
+        else:
+            assert form.startswith("ge") and form.endswith("t") and lemma.endswith("en")
+    assert len({(lemma, form) for lemma, form, _ in pool}) > 100   # corrupted, not copied
+
+
+def test_pool_errors():
+    with pytest.raises(UserError, match="no training pair has a stem"):
+        stem_corrupt_pool([("ab", "xy", "N")], StemCorruptConfig(pool_size=5))
+    with pytest.raises(UserError, match="--pool"):
+        StemCorruptConfig(pool_size=0).validate()
+
+
+def test_real_language_pool(data_dir):
+    path = data_dir / "sigmorphon2018" / "georgian-train-low"
+    if not path.is_file():
+        pytest.skip("SIGMORPHON 2018 georgian not in the data folder")
+    triples = read_triples(path)
+    pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=1000, seed=0))
+    assert len(pool) == 1000
+    assert {t for _, _, t in pool} <= {t for _, _, t in triples}
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "compgen", *args], capture_output=True, text=True,
+                          check=False)
+
+
+def test_cli_writes_a_pool_and_rejects_bad_input(tmp_path):
+    good = tmp_path / "train.tsv"
+    good.write_text("".join(f"{lemma}\t{form}\tV;PST\n" for lemma, form in SUFFIX), encoding="utf-8")
+    out = tmp_path / "pool.tsv"
+    run = _cli("augment", "stem-corrupt", str(good), "--pool", "30", "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 30 and all(len(r) == 3 and r[2] == "V;PST" for r in rows)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("walk\twalked\n", encoding="utf-8")
+    for args, message in (((str(bad),), "bad.tsv:1"), (("klingon",), "unknown SIGMORPHON language"),
+                          ((str(good), "--pool", "0"), "--pool")):
+        run = _cli("augment", "stem-corrupt", *args, "-o", str(tmp_path / "x.tsv"))
+        assert run.returncode == 2
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+    assert not (tmp_path / "x.tsv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv", "pool.tsv", "train.tsv"]
