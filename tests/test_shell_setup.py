@@ -46,7 +46,12 @@ def test_bash_completes_commands_and_options(venv):
                'echo "${COMPREPLY[*]}"\n'
                'COMP_WORDS=(compgen sample x --stra); COMP_CWORD=3; _compgen_project_complete compgen\n'
                'echo "${COMPREPLY[*]}"', venv)
-    assert set(out[0].split()) == {"generator", "predictor"} and out[1] == "--strategy"
+    import typer.main
+
+    from compgen.cli import app
+
+    train = typer.main.get_command(app).commands["train"]
+    assert set(out[0].split()) == set(train.commands) and out[1] == "--strategy"
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
