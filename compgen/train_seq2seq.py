@@ -223,7 +223,7 @@ def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
 
 def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morphology: bool,
                    batch_size: int = 256) -> dict:
-    from compgen.evaluate import predict, score_predictions
+    from compgen.scoring import predict, score_predictions
 
     preds = predict(model, vocab, [x for x, _ in pairs], batch_size=batch_size)
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
