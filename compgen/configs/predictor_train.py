@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compgen.configs.sections import read_section
+
 
 @dataclass
 class PredictorTrainConfig:
@@ -19,6 +21,4 @@ class PredictorTrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
-        from compgen.configs.sections import read_section
-
         return read_section(cls, d, where)
