@@ -207,7 +207,8 @@ class _GeneratorRun:
         speed = window.examples / max(now - window.start, 1e-9)
         loss = window.loss / window.examples
         state["curve"].append({
-            "step": state["step"], "epoch": state["epoch"] + state["batch"] / self.batches_per_epoch,
+            "step": state["step"],
+            "epoch": state["epoch"] + state["batch"] / self.batches_per_epoch,
             "examples": state["examples"], "loss": loss,
             "tok_nll": window.tok_nll / max(window.tokens, 1), "examples_per_s": speed,
             "lr": state["lr"], "elapsed_s": self.elapsed()})
@@ -221,7 +222,8 @@ class _GeneratorRun:
     def end_epoch(self) -> None:
         """Dev perplexity, learning-rate decay on a plateau, best-dev weights (scan)."""
         state = self.state
-        ppl = evaluate_ppl(self.model, self.dev_enc, self.variant, self.max_len) if self.dev_enc else None
+        ppl = (evaluate_ppl(self.model, self.dev_enc, self.variant, self.max_len)
+               if self.dev_enc else None)
         state["epoch"] += 1
         state["batch"] = 0
         if ppl is None:
@@ -343,8 +345,10 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         if epochs < 1:
             raise UserError(f"--epochs must be >= 1 (got {epochs})")
         settings = replace(settings, epochs=epochs)
-    model_cfg = read_section(RecombineConfig, config.get("model", {}), "[model]", skip=("vocab_size",))
-    prepared = prepared or generator_data(data, model_cfg.nproto, given.seed, settings.dev_fraction, data_dir)
+    model_cfg = read_section(RecombineConfig, config.get("model", {}), "[model]",
+                             skip=("vocab_size",))
+    prepared = prepared or generator_data(data, model_cfg.nproto, given.seed,
+                                          settings.dev_fraction, data_dir)
     config = {**config, "train": {**config.get("train", {}), "epochs": settings.epochs},
               "kind": "recombine", "data": data}
     config["model"] = {**config["model"], "variant": prepared.task}
@@ -366,5 +370,6 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     run.finish(finished)
     run_seconds = time.perf_counter() - run.start  # this run, dev evaluations included
     speed = (state["examples"] - examples0) / run_seconds if run_seconds > 0 else 0.0
-    return TrainResult(str(out), state["step"], state["epoch"] + state["batch"] / run.batches_per_epoch,
-                       speed, run.last_loss, state["best_ppl"], finished, str(run.curve_path))
+    epochs_done = state["epoch"] + state["batch"] / run.batches_per_epoch
+    return TrainResult(str(out), state["step"], epochs_done, speed, run.last_loss,
+                       state["best_ppl"], finished, str(run.curve_path))

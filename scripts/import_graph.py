@@ -196,7 +196,8 @@ def problems(report: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("package", nargs="?", default=str(Path(__file__).resolve().parents[1] / "compgen"),
+    here = Path(__file__).resolve().parents[1]
+    parser.add_argument("package", nargs="?", default=str(here / "compgen"),
                         help="the package folder (default: this repository's compgen/)")
     parser.add_argument("--max-lines", type=int, default=600, help="longest module allowed")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
