@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 
 
 @contextlib.contextmanager
@@ -71,14 +71,33 @@ def write_samples_tsv(
 
 
 def parse_samples_tsv(text: str, source: str = "<samples>") -> list[tuple[list[str], list[str]]]:
-    """Parse samples TSV text: ``x<TAB>y`` plus optional score columns; ``#`` lines are headers."""
+    """Parse samples TSV text: ``x<TAB>y`` plus optional score columns; ``#`` lines are headers.
+
+    Every row has as many fields as the header (else as the first row), and score columns
+    hold numbers: a ragged row is a UserError naming its line."""
     pairs = []
+    width, width_from = None, None
     for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if width is None and line.startswith("#x\t"):
+                width, width_from = len(line.split("\t")), f"the header on line {lineno}"
             continue
         fields = line.split("\t")
         if len(fields) < 2:
             raise UserError(f"{where(source, lineno)}: expected 'x<TAB>y', found no tab")
+        if width is None:
+            width, width_from = len(fields), f"line {lineno}"
+        if len(fields) != width:
+            raise UserError(f"{where(source, lineno)}: {len(fields)} tab-separated fields, "
+                            f"expected {width} (as on {width_from})")
+        for column, score in enumerate(fields[2:], 3):
+            try:
+                float(score)
+            except ValueError:
+                raise UserError(f"{where(source, lineno)}: field {column} ({score[:40]!r}) is "
+                                "not a number (a samples TSV is x<TAB>y[<TAB>score...])") from None
         pairs.append((field_tokens(fields[0]), field_tokens(fields[1])))
     if not pairs:
         raise UserError(f"{source}: no samples in file")
@@ -89,7 +108,7 @@ def read_samples_tsv(path: str | os.PathLike) -> list[tuple[list[str], list[str]
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    return parse_samples_tsv(path.read_text(encoding="utf-8"), str(path))
+    return parse_samples_tsv(read_text(path), str(path))
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
@@ -110,7 +110,7 @@ def load_manifest(folder) -> dict:
     if not path.is_file():
         raise UserError(f"{folder}: not an export folder (no manifest.json)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
     if manifest.get("format") != FORMAT:
