@@ -78,10 +78,16 @@ def parity_failures(figures: dict) -> list[str]:
 @contextmanager
 def staged_folder(out: Path):
     """A temporary folder next to ``out`` that replaces ``out`` only when the block ends
-    without an error: a failed validation leaves no artifact (and keeps an older one)."""
+    without an error: a failed validation leaves no artifact (and keeps an older one).
+    A killed export's staging folder is removed by the next export to ``out``; the folder
+    gets the mode the umask gives (mkdtemp alone would make it 0700)."""
+    from compgen.io import current_umask, remove_stale_staging, staging_prefix
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    remove_stale_staging(out)
+    tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
     try:
+        tmp.chmod(0o777 & ~current_umask())
         yield tmp
         if out.exists():
             shutil.rmtree(out)
