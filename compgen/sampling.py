@@ -359,9 +359,9 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
     decoded when the filter accepts few candidates (default: the preset's, else 200).
     ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
-    from compgen.train import load_generator
 
     if strategy is not None:
         check_strategy(strategy)
