@@ -26,6 +26,17 @@ MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
 # ------------------------------------------------------------------ evaluation sets
 
+def evaluation_table(data: str, data_dir=None) -> pl.DataFrame:
+    """The example table of a data set name, or of a data file: all of a file's rows are
+    the test set (a file has no splits of its own)."""
+    from compgen.data import load_dataset
+
+    table = load_dataset(data, data_dir)
+    if Path(data).is_file():
+        table = table.with_columns(split=pl.lit("test"))
+    return table
+
+
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """name -> deduplicated table with ``source``, ``target`` (token lists) and ``novel``
     (bool; None for SCAN). See the module doc for the names."""
@@ -37,6 +48,9 @@ def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
             raise UserError(f"the data has no 'test' split (have: {', '.join(sorted(splits))})")
         test = table.filter(pl.col("split") == "test")
         return {"test": test.select(source="x", target="y", novel=pl.lit(None, pl.Boolean))
+                .unique(subset=["source", "target"], maintain_order=True)}
+    if splits == {"test"}:   # a data file: its rows, analysis pairs, novelty unknown
+        return {"test": table.select(source="y", target="x", novel=pl.lit(None, pl.Boolean))
                 .unique(subset=["source", "target"], maintain_order=True)}
     missing = [s for s in MORPH_SETS.values() if s not in splits]
     if missing:
@@ -88,14 +102,13 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
-    from compgen.data import load_dataset
     from compgen.train_seq2seq import is_morphology
 
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size)
     data = data or meta.get("data")
     if not data:
         raise UserError(f"{checkpoint}: names no data set; give --data")
-    table = load_dataset(data, data_dir)
+    table = evaluation_table(data, data_dir)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):
         raise UserError(f"{checkpoint}: trained on {meta.get('data')}, cannot evaluate on {data}")
@@ -194,7 +207,6 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
                 data_dir=None, n_attention: int = 2) -> list[Path]:
     """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
     the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
-    from compgen.data import load_dataset
     from compgen.models.seq2seq import collate, cut_prediction, greedy_search
     from compgen.plots import plot_attention, plot_learning_curve
     from compgen.train_seq2seq import load_predictor, write_curve_csv
@@ -206,7 +218,7 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
         csv = folder / f"{stem}.curve.csv"
         write_curve_csv(meta["curve"], csv)
         written.append(plot_learning_curve(csv, folder / f"{stem}.curve.png"))
-    sets = evaluation_sets(load_dataset(data or meta["data"], data_dir))
+    sets = evaluation_sets(evaluation_table(data or meta["data"], data_dir))
     first = next(iter(sets.values()))
     for k, source in enumerate(first["source"].to_list()[:n_attention]):
         ids, attention = greedy_search(model, collate([vocab.encode(source)], model.cfg.max_len),

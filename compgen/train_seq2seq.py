@@ -41,7 +41,7 @@ import torch
 from compgen.checkpoint import check_preset
 from compgen.configs import PredictorTrainConfig
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.io import atomic_open
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.resample import unique_pairs
@@ -70,7 +70,7 @@ def load_preset(preset: str | Path | dict) -> tuple[dict, PredictorTrainConfig]:
             raise UserError(f"--config: no preset or file '{preset}' (presets: {', '.join(names)})")
         source = str(path)
         try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+            doc = tomllib.loads(read_text(path))
         except tomllib.TOMLDecodeError as exc:
             raise UserError(f"{path}: {exc}") from None
     if doc.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:

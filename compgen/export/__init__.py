@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's API)
     FORMAT,
     LOGP_FLOOR,
@@ -74,7 +74,7 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     if nproto == 0:
         return []
     tuples = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         fields = line.split("\t")
         if len(fields) != nproto:
             raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")

@@ -9,6 +9,7 @@ folder's ``prototypes.txt`` (cycling), so backends see the same prototypes.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -102,18 +103,23 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         binary = build_runner(log=log)
         vocab = Vocab.load(folder / "vocab.json")
         rounds = [0]
-        work = Path(tempfile.mkdtemp(prefix="compgen-cpp-"))
         max_norm = manifest["model"]["max_norm"] if manifest["model"]["vae"] else 0.0
 
         def decode(idx, strategy, temperature):
-            out = work / "batch.tsv"
+            handle, name = tempfile.mkstemp(prefix="compgen-cpp-", suffix=".tsv")
+            os.close(handle)
+            out = Path(name)
             rounds[0] += 1
-            run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
-                    strategy=strategy, seed=seed + rounds[0], max_len=max_len,
-                    offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
-                    vae_max_norm=max_norm, threads=threads)
+            try:
+                run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
+                        strategy=strategy, seed=seed + rounds[0], max_len=max_len,
+                        offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
+                        vae_max_norm=max_norm, threads=threads)
+                samples = read_cpp_samples(out)
+            finally:
+                out.unlink(missing_ok=True)
             rows, scores = [], []
-            for x, y, logp, _ in read_cpp_samples(out):
+            for x, y, logp, _ in samples:
                 # a row without "<sep> y" is invalid either way; don't invent a separator
                 rows.append(vocab.encode(x) + ([SEP_ID] + vocab.encode(y) if y else []) + [EOS_ID])
                 scores.append(logp)
