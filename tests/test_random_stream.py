@@ -48,7 +48,7 @@ def test_same_values_in_cpp(tmp_path):
         '#include <cstdio>\n#include <cinttypes>\n#include "random_stream.hpp"\n'
         "int main() {\n"
         "  const uint64_t keys[][3] = {"
-        + ", ".join("{%dULL, %dULL, %dULL}" % tuple(v % 2 ** 64 for v in k) for k, _ in KNOWN)
+        + ", ".join("{" + ", ".join(f"{v % 2 ** 64}ULL" for v in k) + "}" for k, _ in KNOWN)
         + "};\n"
         "  for (const auto& k : keys)\n"
         '    std::printf("%" PRIu64 " %.17g\\n", compgen::stream_bits(k[0], k[1], k[2]),\n'
