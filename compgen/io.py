@@ -27,11 +27,18 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's 0600, not the user's umask
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # Tokens are space-joined, so a token that IS a space (a character of a multi-word

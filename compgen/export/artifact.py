@@ -83,6 +83,9 @@ def staged_folder(out: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         yield tmp
+        from compgen.io import current_umask
+
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700, not the user's umask
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
