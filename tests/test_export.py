@@ -10,10 +10,10 @@ import torch
 
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
+from compgen.decoding import MODES, Contract, decode
 from compgen.errors import UserError
 from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
 from compgen.export.graphs import deterministic
-from compgen.decoding import MODES, Contract, decode
 from compgen.runtime.cpp import build_runner
 from compgen.runtime.onnx_runtime import OnnxGenerator
 from compgen.runtime.torchscript import TorchScriptGenerator
