@@ -45,6 +45,9 @@ def open_session(path: Path, threads: int | None):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3  # the saved graph is for this machine: that is the point
+    # idle pool threads sleep instead of spinning: on a shared machine (or next to torch's
+    # or the C++ runner's threads) spinning threads steal the cores the work needs
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         optimised = _optimised_path(path)
         if optimised is not None and optimised.is_file():

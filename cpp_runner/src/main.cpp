@@ -375,17 +375,24 @@ int main() {
     return result;
   };
 
-  if (job.raw) {  // every decoded row of one round, as ids with its score
-    auto result = timed_round(0, job.n, job.mode, job.temperature);
+  if (job.raw) {  // every decoded row, as ids with its score: rounds of batch_size up to n
     std::ostringstream text;
-    for (size_t b = 0; b < result.tokens.size(); ++b) {
-      double score = 0.0;
-      for (float v : result.logp[b]) score += v;
-      for (size_t t = 0; t < result.tokens[b].size(); ++t)
-        text << (t ? " " : "") << result.tokens[b][t];
-      text << '\t' << format_score(score) << '\n';
+    for (int64_t first = 0; first < job.n; first += job.batch) {
+      auto result = timed_round(first, std::min(job.batch, job.n - first), job.mode,
+                                job.temperature);
+      for (size_t b = 0; b < result.tokens.size(); ++b) {
+        double score = 0.0;
+        for (float v : result.logp[b]) score += v;
+        for (size_t t = 0; t < result.tokens[b].size(); ++t)
+          text << (t ? " " : "") << result.tokens[b][t];
+        text << '\t' << format_score(score) << '\n';
+      }
     }
     write_output(job, text.str());
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::cerr << "done " << job.n << " 1 " << job.mode << " " << job.temperature << " "
+              << decode_seconds << " " << total << std::endl;
     return 0;
   }
 
