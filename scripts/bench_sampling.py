@@ -41,13 +41,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compgen.decoding import MODES, Contract, decode  # noqa: E402
-from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes  # noqa: E402
-from compgen.export.graphs import deterministic  # noqa: E402
-from compgen.runtime.cpp import build_runner, job_text, run_harness  # noqa: E402
-from compgen.runtime.onnx_runtime import OnnxGenerator  # noqa: E402
-from compgen.runtime.torchscript import TorchScriptGenerator  # noqa: E402
-from compgen.sampling import EagerStepper  # noqa: E402
+from compgen.decoding import MODES, Contract, decode
+from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.graphs import deterministic
+from compgen.runtime.cpp import build_runner, job_text, run_harness
+from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.runtime.torchscript import TorchScriptGenerator
+from compgen.sampling import EagerStepper
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni",
