@@ -21,8 +21,9 @@ class TorchScriptGenerator:
 
     @torch.no_grad()
     def _encode(self, protos: np.ndarray, z: np.ndarray) -> dict:
-        keys, values, mask, h, c = self.module.encoder(torch.from_numpy(protos),
-                                                       torch.from_numpy(z))
+        with torch.jit.optimized_execution(False):
+            keys, values, mask, h, c = self.module.encoder(torch.from_numpy(protos),
+                                                           torch.from_numpy(z))
         return {"keys": keys.numpy(), "values": values.numpy(), "mask": mask.numpy(),
                 "h": h.numpy(), "c": c.numpy()}
 
@@ -43,8 +44,11 @@ class TorchScriptStepper:
 
     @torch.no_grad()
     def step(self, token: np.ndarray) -> np.ndarray:
-        logp, *self.state = self.gen.module.step(torch.from_numpy(token), *self.state,
-                                                 *self.memory)
+        # the profiling executor would re-specialise the graph for every batch size that
+        # compaction produces (3-10x slower here); the traced graph is already what runs
+        with torch.jit.optimized_execution(False):
+            logp, *self.state = self.gen.module.step(torch.from_numpy(token), *self.state,
+                                                     *self.memory)
         return logp.numpy()
 
     def take(self, rows: np.ndarray, memory: bool = True) -> None:
