@@ -335,9 +335,9 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     checkpoint's ``[sample]`` preset): see ``SampleOptions``; ``test_dropout`` overrides
     the checkpoint's ``outdrop_test`` (dropout on the decoder state while sampling, the
     scan reference's source of diversity)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
-    from compgen.train import load_generator
 
     if options is None and asked.get("strategy") is not None:
         check_strategy(asked["strategy"])  # before the checkpoint is loaded

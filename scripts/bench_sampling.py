@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compgen.decoding import MODES, Contract, decode
 from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner, job_text, run_harness
-from compgen.runtime.onnx_runtime import OnnxGenerator
-from compgen.runtime.torchscript import TorchScriptGenerator
+from compgen.export.onnx_decoder import OnnxGenerator
+from compgen.export.torchscript_decoder import TorchScriptGenerator
 from compgen.sampling import EagerStepper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,9 +116,9 @@ def int8_copy(folder: Path, out: Path) -> Path:
 
 
 def random_checkpoint(path: Path, data: str) -> None:
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
-    from compgen.train import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan")
     config["data"] = data
@@ -224,7 +224,7 @@ def main() -> None:
     manifest = export_checkpoint(checkpoint, folder, parity_sets=64, cpp_binary=binary,
                                  log=lambda m: print(m, file=sys.stderr))
 
-    from compgen.train import load_generator
+    from compgen.checkpoint import load_generator
 
     model = deterministic(load_generator(checkpoint)[0])
     steps = args.steps

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
+from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.decoding import MODES, Contract, decode
 from compgen.errors import UserError
 from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner
-from compgen.runtime.onnx_runtime import OnnxGenerator
-from compgen.runtime.torchscript import TorchScriptGenerator
+from compgen.export.onnx_decoder import OnnxGenerator
+from compgen.export.torchscript_decoder import TorchScriptGenerator
 from compgen.sampling import banned_mask
-from compgen.train import build_recombine, load_generator, load_preset, save_checkpoint
 
 COMPGEN = [sys.executable, "-m", "compgen"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from compgen.export.cpp_runner import build_runner
 from compgen.io import parse_samples_tsv
-from compgen.runtime.cpp import build_runner
 from compgen.runtime.sampler import BACKENDS, sample_exported
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"

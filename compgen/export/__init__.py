@@ -38,7 +38,7 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
 from compgen.decoding import MODES, Contract, beam, decode
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's API)
     FORMAT,
     LOGP_FLOOR,
@@ -87,7 +87,7 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     if nproto == 0:
         return []
     tuples = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         fields = line.split("\t")
         if len(fields) != nproto:
             raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
@@ -138,8 +138,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
                  cpp_binary: Path | None = None) -> dict:
     """Greedy and beam outputs and per-step log-probs of every backend against the eager
     model, all through the shared decode loop with the manifest's contract."""
-    from compgen.runtime.onnx_runtime import OnnxGenerator
-    from compgen.runtime.torchscript import TorchScriptGenerator
+    from compgen.export.onnx_decoder import OnnxGenerator
+    from compgen.export.torchscript_decoder import TorchScriptGenerator
 
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
@@ -195,7 +195,7 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
-        from compgen.runtime.cpp import decode_with_runner
+        from compgen.export.cpp_runner import decode_with_runner
 
         greedy, best = (decode_with_runner(cpp_binary, folder, manifest, p_np, z_np, mode,
                                            max_len) for mode in ("greedy", "beam"))
@@ -217,7 +217,7 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     """Export a generator or predictor checkpoint to ``out`` (default
     ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or test sources (predictor) the validation decodes."""
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     if Path(checkpoint).is_dir():  # an export folder: exported again in the current format
         kind = load_manifest(checkpoint).get("kind", "recombine")
@@ -251,7 +251,7 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     """(model, vocab, config) of an export folder: the eager model rebuilt from the
     manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
     carry them as ``generator.pt``)."""
-    from compgen.train import build_recombine, load_generator
+    from compgen.checkpoint import build_recombine, load_generator
 
     folder = Path(folder)
     if (folder / "generator.pt").is_file():
@@ -272,9 +272,9 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place.
     ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.sampling import prototype_source
-    from compgen.train import load_generator
 
     if max_prototypes < 1:
         raise UserError(f"--prototypes {max_prototypes}: must be >= 1")

@@ -60,11 +60,11 @@ class PrototypeCycle:
 def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None):
     """``() -> Stepper`` for a Python backend of an export folder."""
     if backend == "onnx":
-        from compgen.runtime.onnx_runtime import OnnxGenerator
+        from compgen.export.onnx_decoder import OnnxGenerator
 
         return OnnxGenerator(folder, manifest, threads).stepper
     if backend == "torchscript":
-        from compgen.runtime.torchscript import TorchScriptGenerator
+        from compgen.export.torchscript_decoder import TorchScriptGenerator
 
         return TorchScriptGenerator(folder, manifest, threads).stepper
     if backend == "torch":
@@ -181,8 +181,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
                 out, log) -> list[Sample]:
     """The whole job in one C++ runner process; returns what it wrote."""
+    from compgen.export.cpp_runner import build_runner, job_text, run_harness
     from compgen.io import parse_samples_tsv
-    from compgen.runtime.cpp import build_runner, job_text, run_harness
 
     binary = build_runner(log=log)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
