@@ -21,6 +21,8 @@ import torch
 from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import load_manifest, pad_tuples, read_prototypes
+from compgen.export.artifact import load_torchscript
+from compgen.runtime.verify import check_generator_backends
 from compgen.sampling import SampleRun, collect_decoded, make_filter, sampling_options
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
@@ -84,7 +86,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(seed)
-        scripted = torch.jit.load(str(folder / "model.ts"))
+        scripted = load_torchscript(folder / "model.ts")
 
         def decode(idx, strategy, temperature):
             protos = batch(idx)
@@ -140,9 +142,13 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     vocab = Vocab.load(folder / "vocab.json")
     model = build_recombine(manifest["config"], len(vocab))
     prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
-    scripted = torch.jit.load(str(folder / "model.ts")).state_dict()
-    model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
-                           if k.startswith(prefix)})
+    scripted = load_torchscript(folder / "model.ts").state_dict()
+    try:
+        model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
+                               if k.startswith(prefix)})
+    except RuntimeError:
+        raise UserError(f"{folder / 'model.ts'}: its weights do not fit the manifest's model "
+                        "config") from None
     model.eval()
     return model, vocab, manifest["config"]
 
@@ -168,6 +174,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
                         "sample (predictors: compgen.runtime.predictor.predict_exported)")
+    check_generator_backends(folder, manifest)
     if backend == "torch":
         from compgen.sampling import sample_generator
 
