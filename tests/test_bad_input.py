@@ -395,3 +395,26 @@ def test_manifest_json_that_is_binary_is_one_error(tmp_path, capsys, monkeypatch
 def test_the_shipped_export_passes_the_load_checks(tmp_path, capsys, monkeypatch):
     code, _ = run(capsys, monkeypatch, "sample", SHIPPED, "--n", "3", "-o", tmp_path / "s.tsv")
     assert code in (0, None) and len((tmp_path / "s.tsv").read_text().splitlines()) >= 3
+
+
+def test_a_huge_augmented_line_is_cut_before_it_is_encoded(tmp_path, monkeypatch):
+    from compgen.data.vocab import Vocab
+    from compgen.train_seq2seq import train_predictor
+
+    data = tmp_path / "train.txt"
+    data.write_text("".join(f"IN: {a} {b} OUT: I_{a.upper()} I_{b.upper()}\n"
+                            for a in ("walk", "run", "look", "jump") for b in ("walk", "run")))
+    augment = tmp_path / "aug.tsv"
+    augment.write_text("walk " * 250_000 + "\tI_WALK\nrun\tI_RUN\n")   # a 1.2 MB line
+    longest = [0]
+    encode = Vocab.encode
+
+    def measured(self, tokens):
+        longest[0] = max(longest[0], len(tokens))
+        return encode(self, tokens)
+
+    monkeypatch.setattr(Vocab, "encode", measured)
+    preset = {"model": {"hidden": 8, "embed": 8, "pdrop": 0.0, "max_len": 45},
+              "train": {"batch_size": 4, "lr": 0.01, "gradnorm": 1.0, "epochs": 2, "patience": 0}}
+    summary = train_predictor(str(data), preset, tmp_path / "p.pt", augment=augment, p_aug=0.5)
+    assert summary["n_augmented"] == 2 and 0 < longest[0] <= 46
