@@ -168,7 +168,8 @@ def load_manifest(folder) -> dict:
         raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
     verify_files(folder, manifest)
     _int_field(manifest, "model", "vocab_size", 7, 10_000_000, path)
-    _int_field(manifest, "decoding", "max_len", 1, MAX_DECODE_LEN, path)
+    if manifest.get("kind", "recombine") in ("recombine", "seq2seq"):
+        _int_field(manifest, "decoding", "max_len", 1, MAX_DECODE_LEN, path)
     if manifest.get("kind", "recombine") == "recombine":
         _int_field(manifest, "model", "nproto", 0, 2, path)
         _int_field(manifest, "decoding", "prototypes", 0, 10_000_000, path)
