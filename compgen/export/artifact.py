@@ -158,6 +158,12 @@ def _int_field(manifest: dict, section: str, name: str, low: int, high: int, pat
                         f"{low}..{high:,}")
 
 
+def _typed_field(manifest: dict, section: str, name: str, kind, path: Path) -> None:
+    value = manifest[section].get(name)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise UserError(f"{path}: {section}.{name} = {value!r} has the wrong type")
+
+
 def load_manifest(folder) -> dict:
     """Read and check an export folder: manifest present, every file listed with a matching
     checksum, the sizes the runtimes rely on sane, the vocabulary of the stated size."""
@@ -170,9 +176,23 @@ def load_manifest(folder) -> dict:
     _int_field(manifest, "model", "vocab_size", 7, 10_000_000, path)
     if manifest.get("kind", "recombine") in ("recombine", "seq2seq"):
         _int_field(manifest, "decoding", "max_len", 1, MAX_DECODE_LEN, path)
-    if manifest.get("kind", "recombine") == "recombine":
+    kind = manifest.get("kind", "recombine")
+    if kind == "recombine":
         _int_field(manifest, "model", "nproto", 0, 2, path)
         _int_field(manifest, "decoding", "prototypes", 0, 10_000_000, path)
+        for name in ("hidden", "feed_dim", "latent"):
+            _int_field(manifest, "model", name, 0, 1_000_000, path)
+        _typed_field(manifest, "model", "vae", bool, path)
+        _typed_field(manifest, "model", "max_norm", (int, float), path)
+        if manifest["model"].get("variant") not in ("scan", "sig"):
+            raise UserError(f"{path}: model.variant = {manifest['model'].get('variant')!r}, "
+                            "expected 'scan' or 'sig'")
+        config = manifest.get("config")
+        if not isinstance(config, dict) or not isinstance(config.get("data"), str) \
+                or not isinstance(config.get("model"), dict) \
+                or not isinstance(config.get("sample", {}), dict):
+            raise UserError(f"{path}: 'config' must hold the generator's data name and "
+                            "[model] table")
     vocab = Vocab.load(folder / "vocab.json")
     if len(vocab) != manifest["model"]["vocab_size"]:
         raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
