@@ -123,7 +123,7 @@ def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch
 def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
                  cpp_binary: Path | None = None) -> dict:
     """Greedy outputs and per-step log-probs of every backend against the eager model."""
-    from compgen.runtime.onnx_runtime import OnnxGenerator
+    from compgen.export.onnx_decoder import OnnxGenerator
 
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
@@ -174,12 +174,12 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
-        from compgen.runtime.cpp import run_cpp
+        from compgen.export.cpp_runner import run_cpp
 
         out = folder / ".parity-cpp.tsv"
         run_cpp(cpp_binary, folder, out, n=B, batch_size=B, strategy="greedy", seed=0,
                 max_len=max_len, offset=0)
-        from compgen.runtime.cpp import read_cpp_samples
+        from compgen.export.cpp_runner import read_cpp_samples
 
         cpp_rows = read_cpp_samples(out)
         out.unlink()

@@ -69,7 +69,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         return pad_tuples(chosen, nproto, len(idx))
 
     if backend == "onnx":
-        from compgen.runtime.onnx_runtime import OnnxGenerator
+        from compgen.export.onnx_decoder import OnnxGenerator
 
         onnx = OnnxGenerator(folder, manifest, threads)
 
@@ -100,7 +100,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         return decode
 
     if backend == "cpp":
-        from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
+        from compgen.export.cpp_runner import build_runner, read_cpp_samples, run_cpp
 
         binary = build_runner(log=log)
         vocab = Vocab.load(folder / "vocab.json")
