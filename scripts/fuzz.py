@@ -238,14 +238,21 @@ def fuzz_exports(n: int, work: Path) -> dict:
     folder = work / "edited-export"
     tally = Tally("export folder loader")
     originals = {p.name: p.read_bytes() for p in source.iterdir()}
+    changed: set[str] = set()
+
+    shutil.copytree(source, folder)
 
     def body(case):
         edits, files, rehash = case
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir()
-        for name, data in originals.items():
-            (folder / name).write_bytes(data)
+        # put back what the previous case changed (cheaper than copying the folder)
+        for path in folder.iterdir():
+            if path.name not in originals:
+                path.unlink()
+            elif path.name in changed:
+                path.write_bytes(originals[path.name])
+        changed.clear()
+        changed.update(name for name, _ in files)
+        changed.add("manifest.json")
         manifest = json.loads(json.dumps(manifest0))
         for name, data in files:
             (folder / name).write_bytes(data)

@@ -47,7 +47,7 @@ def check_generator_backends(folder: Path, manifest: dict, threads: int | None =
 
     from compgen.data.vocab import EOS_ID
     from compgen.export import pad_tuples, read_prototypes
-    from compgen.runtime.onnx_runtime import OnnxGenerator
+    from compgen.export.onnx_decoder import OnnxGenerator
 
     nproto, max_len = manifest["model"]["nproto"], manifest["decoding"]["max_len"]
     tuples = read_prototypes(folder / "prototypes.txt", nproto)[:CHECK_SETS]
@@ -72,7 +72,7 @@ def check_predictor_backends(folder: Path, manifest: dict, threads: int | None =
     import torch
 
     from compgen.data.vocab import EOS_ID
-    from compgen.runtime.onnx_predictor import OnnxPredictor
+    from compgen.export.onnx_predictor_decoder import OnnxPredictor
 
     max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
     # inputs of ordinary tokens (ids after the specials), of a few lengths
