@@ -50,8 +50,14 @@ def compgen(args, cwd: Path, temp: Path, env: dict, limit_as=None, timeout=900):
                           preexec_fn=limit, check=False)
 
 
+# ONNX Runtime's import writes this one fixed-name file (a session id) into the temp folder
+# and overwrites it on every run: it does not accumulate, and it is not compgen's to remove.
+ONNXRUNTIME_SESSION_FILE = ".ses"
+
+
 def snapshot(folder: Path) -> set:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.name != ONNXRUNTIME_SESSION_FILE}
 
 
 def run_probe(probe: Probe, fixtures: dict, base: Path) -> dict:
