@@ -260,8 +260,10 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
                 log(f"epoch {epoch}/{tcfg.epochs}  batch {i}/{n_batches}  loss "
                     f"{total / max(counted, 1):.4f}  {time.perf_counter() - tic:.1f}s")
             batch = stream.take(tcfg.batch_size)
-            source = collate([vocab.encode(x) for x, _ in batch], model.cfg.max_len)
-            target = collate([vocab.encode(y) for _, y in batch], model.cfg.max_len)
+            # cut before encoding: an augmented line can be huge, only max_len + 1 tokens count
+            cut = model.cfg.max_len + 1
+            source = collate([vocab.encode(x[:cut]) for x, _ in batch], model.cfg.max_len)
+            target = collate([vocab.encode(y[:cut]) for _, y in batch], model.cfg.max_len)
             loss = model.loss(source, target)
             if not torch.isfinite(loss) or loss.item() == 0.0:
                 continue

@@ -314,3 +314,107 @@ def test_a_damaged_training_state_cannot_be_resumed(tiny_checkpoint, tmp_path, c
     ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", {"train_state": '{"step": "seven"}'})
     assert_one_error(run(capsys, monkeypatch, "train", "generator", "--resume", "--max-steps",
                          "2", "-o", ckpt), "damaged training state (step = 'seven')")
+
+
+# ---------------------------------------------------------------- export folders
+
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+
+
+def edited_export(tmp_path, edit_manifest=None, files=None):
+    """A copy of the shipped export with files replaced (bytes, re-hashed in the manifest,
+    so only later checks can catch them) and the manifest edited."""
+    import json
+    import shutil
+
+    from compgen.export.artifact import sha256
+
+    folder = tmp_path / "export"
+    shutil.copytree(SHIPPED, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name, content in (files or {}).items():
+        (folder / name).write_bytes(content(folder) if callable(content) else content)
+        manifest["files"][name] = sha256(folder / name)
+    if edit_manifest:
+        edit_manifest(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def perturbed_model(folder):
+    """model.ts with one weight changed: a well-formed model that is not the ONNX graphs'."""
+    import io
+
+    import torch
+
+    scripted = torch.jit.load(str(folder / "model.ts"))
+    with torch.no_grad():
+        for name, tensor in scripted.named_parameters():   # shared weights appear once
+            if name.endswith(("out.weight", "decoder.weight_hh")):
+                tensor.mul_(-1.0)
+    buffer = io.BytesIO()
+    torch.jit.save(scripted, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("edit,files,message", [
+    (lambda m: m.pop("files"), None, "no file checksums"),
+    (lambda m: m.update(files={}), None, "no file checksums"),
+    (lambda m: m["decoding"].update(max_len=10**9), None, "decoding.max_len = 1000000000"),
+    (lambda m: m["model"].update(vocab_size="25"), None, "model.vocab_size = '25'"),
+    (None, {"model.ts": BINARY}, "cannot load the TorchScript model"),
+    (None, {"model.ts": perturbed_model}, "model.ts and the ONNX graphs disagree"),
+    (None, {"decoder_step.onnx": lambda f: (f / "encoder.onnx").read_bytes()},
+     "the ONNX graphs does not run"),
+    (None, {"encoder.onnx": BINARY}, "cannot load ONNX graph"),
+    (None, {"prototypes.txt": BINARY}, "prototypes.txt:1: binary data"),
+    (None, {"prototypes.txt": b"1 2 999\t3 4\n"}, "token ids outside the vocabulary"),
+    (None, {"vocab.json": LATIN1}, "vocab.json:1: not UTF-8"),
+    (None, {"extra.bin": b"x"}, None),
+], ids=["no-files", "empty-files", "max-len", "vocab-size-type", "binary-model",
+        "foreign-model", "foreign-step-graph", "binary-encoder", "binary-prototypes",
+        "prototype-ids", "latin1-vocab", "rehashed-extra"])
+def test_export_folders_are_verified_on_load(tmp_path, capsys, monkeypatch, edit, files,
+                                             message):
+    folder = edited_export(tmp_path, edit, files)
+    if message is None:   # a listed extra file is harmless; an unlisted one is refused
+        (folder / "unlisted.bin").write_bytes(b"x")
+        message = "unlisted.bin: not listed in the manifest"
+    assert_one_error(run(capsys, monkeypatch, "sample", folder, "--n", "3", "-o",
+                         tmp_path / "s.tsv"), message)
+    assert not (tmp_path / "s.tsv").exists()
+
+
+def test_manifest_json_that_is_binary_is_one_error(tmp_path, capsys, monkeypatch):
+    folder = edited_export(tmp_path)
+    (folder / "manifest.json").write_bytes(BINARY)
+    assert_one_error(run(capsys, monkeypatch, "sample", folder, "--n", "3"),
+                     f"{folder / 'manifest.json'}:1: binary data")
+
+
+def test_the_shipped_export_passes_the_load_checks(tmp_path, capsys, monkeypatch):
+    code, _ = run(capsys, monkeypatch, "sample", SHIPPED, "--n", "3", "-o", tmp_path / "s.tsv")
+    assert code in (0, None) and len((tmp_path / "s.tsv").read_text().splitlines()) >= 3
+
+
+def test_a_huge_augmented_line_is_cut_before_it_is_encoded(tmp_path, monkeypatch):
+    from compgen.data.vocab import Vocab
+    from compgen.train_seq2seq import train_predictor
+
+    data = tmp_path / "train.txt"
+    data.write_text("".join(f"IN: {a} {b} OUT: I_{a.upper()} I_{b.upper()}\n"
+                            for a in ("walk", "run", "look", "jump") for b in ("walk", "run")))
+    augment = tmp_path / "aug.tsv"
+    augment.write_text("walk " * 250_000 + "\tI_WALK\nrun\tI_RUN\n")   # a 1.2 MB line
+    longest = [0]
+    encode = Vocab.encode
+
+    def measured(self, tokens):
+        longest[0] = max(longest[0], len(tokens))
+        return encode(self, tokens)
+
+    monkeypatch.setattr(Vocab, "encode", measured)
+    preset = {"model": {"hidden": 8, "embed": 8, "pdrop": 0.0, "max_len": 45},
+              "train": {"batch_size": 4, "lr": 0.01, "gradnorm": 1.0, "epochs": 2, "patience": 0}}
+    summary = train_predictor(str(data), preset, tmp_path / "p.pt", augment=augment, p_aug=0.5)
+    assert summary["n_augmented"] == 2 and 0 < longest[0] <= 46

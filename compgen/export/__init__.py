@@ -259,9 +259,15 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     vocab = Vocab.load(folder / "vocab.json")
     model = build_recombine(manifest["config"], len(vocab))
     prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
-    scripted = torch.jit.load(str(folder / "model.ts")).state_dict()
-    model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
-                           if k.startswith(prefix)})
+    from compgen.export.artifact import load_torchscript
+
+    scripted = load_torchscript(folder / "model.ts").state_dict()
+    try:
+        model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
+                               if k.startswith(prefix)})
+    except RuntimeError:
+        raise UserError(f"{folder / 'model.ts'}: its weights do not fit the manifest's model "
+                        "config") from None
     model.eval()
     return model, vocab, manifest["config"]
 

@@ -109,26 +109,103 @@ def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: f
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
 
 
-def load_manifest(folder) -> dict:
-    """Read and check an export folder: manifest present, files match their checksums."""
+MAX_DECODE_LEN = 10_000   # no SCAN, SIGMORPHON or COGS output comes near this many tokens
+NOT_LISTED = {"manifest.json", "README.md"}   # README.md: written beside a shipped folder
+
+
+def read_manifest(folder) -> dict:
+    """The manifest of an export folder as a JSON object (not yet checked further)."""
     folder = Path(folder)
     path = folder / "manifest.json"
     if not path.is_file():
         raise UserError(f"{folder}: not an export folder (no manifest.json)")
+
     try:
         manifest = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
-    for name, digest in manifest.get("files", {}).items():
+    if not isinstance(manifest, dict):
+        raise UserError(f"{path}: not a JSON object")
+    return manifest
+
+
+def verify_files(folder: Path, manifest: dict) -> None:
+    """Every file of the folder is listed in the manifest with its sha256, and matches it.
+    A manifest without checksums is refused: nothing could be checked."""
+    path = folder / "manifest.json"
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise UserError(f"{path}: no file checksums (\"files\"); the folder cannot be verified, "
+                        "export it again")
+    for name, digest in files.items():
+        if not isinstance(digest, str) or len(digest) != 64 or Path(name).name != name:
+            raise UserError(f"{path}: bad checksum entry for {name!r}")
         file = folder / name
         if not file.is_file():
             raise UserError(f"{file}: missing (listed in the manifest)")
         if sha256(file) != digest:
             raise UserError(f"{file}: checksum does not match the manifest (corrupted or edited)")
+    unlisted = sorted(p.name for p in folder.iterdir()
+                      if p.name not in files and p.name not in NOT_LISTED and not p.name.startswith("."))
+    if unlisted:
+        raise UserError(f"{folder / unlisted[0]}: not listed in the manifest (a foreign file)")
+
+
+def _int_field(manifest: dict, section: str, name: str, low: int, high: int, path: Path) -> None:
+    value = manifest.get(section, {}).get(name) if isinstance(manifest.get(section), dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise UserError(f"{path}: {section}.{name} = {value!r}, expected an integer in "
+                        f"{low}..{high:,}")
+
+
+def _typed_field(manifest: dict, section: str, name: str, kind, path: Path) -> None:
+    value = manifest[section].get(name)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise UserError(f"{path}: {section}.{name} = {value!r} has the wrong type")
+
+
+def load_manifest(folder) -> dict:
+    """Read and check an export folder: manifest present, every file listed with a matching
+    checksum, the sizes the runtimes rely on sane, the vocabulary of the stated size."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    path = folder / "manifest.json"
+    if manifest.get("format") != FORMAT:
+        raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
+    verify_files(folder, manifest)
+    _int_field(manifest, "model", "vocab_size", 7, 10_000_000, path)
+    if manifest.get("kind", "recombine") in ("recombine", "seq2seq"):
+        _int_field(manifest, "decoding", "max_len", 1, MAX_DECODE_LEN, path)
+    kind = manifest.get("kind", "recombine")
+    if kind == "recombine":
+        _int_field(manifest, "model", "nproto", 0, 2, path)
+        _int_field(manifest, "decoding", "prototypes", 0, 10_000_000, path)
+        for name in ("hidden", "feed_dim", "latent"):
+            _int_field(manifest, "model", name, 0, 1_000_000, path)
+        _typed_field(manifest, "model", "vae", bool, path)
+        _typed_field(manifest, "model", "max_norm", (int, float), path)
+        if manifest["model"].get("variant") not in ("scan", "sig"):
+            raise UserError(f"{path}: model.variant = {manifest['model'].get('variant')!r}, "
+                            "expected 'scan' or 'sig'")
+        config = manifest.get("config")
+        if not isinstance(config, dict) or not isinstance(config.get("data"), str) \
+                or not isinstance(config.get("model"), dict) \
+                or not isinstance(config.get("sample", {}), dict):
+            raise UserError(f"{path}: 'config' must hold the generator's data name and "
+                            "[model] table")
     vocab = Vocab.load(folder / "vocab.json")
     if len(vocab) != manifest["model"]["vocab_size"]:
         raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
                         f"{manifest['model']['vocab_size']}")
     return manifest
+
+
+def load_torchscript(path: Path):
+    """A TorchScript module, or a UserError naming the file."""
+    import torch
+
+    try:
+        return torch.jit.load(str(path))
+    except (RuntimeError, ValueError, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{path}: cannot load the TorchScript model ({reason[:200]})") from None

@@ -229,19 +229,18 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
 
 def load_exported_inflection(folder: Path):
     """The manifest (checksums verified) and the model's vocabularies of an export folder."""
-    from compgen.export.artifact import sha256
+    from compgen.export.artifact import read_manifest, verify_files
     from compgen.models.inflection import CharVocab
 
     folder = Path(folder)
     path = folder / "manifest.json"
-    if not path.is_file():
-        raise UserError(f"{folder}: not an export folder (no manifest.json)")
-    manifest = json.loads(read_text(path))
+    manifest = read_manifest(folder)
     if manifest.get("format") != FORMAT or manifest.get("kind") != "inflection":
         raise UserError(f"{path}: not an exported inflection model")
-    for name, digest in manifest.get("files", {}).items():
-        if not (folder / name).is_file() or sha256(folder / name) != digest:
-            raise UserError(f"{folder / name}: missing or does not match its checksum")
-    src = CharVocab(json.loads(read_text(folder / "vocab.json")))
-    tgt = CharVocab(json.loads(read_text(folder / "target_vocab.json")))
+    verify_files(folder, manifest)
+    try:
+        src = CharVocab(json.loads(read_text(folder / "vocab.json")))
+        tgt = CharVocab(json.loads(read_text(folder / "target_vocab.json")))
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise UserError(f"{folder}: damaged vocabulary files ({exc})") from None
     return manifest, src, tgt

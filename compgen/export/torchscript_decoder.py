@@ -15,7 +15,9 @@ class TorchScriptGenerator:
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None):
         if threads:
             torch.set_num_threads(threads)
-        self.module = torch.jit.load(str(Path(folder) / "model.ts"))
+        from compgen.export.artifact import load_torchscript
+
+        self.module = load_torchscript(Path(folder) / "model.ts")
         self.contract = Contract.from_manifest(manifest["decoding"])
         self.cache = EncodingCache(self._encode)
 

@@ -16,8 +16,9 @@ import torch
 
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest
+from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
+from compgen.runtime.verify import check_predictor_backends
 
 BACKENDS = ("onnx", "torchscript", "torch")
 
@@ -42,7 +43,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
     if threads:
         torch.set_num_threads(threads)
     if backend == "torchscript":
-        scripted = torch.jit.load(str(folder / "model.ts"))
+        scripted = load_torchscript(folder / "model.ts")
 
         def decode(source):
             with torch.no_grad():
@@ -78,6 +79,7 @@ def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str =
                         "(export a seq2seq checkpoint)")
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
+    check_predictor_backends(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
     decode = batch_decoder(folder, manifest, backend, beam_width, threads)
     max_len = manifest["decoding"]["max_len"]

@@ -31,6 +31,7 @@ from compgen.export import (
     pad_tuples,
     read_prototypes,
 )
+from compgen.runtime.verify import check_generator_backends
 from compgen.sample_options import SampleOptions
 from compgen.sampling import (
     EagerStepper,
@@ -149,6 +150,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
                         "sample (predictors: compgen.runtime.predictor.predict_exported)")
+    check_generator_backends(folder, manifest)
     config = manifest["config"]
     options = options or SampleOptions.resolve(config, n=n, **asked)
     if options.rare_prototypes:

@@ -1,0 +1,376 @@
+"""Bad input of every kind through the real command line: each probe runs `compgen ...` in
+a subprocess and must end with exit status 2 and one `error: ...` line (or succeed where
+the input is fine), print no traceback, and leave nothing behind: no staging files
+(`.NAME.*`), no partial outputs, nothing in its private temp folder.
+
+    python scripts/probe_bad_input.py --json probes.json
+    python scripts/probe_bad_input.py --only binary --only export
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+BINARY = bytes(range(256)) * 20
+LATIN1 = "IN: caf\u00e9 OUT: I_JUMP\n".encode("latin-1")
+SCAN_LINES = b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n"
+
+
+class Probe:
+    def __init__(self, group: str, name: str, args: list, expect: str = "error",
+                 message: str = "", outputs: tuple = (), setup=None, env=None, limit_as=None):
+        self.group, self.name, self.args, self.expect = group, name, args, expect
+        self.message, self.outputs, self.setup, self.env = message, outputs, setup, env or {}
+        self.limit_as = limit_as
+
+
+def compgen(args, cwd: Path, temp: Path, env: dict, limit_as=None, timeout=900):
+    def limit():
+        if limit_as:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TMPDIR": str(temp),
+                **env}
+    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limit, check=False)
+
+
+# ONNX Runtime's import writes this one fixed-name file (a session id) into the temp folder
+# and overwrites it on every run: it does not accumulate, and it is not compgen's to remove.
+ONNXRUNTIME_SESSION_FILE = ".ses"
+
+
+def snapshot(folder: Path) -> set:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.name != ONNXRUNTIME_SESSION_FILE}
+
+
+def run_probe(probe: Probe, fixtures: dict, base: Path) -> dict:
+    work = base / f"{probe.group}-{probe.name}"
+    temp = work / ".system-temp"
+    temp.mkdir(parents=True)
+    names = {**fixtures, "work": work}
+    if probe.setup:
+        probe.setup(work, names)
+    args = [str(a).format(**names) for a in probe.args]
+    before = snapshot(work)
+    start = time.perf_counter()
+    proc = compgen(args, work, temp, probe.env, probe.limit_as)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    after = snapshot(work)
+    allowed = {o.format(**names) for o in probe.outputs}
+    new = {p for p in after - before
+           if not p.startswith(".system-temp") and str(work / p) not in allowed
+           and not any(str(work / p).startswith(a + "/") for a in allowed)}
+    leftovers = sorted(new | {f".system-temp/{p}" for p in snapshot(temp)})
+    traceback = "Traceback (most recent call last)" in proc.stderr
+    if probe.expect == "error":
+        ok = (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ")
+              and probe.message in lines[0])
+    else:
+        ok = proc.returncode == 0 and not traceback
+    return {"group": probe.group, "probe": probe.name, "command": " ".join(args),
+            "exit": proc.returncode, "stderr": lines[-3:], "traceback": traceback,
+            "left_behind": leftovers, "as_expected": ok and not leftovers,
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+# ---------------------------------------------------------------- fixtures
+
+def make_fixtures(base: Path) -> dict:
+    import torch
+
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
+    from compgen.data import Vocab, load_dataset
+    from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
+    from compgen.train_seq2seq import conditional_pairs, save_predictor
+
+    base.mkdir(parents=True, exist_ok=True)
+    table = load_dataset("scan/jump")
+    config = load_preset("recombine_scan_cpu")
+    config["data"] = "scan/jump"
+    config["model"].update(hidden=16, embed=8, attdim=8)
+    vocab = Vocab.from_table(table)
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    save_checkpoint(base / "g.pt", model, config, vocab, "recombine",
+                    torch.optim.Adam(model.parameters()),
+                    train_state={"step": 1, "epoch": 0, "batch": 1, "done": False, "curve": []})
+    pvocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
+    predictor = Seq2Seq(Seq2SeqConfig(vocab_size=len(pvocab), hidden=16, embed=8, max_len=45))
+    save_predictor(base / "p.pt", predictor.eval(), pvocab, {"data": "scan/jump", "seed": 0})
+    (base / "binary.bin").write_bytes(b"IN: jump OUT: I_JUMP\n" + BINARY)
+    (base / "latin1.txt").write_bytes(LATIN1)
+    (base / "scan.txt").write_bytes(SCAN_LINES)
+    (base / "a-file").write_text("x\n")
+    (base / "a-folder").mkdir(exist_ok=True)
+    return {"g": base / "g.pt", "p": base / "p.pt", "bin": base / "binary.bin",
+            "latin1": base / "latin1.txt", "scan": base / "scan.txt", "file": base / "a-file",
+            "folder": base / "a-folder", "shipped": SHIPPED}
+
+
+def checkpoint_edit(metadata=None, tensors=None):
+    def setup(work: Path, names: dict):
+        import torch
+        from safetensors import safe_open
+        from safetensors.torch import load_file, save_file
+
+        with safe_open(str(names["g"]), "pt") as f:
+            meta = dict(f.metadata())
+        stored = load_file(str(names["g"]))
+        for key, value in (metadata or {}).items():
+            if value == "HUGE":
+                config = json.loads(meta["config"])
+                config["model"]["hidden"] = 10**9
+                value = json.dumps(config)
+            meta.pop(key, None) if value is None else meta.__setitem__(key, value)
+        for key, value in (tensors or {}).items():
+            stored.pop(key, None) if value is None else stored.__setitem__(key, torch.zeros(value))
+        save_file(stored, str(work / "bad.pt"), metadata=meta)
+    return setup
+
+
+def export_edit(manifest_edit=None, files=None, raw_manifest=None):
+    def setup(work: Path, names: dict):
+        from compgen.export.artifact import sha256
+
+        folder = work / "export"
+        shutil.copytree(SHIPPED, folder)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for name, content in (files or {}).items():
+            data = content(folder) if callable(content) else content
+            (folder / name).write_bytes(data)
+            manifest["files"][name] = sha256(folder / name)
+        if manifest_edit:
+            manifest_edit(manifest)
+        if raw_manifest is not None:
+            (folder / "manifest.json").write_bytes(raw_manifest)
+        else:
+            (folder / "manifest.json").write_text(json.dumps(manifest))
+    return setup
+
+
+def perturbed_model(folder: Path) -> bytes:
+    import io
+
+    import torch
+
+    scripted = torch.jit.load(str(folder / "model.ts"))
+    with torch.no_grad():
+        for name, tensor in scripted.named_parameters():
+            if name.endswith(("out.weight", "decoder.weight_hh")):
+                tensor.mul_(-1.0)
+    buffer = io.BytesIO()
+    torch.jit.save(scripted, buffer)
+    return buffer.getvalue()
+
+
+def write(name: str, content: bytes):
+    def setup(work: Path, names: dict):
+        (work / name).write_bytes(content)
+    return setup
+
+
+# ---------------------------------------------------------------- the probes
+
+def probes() -> list[Probe]:
+    out: list[Probe] = []
+    # 1. binary and non-UTF-8 input in every text reader
+    readers = {
+        "data-stats": ["data", "stats", "{bad}"],
+        "geca": ["augment", "geca", "{bad}", "-o", "{work}/out.tsv"],
+        "lm-train": ["lm", "train", "{bad}", "-o", "{work}/m.arpa", "--discount_fallback"],
+        "train-augment": ["train", "predictor", "--data", "scan/jump", "--augment", "{bad}",
+                          "-o", "{work}/p.pt"],
+        "train-data": ["train", "predictor", "--data", "{bad}", "-o", "{work}/p.pt"],
+        "predict-input": ["predict", "{p}", "-i", "{bad}"],
+        "evaluate-data": ["evaluate", "{p}", "--data", "{bad}"],
+        "lm-eval-val": ["lm", "eval", "--base", "{bad}", "--val", "{bad}", "--test", "{bad}"],
+        "lm-eval-model": ["lm", "eval", "--base", "{bad}", "--val", "lm/kin", "--test", "lm/kin"],
+        "inspect": ["inspect", "{bad}"],
+        "export-ckpt": ["export", "{bad}", "-o", "{work}/exp"],
+        "sample-ckpt": ["sample", "{bad}", "--n", "2"],
+    }
+    for content in ("bin", "latin1"):
+        for name, args in readers.items():
+            out.append(Probe("binary", f"{name}-{content}",
+                             [a.replace("{bad}", "{" + content + "}") for a in args]))
+    for name, edit in {"manifest": {"raw_manifest": BINARY},
+                       "prototypes": {"files": {"prototypes.txt": BINARY}},
+                       "vocab": {"files": {"vocab.json": LATIN1}}}.items():
+        out.append(Probe("binary", f"export-{name}", ["sample", "{work}/export", "--n", "2"],
+                         setup=export_edit(**edit)))
+
+    # 2. inconsistent checkpoint metadata, in every command that loads a checkpoint
+    edits = {"no-kind": {"metadata": {"kind": None}},
+             "config-json": {"metadata": {"config": "{not json"}},
+             "config-list": {"metadata": {"config": "[1]"}},
+             "no-model": {"metadata": {"config": '{"data": "scan/jump"}'}},
+             "vocab": {"metadata": {"vocab": '{"tokens": 3}'}},
+             "state-json": {"metadata": {"train_state": "nan]"}},
+             "groups": {"metadata": {"optim_groups": "{}"}},
+             "hidden-1e9": {"metadata": {"config": "HUGE"}},
+             "shape": {"tensors": {"model.decoder.weight_ih": [2, 2]}},
+             "junk-tensor": {"tensors": {"junk.x": [2]}},
+             "missing-weight": {"tensors": {"model.out.weight": None}}}
+    commands = {"sample": ["sample", "{work}/bad.pt", "--n", "2", "-o", "{work}/s.tsv"],
+                "export": ["export", "{work}/bad.pt", "--no-cpp", "-o", "{work}/exp"],
+                "resume": ["train", "generator", "--resume", "--max-steps", "2", "-o",
+                           "{work}/bad.pt"]}
+    for edit_name, edit in edits.items():
+        for command, args in commands.items():
+            out.append(Probe("checkpoint", f"{command}-{edit_name}", args, message="bad.pt",
+                             setup=checkpoint_edit(**edit)))
+    out.append(Probe("checkpoint", "evaluate-no-kind", ["evaluate", "{work}/bad.pt"],
+                     setup=checkpoint_edit(metadata={"kind": None})))
+    out.append(Probe("checkpoint", "inspect-shape", ["inspect", "{work}/bad.pt"],
+                     setup=checkpoint_edit(tensors={"model.decoder.weight_ih": [2, 2]})))
+
+    # 3. export folders verified on load
+    folder_edits = {
+        "no-files": {"manifest_edit": lambda m: m.pop("files")},
+        "empty-files": {"manifest_edit": lambda m: m.update(files={})},
+        "max-len-1e9": {"manifest_edit": lambda m: m["decoding"].update(max_len=10**9)},
+        "vocab-size-text": {"manifest_edit": lambda m: m["model"].update(vocab_size="25")},
+        "no-latent": {"manifest_edit": lambda m: m["model"].pop("latent")},
+        "binary-model": {"files": {"model.ts": BINARY}},
+        "foreign-model": {"files": {"model.ts": perturbed_model}},
+        "foreign-step-graph": {"files": {"decoder_step.onnx":
+                                          lambda f: (f / "encoder.onnx").read_bytes()}},
+        "binary-encoder": {"files": {"encoder.onnx": BINARY}},
+        "prototype-ids": {"files": {"prototypes.txt": b"1 2 999\t3 4\n"}},
+        "corrupt-unhashed": {"manifest_edit": lambda m: m["files"].update(
+            {"model.ts": "0" * 64})},
+    }
+    for name, edit in folder_edits.items():
+        out.append(Probe("export", name, ["sample", "{work}/export", "--n", "2", "-o",
+                                          "{work}/s.tsv"], setup=export_edit(**edit)))
+    out.append(Probe("export", "unlisted-file", ["sample", "{work}/export", "--n", "2"],
+                     setup=lambda w, n: (export_edit()(w, n),
+                                         (w / "export" / "stray.bin").write_bytes(b"x"))))
+
+    # 4. outputs checked before the work
+    targets = {"folder": "{folder}", "under-a-file": "{file}/out", "proc": "/proc/out"}
+    writers = {"train-generator": ["train", "generator", "--data", "scan/jump", "--max-steps",
+                                   "1", "-o"],
+               "sample": ["sample", "{shipped}", "--n", "2", "-o"],
+               "geca": ["augment", "geca", "scan/jump", "--n-sample", "5", "-o"],
+               "lm-train": ["lm", "train", "lm/kin", "--discount_fallback", "-o"]}
+    for writer, args in writers.items():
+        for target, path in targets.items():
+            out.append(Probe("outputs", f"{writer}-{target}", [*args, path]))
+    out.append(Probe("outputs", "export-onto-a-file", ["export", "{g}", "-o", "{file}"]))
+    out.append(Probe("outputs", "predict-folder", ["predict", "{p}", "-i", "{scan}", "-o",
+                                                   "{folder}"]))
+    out.append(Probe("outputs", "evaluate-proc", ["evaluate", "{p}", "-o", "/proc/r.csv"]))
+
+    # 5. samples TSV rows and format guessing
+    out.append(Probe("tsv", "ragged-stats", ["data", "stats", "{work}/s.txt"], message="s.txt:2:",
+                     setup=write("s.txt", b"a\tb\nc\td\tV;PST\n")))
+    out.append(Probe("tsv", "ragged-augment", ["train", "predictor", "--data", "scan/jump",
+                                               "--augment", "{work}/s.txt", "-o", "{work}/p.pt"],
+                     message="s.txt:2:", setup=write("s.txt", b"jump\tI_JUMP\nwalk\n")))
+    out.append(Probe("tsv", "score-not-number", ["data", "stats", "{work}/s.txt"],
+                     message="s.txt:3:",
+                     setup=write("s.txt", b"#x\ty\tlogprob\njump\tI_JUMP\t-1\nwalk\tI_WALK\tlow\n")))
+
+    # 6. --resume without its checkpoint; evaluate --data FILE; lm train on binary
+    out.append(Probe("resume", "generator", ["train", "generator", "--data", "scan/jump",
+                                             "--resume", "--max-steps", "1", "-o",
+                                             "{work}/none.pt"]))
+    out.append(Probe("resume", "predictor", ["train", "predictor", "--data", "scan/jump",
+                                             "--resume", "-o", "{work}/none.pt"]))
+    out.append(Probe("evaluate", "data-file", ["evaluate", "{p}", "--data", "{scan}", "-o",
+                                               "{work}/r.csv"], expect="ok",
+                     outputs=("{work}/r.csv", "{work}/r.summary.csv", "{work}/r.md")))
+
+    # 7. memory: a failed allocation is one line with its size
+    out.append(Probe("memory", "huge-hidden", ["train", "generator", "--data", "scan/jump",
+                                               "--hidden", "300000", "--max-steps", "1", "-o",
+                                               "{work}/g.pt"], message="an allocation of",
+                     limit_as=6 << 30))
+
+    # 8. leaks: the C++ backend and successful runs leave only their outputs
+    out.append(Probe("leaks", "cpp-sample", ["sample", "{shipped}", "--backend", "cpp", "--n",
+                                             "5", "-o", "{work}/s.tsv"], expect="ok",
+                     outputs=("{work}/s.tsv",)))
+    out.append(Probe("leaks", "onnx-sample", ["sample", "{shipped}", "--n", "5", "-o",
+                                              "{work}/s.tsv"], expect="ok",
+                     outputs=("{work}/s.tsv",)))
+    return out
+
+
+def killed_writer_probe(base: Path) -> dict:
+    """kill -9 a `compgen sample` while it writes, then run it again: nothing is left."""
+    work = base / "leaks-killed-writer"
+    temp = work / ".system-temp"
+    temp.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temp), "OMP_NUM_THREADS": "1"}
+    code = ("import os, signal, sys; from compgen.io import atomic_open\n"
+            f"with atomic_open({str(work / 's.tsv')!r}) as f:\n"
+            "    f.write('half'); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n")
+    subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    killed = sorted(p.name for p in work.iterdir() if p.name != ".system-temp")
+    proc = compgen(["sample", SHIPPED, "--n", "3", "-o", work / "s.tsv"], work, temp, {})
+    after = sorted(p.name for p in work.iterdir() if p.name != ".system-temp")
+    left = [n for n in after if n != "s.tsv"] + [f".system-temp/{p}" for p in snapshot(temp)]
+    return {"group": "leaks", "probe": "killed-writer", "command": "kill -9 while writing, "
+            "then compgen sample -o s.tsv", "exit": proc.returncode,
+            "stderr": proc.stderr.splitlines()[-3:], "left_behind": left,
+            "traceback": "Traceback" in proc.stderr, "killed_left": killed,
+            "as_expected": proc.returncode == 0 and not left and len(killed) == 1,
+            "seconds": 0.0}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="probe groups to run (repeatable)")
+    parser.add_argument("--json", type=Path, help="write every probe's outcome here")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    args = parser.parse_args(argv)
+    base = args.keep or Path(tempfile.mkdtemp(prefix="compgen-probes-"))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        fixtures = make_fixtures(base / "fixtures")
+        chosen = [p for p in probes() if not args.only or p.group in args.only]
+        results = []
+        for i, probe in enumerate(chosen, 1):
+            result = run_probe(probe, fixtures, base)
+            results.append(result)
+            mark = "ok " if result["as_expected"] else "BAD"
+            print(f"[{i:3d}/{len(chosen)}] {mark} {probe.group}/{probe.name} (exit "
+                  f"{result['exit']}, {result['seconds']} s) {result['stderr'][-1:]}", flush=True)
+        if not args.only or "leaks" in args.only:
+            results.append(killed_writer_probe(base))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+    tracebacks = sum(r["traceback"] for r in results)
+    left = sum(len(r["left_behind"]) for r in results)
+    unexpected = [f"{r['group']}/{r['probe']}" for r in results if not r["as_expected"]]
+    print(f"{len(results)} probes: {tracebacks} tracebacks, {left} files left behind, "
+          f"{len(unexpected)} not as expected {unexpected}")
+    if args.json:
+        args.json.write_text(json.dumps({"probes": len(results), "tracebacks": tracebacks,
+                                         "files_left_behind": left, "not_as_expected": unexpected,
+                                         "results": results}, indent=2))
+    return 1 if tracebacks or left or unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
