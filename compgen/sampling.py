@@ -253,6 +253,7 @@ class SampleRun:
     seconds: float
     out: str | None
     data: str = ""  # the data set the generator was trained on
+    decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
