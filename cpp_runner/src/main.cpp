@@ -455,8 +455,11 @@ int main() {
       stalled = 0;
     }
   }
-  std::stable_sort(kept.begin(), kept.end(),
-                   [](const Sample& a, const Sample& b) { return -a.logprob < -b.logprob; });
+  // best first by the score rounded to 1e-4, ties in decoding order (compgen.decoding.rank_key)
+  auto rank = [](double score) { return -std::floor(score * 1e4 + 0.5); };
+  std::stable_sort(kept.begin(), kept.end(), [&](const Sample& a, const Sample& b) {
+    return rank(a.logprob) < rank(b.logprob);
+  });
   if (static_cast<int64_t>(kept.size()) > job.n) kept.resize(job.n);
   if (!kept.empty()) {
     std::ostringstream text;
