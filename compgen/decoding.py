@@ -19,7 +19,8 @@ this module:
   in double precision, summed in vocabulary order; the token is the first i whose running
   sum exceeds u times the total;
 * scores: the sum, in double precision and step order, of the emitted tokens'
-  (unmasked-temperature) log-probabilities up to and including ``</s>``;
+  (unmasked-temperature) log-probabilities up to and including ``</s>``; the n kept are
+  the best by score rounded to 1e-4, ties in decoding order (``rank_key``);
 * the latent prior: zeros, or (VAE) a direction from Box-Muller normals and a norm
   ``max_norm * u``, drawn from the stream at steps ``LATENT_STEP + j``;
 * state layout: the decoder state's names, per-row shapes and dtypes;
@@ -31,6 +32,7 @@ this module:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -171,6 +173,12 @@ def draw_tokens(logp: np.ndarray, temperature: float, u: np.ndarray) -> np.ndarr
     running = np.cumsum(weights, 1)  # sequential, in vocabulary order
     chosen = (running <= (u * running[:, -1])[:, None]).sum(1)
     return np.minimum(chosen, logp.shape[1] - 1)
+
+
+def rank_key(score: float) -> float:
+    """Samples are ranked by their score rounded to 1e-4 (best first; ties keep decoding
+    order): backends differ in the last float digits, so near-ties must not decide."""
+    return -math.floor(score * 1e4 + 0.5)
 
 
 def scores_of(token_logp: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ from compgen.decoding import (  # noqa: F401 (STRATEGIES, check_strategy: re-exp
     decode,
     mask_ids,
     prior_z,
+    rank_key,
     scores_of,
 )
 from compgen.errors import UserError
@@ -226,7 +227,7 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
             stalled = 0
     report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
                      max_rounds, raise_temperature, log)
-    kept.sort(key=lambda s: -s.logprob)
+    kept.sort(key=lambda s: rank_key(s.logprob))  # stable: ties keep decoding order
     return kept[:n]
 
 
@@ -253,6 +254,7 @@ class SampleRun:
     seconds: float
     out: str | None
     data: str = ""  # the data set the generator was trained on
+    decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:

@@ -204,8 +204,11 @@ def main() -> None:
     parser.add_argument("--quality-export", type=Path, default=ROOT / "exported" / "scan-jump-recomb2")
     parser.add_argument("--quality-samples", type=int, default=1024)
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="threads of every backend (default: the cores)")
     args = parser.parse_args()
-    threads = torch.get_num_threads()
+    threads = args.threads
+    torch.set_num_threads(threads)
     flags = cpu_flags()
     print("CPU: " + flags["model"] + f", {flags['cores']} cores; flags: "
           + " ".join(f for f in FLAGS if flags[f]) + "; absent: "
@@ -231,9 +234,9 @@ def main() -> None:
     model.cfg.max_len = steps  # a model that never stops decodes exactly `steps` steps
     manifest["decoding"]["max_len"] = steps
     contract = Contract.from_manifest(manifest["decoding"])
-    scripted = TorchScriptGenerator(folder, manifest)
-    onnx = OnnxGenerator(folder, manifest)
-    onnx_int8 = OnnxGenerator(int8_copy(folder, work / "export-int8"), manifest)
+    scripted = TorchScriptGenerator(folder, manifest, threads)
+    onnx = OnnxGenerator(folder, manifest, threads)
+    onnx_int8 = OnnxGenerator(int8_copy(folder, work / "export-int8"), manifest, threads)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     width = contract.prototype_width
 

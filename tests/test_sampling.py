@@ -9,6 +9,7 @@ import torch
 
 from compgen.checkpoint import save_checkpoint
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
+from compgen.decoding import rank_key
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
 from compgen.resample import (
@@ -133,7 +134,9 @@ def test_collect_samples_unique_novel_and_ranked():
     assert len(set(keys)) == len(keys)
     for s in samples:
         assert is_novel(s.x, s.y, {tuple(x) for x, _ in train}, {tuple(y) for _, y in train})
-    assert all(a.logprob >= b.logprob for a, b in itertools.pairwise(samples))
+    # best first by the score rounded to 1e-4 (the decoding contract's ranking)
+    assert all(rank_key(a.logprob) <= rank_key(b.logprob) for a, b in itertools.pairwise(samples))
+    assert all(a.logprob >= b.logprob - 1e-4 for a, b in itertools.pairwise(samples))
 
 
 def test_filters_and_rare_rules():

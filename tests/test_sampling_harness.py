@@ -98,3 +98,31 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
     # when it is imported (reused, not one per run); everything else must be gone
     assert [p.name for p in system_tmp.iterdir() if p.name != ".ses"] == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "s.tsv", "system-tmp"]
+
+
+def test_options_are_resolved_once_from_the_preset_and_the_caller():
+    from compgen.errors import UserError
+    from compgen.sample_options import SampleOptions
+
+    config = {"sample": {"strategy": "beam", "beam_width": 6, "n": 400, "nsamples": 500,
+                         "rare": "jump", "temperature": 0.4}}
+    options = SampleOptions.resolve(config, n=800, beam_width=None, temperature=0.9)
+    assert (options.strategy, options.beam_width, options.rare) == ("beam", 6, "jump")
+    assert (options.n, options.nsamples, options.temperature) == (800, 1000, 0.9)
+    assert SampleOptions.resolve({}, strategy="mixed").strategy == "mixed"
+    with pytest.raises(UserError, match="--beam-width must be >= 1"):
+        SampleOptions.resolve(config, beam_width=0)
+    with pytest.raises(UserError, match="--nsamples 10 must be >= --n 20"):
+        SampleOptions.resolve(config, n=20, nsamples=10)
+
+
+def test_beam_width_one_is_greedy_and_the_width_is_used(runner):
+    def kept(**options):
+        run = sample_exported(SHIPPED, 10, backend="onnx", nsamples=10, batch_size=16,
+                              seed=0, threads=1, log=lambda m: None, **options)
+        return [(s.x, s.y, round(s.logprob, 4)) for s in run.samples]
+
+    greedy = kept(strategy="greedy")
+    assert kept(strategy="beam", beam_width=1) == greedy
+    wide = kept(strategy="beam", beam_width=4)
+    assert wide != greedy

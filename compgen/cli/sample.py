@@ -56,7 +56,9 @@ def sample_cmd(
         for s in run.samples:
             console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,
                           markup=False, soft_wrap=True)
-    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s"
+    decoding = (f" ({run.decode_seconds:.1f} s decoding)" if run.decode_seconds is not None
+                else "")
+    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{decoding}"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     from compgen.sampling import scan_quality
 

@@ -87,13 +87,16 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
     new_stepper = make_stepper_factory(folder, manifest, backend, options.threads)
 
     def run(idx, strategy, temperature, first):
+        started = time.perf_counter()
         chosen = [tuples[i] for i in idx] if nproto else []
         protos = pad_tuples(chosen, nproto, len(idx), contract.prototype_width).numpy()
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(contract, options.seed, ids)
         tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
                                     temperature, options.seed, ids, tuple_ids=idx)
+        run.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
+    run.seconds = 0.0
     return run
 
 
@@ -165,7 +168,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     vocab = Vocab.load(folder / "vocab.json")
     start = time.perf_counter()
     if backend == "cpp":
-        samples = _sample_cpp(folder, manifest, options, filt, vocab, out, log)
+        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log)
     else:
         decode_rows = make_decoder(folder, manifest, backend, options)
         samples = collect_decoded(decode_rows, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
@@ -173,16 +176,18 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
                                   options.temperature, filt.accept, options.batch_size,
                                   options.max_rounds, log=log,
                                   raise_temperature=options.raise_temperature)
+        decode_seconds = decode_rows.seconds
         if out is not None:
             write_samples_tsv(out, [(s.x, s.y) for s in samples],
                               {"logprob": [s.logprob for s in samples]})
     seconds = time.perf_counter() - start
-    return SampleRun(samples, seconds, str(out) if out else None, config["data"])
+    return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds)
 
 
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
-                out, log) -> list[Sample]:
-    """The whole job in one C++ runner process; returns what it wrote."""
+                out, log) -> tuple[list[Sample], float]:
+    """The whole job in one C++ runner process; returns what it wrote and its seconds
+    spent decoding."""
     from compgen.export.cpp_runner import build_runner, job_text, run_harness
     from compgen.io import parse_samples_tsv
 
@@ -203,7 +208,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     scores = [float(line.rsplit("\t", 1)[1]) for line in text.splitlines()
               if line and not line.startswith("#")]
     pairs = parse_samples_tsv(text, str(out or "<runner>"))
-    return [Sample(x, y, score) for (x, y), score in zip(pairs, scores)]
+    return [Sample(x, y, score) for (x, y), score in zip(pairs, scores)], result.decode_seconds
 
 
 def filter_spec(filt, vocab: Vocab) -> dict:

@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "decode.hpp"
@@ -345,10 +346,17 @@ int main() {
   if (static_cast<int64_t>(vocab.size()) != c.vocab_size) fail("vocab.txt: size differs from the manifest");
   const auto tuples = read_prototypes(job.folder + "/prototypes.txt", nproto, c.vocab_size);
   const int64_t cycle = std::max<int64_t>(1, static_cast<int64_t>(tuples.size()));
-  compgen::Stepper stepper(model, c);
+  // Rows of a round are split over `workers` threads, one intra-op thread each: a decoder
+  // step of one batch is too small to keep several cores busy, independent rows are not.
+  // Every row's result depends only on its own prototypes and random draws.
+  const int64_t workers = std::max<int64_t>(1, job.threads > 0 ? job.threads : at::get_num_threads());
+  if (workers > 1) at::set_num_threads(1);
+  std::vector<compgen::Stepper> steppers;
+  for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(model, c);
 
-  // One round: rows first .. first + B - 1 of the prototype cycle.
-  auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {
+  // Rows first .. first + B - 1 of the prototype cycle on one stepper.
+  auto decode_part = [&](compgen::Stepper& stepper, int64_t first, int64_t B, int mode,
+                         double temperature) {
     Ids ids(B), tuple_ids(B);
     int64_t width = std::max<int64_t>(1, c.prototype_width);
     for (int64_t b = 0; b < B; ++b) {
@@ -368,6 +376,29 @@ int main() {
     if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width, tuple_ids);
     return compgen::decode(stepper, c, protos, z, mode, temperature,
                            static_cast<uint64_t>(job.seed), ids, tuple_ids);
+  };
+
+  auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {
+    const int64_t parts = std::min<int64_t>(workers, B);
+    if (parts <= 1) return decode_part(steppers[0], first, B, mode, temperature);
+    std::vector<compgen::Decoded> results(parts);
+    std::vector<std::thread> pool;
+    const int64_t chunk = (B + parts - 1) / parts;
+    for (int64_t k = 0; k < parts; ++k) {
+      const int64_t start = k * chunk, size = std::min(chunk, B - start);
+      if (size <= 0) break;
+      pool.emplace_back([&, k, start, size]() {
+        torch::NoGradGuard worker_no_grad;  // grad mode is per thread
+        results[k] = decode_part(steppers[k], first + start, size, mode, temperature);
+      });
+    }
+    for (auto& t : pool) t.join();
+    compgen::Decoded all;
+    for (auto& r : results) {
+      for (auto& row : r.tokens) all.tokens.push_back(std::move(row));
+      for (auto& row : r.logp) all.logp.push_back(std::move(row));
+    }
+    return all;
   };
 
   double decode_seconds = 0.0;
@@ -424,8 +455,11 @@ int main() {
       stalled = 0;
     }
   }
-  std::stable_sort(kept.begin(), kept.end(),
-                   [](const Sample& a, const Sample& b) { return -a.logprob < -b.logprob; });
+  // best first by the score rounded to 1e-4, ties in decoding order (compgen.decoding.rank_key)
+  auto rank = [](double score) { return -std::floor(score * 1e4 + 0.5); };
+  std::stable_sort(kept.begin(), kept.end(), [&](const Sample& a, const Sample& b) {
+    return rank(a.logprob) < rank(b.logprob);
+  });
   if (static_cast<int64_t>(kept.size()) > job.n) kept.resize(job.n);
   if (!kept.empty()) {
     std::ostringstream text;
