@@ -299,24 +299,23 @@ def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
                options: tuple[str, str] = ("--base", "--aug")):
     """Scores of both models on every corpus over one vocabulary, the base model's
     (see ``vocabulary.py``): (base scores, mapped aug scores, split -> OovCounts)."""
-    from compgen.lm.vocabulary import map_to_base_vocabulary, model_vocabulary
+    from compgen.lm.scorer import NgramScorer
 
-    base_model, aug_model = load_model(base_path, options[0]), load_model(aug_path, options[1])
-    base_vocab = model_vocabulary(base_path, base_model, options[0])
-    aug_vocab = model_vocabulary(aug_path, aug_model, options[1])
+    scorer = NgramScorer(base_path, aug_path, options=options)
     base_scores, aug_scores, oov = {}, {}, {}
     for split, path in corpora.items():
-        sentences = read_sentences(path)
-        base_scores[split] = score_corpus(base_model, sentences)
-        aug_scores[split], oov[split] = map_to_base_vocabulary(
-            base_scores[split], score_corpus(aug_model, sentences), base_vocab, aug_vocab)
+        base_scores[split], aug_scores[split], oov[split] = scorer.corpus_scores(
+            read_sentences(path))
     return base_scores, aug_scores, oov
 
 
 def score_splits(model_path, corpora: dict[str, str | os.PathLike], option: str
                  ) -> dict[str, CorpusScores]:
-    model = load_model(model_path, option)
-    return {split: score_corpus(model, read_sentences(path)) for split, path in corpora.items()}
+    from compgen.lm.scorer import NgramScorer
+
+    scorer = NgramScorer(model_path, options=(option, option))
+    return {split: scorer.corpus_scores(read_sentences(path))[0]
+            for split, path in corpora.items()}
 
 
 def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike,
