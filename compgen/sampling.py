@@ -166,6 +166,7 @@ class Sample:
     x: list[str]
     y: list[str]
     logprob: float
+    lm_logprob: float | None = None   # set when an n-gram LM scores the samples (--lm)
 
 
 def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
@@ -351,14 +352,15 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
                      threads: int | None = None, test_dropout: bool | None = None,
                      max_rounds: int | None = None, rare_prototypes: bool | None = None,
                      log: Callable[[str], None] = print, loaded: tuple | None = None,
-                     raise_temperature: bool = False) -> SampleRun:
+                     raise_temperature: bool = False, lm=None) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
     ``n`` unique (and, for SCAN, novel) samples,
     write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
     overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
     sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
     decoded when the filter accepts few candidates (default: the preset's, else 200).
-    ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off)."""
+    ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off).
+    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram scores, filter and rerank."""
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
     from compgen.train import load_generator
@@ -377,19 +379,26 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     rare = rare or scfg.get("rare")
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample, rare).accept
+    if lm is not None:
+        accept = lm.filtered(accept)
     torch.manual_seed(seed)
     if rare_prototypes is None:
         rare_prototypes = bool(scfg.get("rare_prototypes", False))
     draw = prototype_source(config, table, model.nproto, seed, resample, rare, rare_prototypes)
     start = time.perf_counter()
-    samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
+    # with an LM, every accepted candidate is kept until the LM has ranked them
+    samples = collect_samples(model, vocab, draw, n if lm is None else nsamples, nsamples,
+                              strategy, temperature, accept,
                               batch_size or int(scfg.get("batch_size", 128)),
                               max_rounds=max_rounds, max_len=model.cfg.max_len, log=log,
                               raise_temperature=raise_temperature)
+    if lm is not None:
+        samples = lm.keep(samples, n)
     seconds = time.perf_counter() - start
     if out is not None:
-        write_samples_tsv(out, [(s.x, s.y) for s in samples],
-                          {"logprob": [s.logprob for s in samples]})
+        from compgen.lm.rerank import sample_columns
+
+        write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"])
 
 

@@ -148,8 +148,9 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     out=None, data_dir=None, threads: int | None = None,
                     max_rounds: int | None = None, rare_prototypes: bool | None = None,
                     log: Callable[[str], None] = print,
-                    raise_temperature: bool = False) -> SampleRun:
+                    raise_temperature: bool = False, lm=None) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
+    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram scores, filter and rerank.
     Exported graphs decode the prototype tuples drawn at export time; ``rare_prototypes``
     (a different Omega) needs ``backend="torch"``."""
     from compgen.data import load_dataset
@@ -170,7 +171,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                                 nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
                                 data_dir=data_dir, threads=threads, max_rounds=max_rounds,
                                 rare_prototypes=rare_prototypes, log=log,
-                                raise_temperature=raise_temperature)
+                                raise_temperature=raise_temperature, lm=lm)
     if rare_prototypes:
         raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
                         "export time; use --backend torch")
@@ -180,6 +181,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         config, strategy, n, nsamples, temperature, max_rounds)
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, resample or scfg.get("resample", "none"), rare).accept
+    if lm is not None:
+        accept = lm.filtered(accept)
     vocab = Vocab.load(folder / "vocab.json")
     batch_size = batch_size or int(scfg.get("batch_size", 128))
     decode = make_decoder(folder, manifest, backend, seed, threads, log, batch_size)
@@ -187,11 +190,15 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     round_size = max(batch_size, 4 * nsamples) if backend == "cpp" else batch_size
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])
     start = time.perf_counter()
-    samples = collect_decoded(decode, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              round_size, max_rounds, log=log,
+    # with an LM, every accepted candidate is kept until the LM has ranked them
+    samples = collect_decoded(decode, vocab, draw, n if lm is None else nsamples, nsamples,
+                              strategy, temperature, accept, round_size, max_rounds, log=log,
                               raise_temperature=raise_temperature)
+    if lm is not None:
+        samples = lm.keep(samples, n)
     seconds = time.perf_counter() - start
     if out is not None:
-        write_samples_tsv(out, [(s.x, s.y) for s in samples],
-                          {"logprob": [s.logprob for s in samples]})
+        from compgen.lm.rerank import sample_columns
+
+        write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"])
