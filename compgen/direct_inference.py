@@ -338,9 +338,9 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
     """Direct inference of a recomb-2 SCAN generator checkpoint on the unique test inputs
     (the first ``limit`` of them): one result row like ``evaluate_predictor``'s (model,
     label, data, seed, set, subset, n, exact_match, f1) plus ``top3_match``."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import atomic_open
-    from compgen.train import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     if not (model.scan and model.nproto == 2):

@@ -326,12 +326,12 @@ def write_generator_plots(checkpoint: str | Path, folder: str | Path, data_dir=N
     (from ``<checkpoint>.loss.csv`` when present) and, for scan generators with
     prototypes, the attention heat-map of ``n_samples`` greedy samples drawn from Omega
     (the paper's Fig. 3): per prototype position and step, plus the copy probability."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.data.vocab import EOS_ID
     from compgen.models.recombine import collate_prototypes, is_real
     from compgen.plots import plot_generator_attention, plot_learning_curve
     from compgen.sampling import greedy_with_weights, prototype_source
-    from compgen.train import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem

@@ -12,7 +12,7 @@ def preset_table() -> list[dict]:
     """Every bundled preset: name, kind and the first line of its leading comment."""
     import tomllib
 
-    from compgen.train import CONFIG_DIR
+    from compgen.checkpoint import CONFIG_DIR
 
     rows = []
     for path in sorted(CONFIG_DIR.glob("*.toml")):
@@ -26,7 +26,7 @@ def preset_table() -> list[dict]:
 
 def preset_text(name: str) -> str:
     """The TOML text of a bundled preset."""
-    from compgen.train import CONFIG_DIR, preset_names
+    from compgen.checkpoint import CONFIG_DIR, preset_names
 
     path = CONFIG_DIR / f"{name}.toml"
     if not path.is_file():
@@ -67,7 +67,7 @@ def describe(path: str | Path) -> dict:
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
             "files": sorted(manifest.get("files", {})),
         }
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
     parameters = sum(int(t.numel()) for t in checkpoint.weights.values())

@@ -201,7 +201,7 @@ class Timer:
 
 
 def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -> bool:
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     if not path.is_file():
         return False
@@ -281,7 +281,8 @@ def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> No
 def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
                    timer: Timer) -> Path:
     """Train (or resume) the run's generator; returns the checkpoint path."""
-    from compgen.train import apply_overrides, load_preset, train_generator
+    from compgen.checkpoint import apply_overrides, load_preset
+    from compgen.train import train_generator
 
     path = folder / "generator.pt"
     preset = opts.generator_preset or presets(run, opts.size)[0]

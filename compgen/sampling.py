@@ -361,9 +361,9 @@ def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None =
     decoded when the filter accepts few candidates (default: the preset's, else 200).
     ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off).
     ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram scores, filter and rerank."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
-    from compgen.train import load_generator
 
     if strategy is not None:
         check_strategy(strategy)

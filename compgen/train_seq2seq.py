@@ -18,7 +18,7 @@ as the reference's conditional run does it.
   resets the patience, otherwise the patience counts down and at 0 the lr is multiplied
   by ``lrdecay`` (``patience = 0`` turns this off). The final model is the last epoch's
   (the reference never restores the best one).
-* Checkpoint: the project's format (``compgen.train.save_checkpoint``: one safetensors
+* Checkpoint: the project's format (``compgen.checkpoint.save_checkpoint``: one safetensors
   file, loading executes no code) of kind "seq2seq", holding the model and training
   config, the run description, the vocabulary and the learning curve. It is rewritten
   atomically after every epoch together with the optimizer, RNG and batch-stream state,
@@ -189,7 +189,7 @@ class MixedStream:
 def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
                    train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
                    train_state: dict | None = None) -> None:
-    from compgen.train import save_checkpoint
+    from compgen.checkpoint import save_checkpoint
 
     model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
     config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
@@ -198,8 +198,8 @@ def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
 
 
 def read_predictor(path: str | Path):
-    """The raw checkpoint (``compgen.train.Checkpoint``); other kinds are a UserError."""
-    from compgen.train import load_checkpoint
+    """The raw checkpoint (``compgen.checkpoint.Checkpoint``); other kinds are a UserError."""
+    from compgen.checkpoint import load_checkpoint
 
     return load_checkpoint(path, kind=CHECKPOINT_KIND)
 
@@ -345,7 +345,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         model_opts = dict(saved.config["model"])
         tcfg = TrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        from compgen.train import default_preset
+        from compgen.checkpoint import default_preset
 
         model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
     if saved is not None:

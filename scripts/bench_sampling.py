@@ -92,9 +92,9 @@ def int8_copy(folder: Path, out: Path) -> Path:
 
 
 def random_checkpoint(path: Path, data: str) -> None:
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
-    from compgen.train import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan")
     config["data"] = data
@@ -132,7 +132,7 @@ def main() -> None:
     manifest = export_checkpoint(checkpoint, folder, parity_sets=64, cpp_binary=binary,
                                  log=lambda m: print(m, file=sys.stderr))
 
-    from compgen.train import load_generator
+    from compgen.checkpoint import load_generator
 
     model = deterministic(load_generator(checkpoint)[0])
     scripted = torch.jit.load(str(folder / "model.ts"))

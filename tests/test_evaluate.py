@@ -173,13 +173,13 @@ def test_generator_attention_figure(tmp_path, data_dir):
     import torch
     from typer.testing import CliRunner
 
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.cli import app
     from compgen.data import load_dataset
     from compgen.data.vocab import SEP, Vocab
     from compgen.models.recombine import collate_prototypes, is_real
     from compgen.plots import plot_generator_attention
     from compgen.sampling import greedy_with_weights, sample_batch
-    from compgen.train import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)
     train = table.filter(pl.col("split") == "train").head(6)

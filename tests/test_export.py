@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
@@ -16,7 +17,6 @@ from compgen.export.graphs import deterministic
 from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
 from compgen.runtime.onnx_runtime import OnnxGenerator
 from compgen.sampling import banned_mask
-from compgen.train import build_recombine, load_generator, load_preset, save_checkpoint
 
 COMPGEN = [sys.executable, "-m", "compgen"]
 

@@ -97,8 +97,8 @@ def test_training_the_generator_on_drops_its_stale_outputs(tiny_run, tmp_path):
     import dataclasses
     import shutil
 
+    from compgen.checkpoint import load_checkpoint
     from compgen.pipeline import Timer, make_generator
-    from compgen.train import load_checkpoint
 
     root, opts, _, _ = tiny_run
     folder = tmp_path / "jump-recomb2" / "seed0"
@@ -193,9 +193,9 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert result.exit_code != 0
     assert "exported graphs sample without dropout" in str(result.exception)
     # --rare-prototypes: Omega keeps the tuples whose prototypes contain 'jump'
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.sampling import prototype_source
-    from compgen.train import load_generator
 
     config = load_generator(generator)[2]
     table = load_dataset(config["data"], data_dir)

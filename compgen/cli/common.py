@@ -35,6 +35,6 @@ DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_
 
 def checkpoint_kind(path: Path) -> str:
     """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     return load_checkpoint(path).kind

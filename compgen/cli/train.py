@@ -69,13 +69,8 @@ def train_generator_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    from compgen.train import (
-        apply_overrides,
-        default_preset,
-        load_checkpoint,
-        load_preset,
-        train_generator,
-    )
+    from compgen.checkpoint import apply_overrides, default_preset, load_checkpoint, load_preset
+    from compgen.train import train_generator
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
                              ("--embed", embed, 1), ("--attdim", attdim, 1),

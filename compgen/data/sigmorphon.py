@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from compgen.data.sources import default_cache_dir
 from compgen.errors import UserError, where
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
@@ -238,7 +239,7 @@ class _FewshotBuilder:
         return items[rand.permutation(len(items))]
 
     def build(self, hints: int) -> dict:
-        from compgen.neighborhoods import sig_neighborhoods
+        from compgen.neighborhoods.sigmorphon import sig_neighborhoods
 
         val_like = [self._permute(self.test_rand, self.members[t])[:TEST_TAG_TOKENS]
                     for t in self.val_types]
@@ -288,16 +289,6 @@ def _rng_state(rand: np.random.RandomState) -> list:
 def _rng_from(state: list) -> tuple:
     name, key, pos, has_gauss, gauss = state
     return (name, np.array(key, dtype=np.uint32), pos, has_gauss, gauss)
-
-
-def default_cache_dir() -> Path:
-    """``$COMPGEN_CACHE``, else ``$XDG_CACHE_HOME/compgen``, else ``~/.cache/compgen``."""
-    import os
-
-    if os.environ.get("COMPGEN_CACHE"):
-        return Path(os.environ["COMPGEN_CACHE"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "compgen"
 
 
 def _file_digest(path: Path) -> str:

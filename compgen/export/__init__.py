@@ -202,7 +202,7 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     """Export a generator or predictor checkpoint to ``out`` (default
     ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or test sources (predictor) the validation decodes."""
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     kind = load_checkpoint(checkpoint).kind
     if kind == "seq2seq":
@@ -230,9 +230,9 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place.
     ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.sampling import prototype_source
-    from compgen.train import load_generator
 
     if max_prototypes < 1:
         raise UserError(f"--prototypes {max_prototypes}: must be >= 1")

@@ -127,7 +127,7 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     """(model, vocab, config) of an export folder for ``--backend torch``: the eager model
     rebuilt from the manifest's config and the weights stored in ``model.ts`` (folders of
     earlier versions carry them as ``generator.pt``)."""
-    from compgen.train import build_recombine, load_generator
+    from compgen.checkpoint import build_recombine, load_generator
 
     if (folder / "generator.pt").is_file():
         return load_generator(folder / "generator.pt")

@@ -1,0 +1,173 @@
+"""Presets and the self-describing checkpoint format.
+
+Presets are plain TOML files in ``compgen/configs`` with sections ``[model]``,
+``[train]`` and ``[sample]`` plus a top-level ``kind``; CLI options override single keys.
+
+A checkpoint is ONE safetensors file (any name, e.g. ``recomb2.pt``): tensors
+``model.*`` (weights), ``optim.*`` (Adam moments), ``best.*`` (best-dev weights while
+training), ``rng.torch``; string metadata ``format``, ``kind``, ``config`` (JSON),
+``vocab`` (JSON), ``train_state`` (JSON: step, epoch, position, lr, best ppl, loss
+curve). Loading never executes code. Files are written atomically, so an interrupted
+run leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+from compgen.io import atomic_open
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+FORMAT = "compgen-checkpoint-1"
+
+
+# ------------------------------------------------------------------ presets
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str) -> dict:
+    """A preset by name (``recombine_scan``) or a TOML file path."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        raise UserError(f"unknown config '{name_or_path}' (presets: {', '.join(preset_names())})")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def apply_overrides(config: dict, overrides: dict) -> dict:
+    """``{"model.nproto": 1}`` -> config with that key replaced (None values ignored)."""
+    config = copy.deepcopy(config)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, name = key.partition(".")
+        config.setdefault(section, {})[name] = value
+    return config
+
+
+def default_preset(kind: str, data: str) -> str:
+    """The preset a command uses without --config: the CPU size of the data set's task
+    (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` otherwise; ``seq2seq_*``
+    for predictors)."""
+    task = "sig" if str(data).startswith("sigmorphon") else "scan"
+    return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
+
+
+# ------------------------------------------------------------------ checkpoints
+
+@dataclass
+class Checkpoint:
+    kind: str
+    config: dict
+    vocab: Vocab
+    weights: dict
+    optim: dict = field(default_factory=dict)
+    best: dict = field(default_factory=dict)
+    rng: torch.Tensor | None = None
+    train_state: dict = field(default_factory=dict)
+    path: str = ""
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict, list]:
+    tensors = {}
+    for idx, slots in state["state"].items():
+        for name, value in slots.items():
+            t = value if torch.is_tensor(value) else torch.tensor(value)
+            tensors[f"optim.{idx}.{name}"] = t.detach().clone().contiguous()
+    return tensors, state["param_groups"]
+
+
+def _unflatten_optimizer(tensors: dict, groups: list) -> dict:
+    state: dict = {}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    return {"state": state, "param_groups": groups}
+
+
+def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, kind: str,
+                    optimizer: torch.optim.Optimizer | None = None, best: dict | None = None,
+                    train_state: dict | None = None) -> None:
+    """Write a self-describing checkpoint atomically (generic: any model kind)."""
+    from safetensors.torch import save
+
+    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    groups: list = []
+    if optimizer is not None:
+        opt_tensors, groups = _flatten_optimizer(optimizer.state_dict())
+        tensors.update(opt_tensors)
+    for k, v in (best or {}).items():
+        tensors[f"best.{k}"] = v.detach().contiguous().clone()
+    tensors["rng.torch"] = torch.get_rng_state()
+    metadata = {"format": FORMAT, "kind": kind, "config": json.dumps(config),
+                "vocab": vocab.to_json(), "optim_groups": json.dumps(groups),
+                "train_state": json.dumps(train_state or {})}
+    blob = save(tensors, metadata=metadata)
+    with atomic_open(path, "wb") as f:
+        f.write(blob)
+
+
+def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
+    """Read a checkpoint; ``kind`` (e.g. "recombine") rejects checkpoints of other kinds."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    try:
+        raw = path.read_bytes()
+        header_len = int.from_bytes(raw[:8], "little")
+        header = json.loads(raw[8:8 + header_len])
+        metadata = header.get("__metadata__") or {}
+        tensors = load(raw)
+    except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError):
+        raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
+    if kind is not None and metadata.get("kind") and metadata.get("kind") != kind:
+        raise UserError(f"{path}: a '{metadata.get('kind')}' checkpoint, expected '{kind}'")
+    if metadata.get("format") != FORMAT:
+        raise UserError(f"{path}: not a compgen checkpoint (format {metadata.get('format')!r})")
+    split: dict[str, dict] = {"model": {}, "optim": {}, "best": {}, "rng": {}}
+    for key, value in tensors.items():
+        head, _, rest = key.partition(".")
+        split[head][rest] = value
+    groups = json.loads(metadata.get("optim_groups", "[]"))
+    return Checkpoint(
+        kind=metadata["kind"], config=json.loads(metadata["config"]),
+        vocab=Vocab.from_json(metadata["vocab"], str(path)), weights=split["model"],
+        optim=_unflatten_optimizer(split["optim"], groups) if split["optim"] else {},
+        best=split["best"], rng=split["rng"].get("torch"),
+        train_state=json.loads(metadata.get("train_state", "{}")), path=str(path))
+
+
+def build_recombine(config: dict, vocab_size: int):
+    from compgen.models.recombine import Recombine, RecombineConfig
+
+    try:
+        cfg = RecombineConfig.from_dict({**config.get("model", {}), "vocab_size": vocab_size})
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"bad model config: {exc}") from None
+    return Recombine(cfg)
+
+
+def load_generator(path):
+    """(model in eval mode, vocab, config) from a generator checkpoint."""
+    ckpt = load_checkpoint(path, kind="recombine")
+    model = build_recombine(ckpt.config, len(ckpt.vocab))
+    model.load_state_dict(ckpt.weights)
+    model.eval()
+    return model, ckpt.vocab, ckpt.config
