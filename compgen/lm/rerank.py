@@ -73,6 +73,13 @@ class LmRanking:
             f"{self.scorer.weight:g})" if self.scorer.aug is not None else "")
         return f"LM {models}, side {self.side}, rerank {self.rerank}"
 
+    def runner_args(self) -> list[str]:
+        """The C++ runner's options for the same scores (cpp_runner/src/kenlm_scorer.hpp)."""
+        scorer = self.scorer
+        spec = str(scorer.base_path) + (f",{scorer.aug_path}" if scorer.aug is not None else "")
+        return ["--lm", spec, "--lm-weight", repr(scorer.weight), "--lm-mix", scorer.mix,
+                "--lm-side", self.side, "--lm-shared-by", str(scorer.shared_by)]
+
     # ------------------------------------------------------------------ scores
 
     def remember(self, x, y, lm_logprob: float) -> None:

@@ -32,8 +32,16 @@ def _source_key() -> str:
     return h.hexdigest()[:16]
 
 
-def build_runner(log=print) -> Path:
-    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min)."""
+def kenlm_query_dir() -> Path:
+    """KenLM's query library as ``scripts/install_kenlm.sh`` caches it beside lmplz."""
+    from compgen.lm.kenlm_tools import cache_bin_dir
+
+    return cache_bin_dir().parent / "query"
+
+
+def build_runner(log=print, kenlm: bool = False) -> Path:
+    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min).
+    ``kenlm``: the build that links KenLM's query library (``--lm``)."""
     import torch.utils
 
     if not (SOURCE / "CMakeLists.txt").is_file():
@@ -42,14 +50,21 @@ def build_runner(log=print) -> Path:
         if shutil.which(tool) is None:
             raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
                             "(apt-get install cmake g++) to use --backend cpp")
-    folder = _cache_root() / _source_key()
+    extra = []
+    if kenlm:
+        query = kenlm_query_dir()
+        if not (query / "lib" / "libkenlm.a").is_file():
+            raise UserError(f"KenLM's query library is not in {query}: build it with "
+                            "bash scripts/install_kenlm.sh")
+        extra = ["-DCOMPGEN_KENLM=ON", f"-DKENLM_QUERY_DIR={query}"]
+    folder = _cache_root() / (_source_key() + ("-kenlm" if kenlm else ""))
     binary = folder / "compgen-sample"
     if binary.is_file():
         return binary
     build = folder / "build"
     log(f"building the C++ runner in {folder} (once, about a minute)")
     configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", *extra]
     for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
         result = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if result.returncode != 0:
@@ -65,9 +80,10 @@ def build_runner(log=print) -> Path:
 def run_cpp(binary: Path, folder: Path, out: Path, *, n: int, batch_size: int, strategy: str,
             seed: int, max_len: int, offset: int = 0, temperature: float = 1.0,
             beam_width: int = 4, vae_max_norm: float = 0.0, threads: int | None = None,
-            workers: int = 1) -> float:
+            workers: int = 1, lm_args: list[str] | None = None) -> float:
     """Run the C++ sampler; returns its samples/s (as it reports on stderr). ``workers``
-    batches are decoded at once, one per thread (see cpp_runner/src/main.cpp)."""
+    batches are decoded at once, one per thread (see cpp_runner/src/main.cpp).
+    ``lm_args``: the runner's --lm options (``compgen.lm.rerank.LmRanking.runner_args``)."""
     cmd = [str(binary), str(folder), "-o", str(out), "--n", str(n), "--batch-size",
            str(batch_size), "--strategy", strategy, "--seed", str(seed), "--max-len",
            str(max_len), "--offset", str(offset), "--temperature", str(temperature),
@@ -76,11 +92,13 @@ def run_cpp(binary: Path, folder: Path, out: Path, *, n: int, batch_size: int, s
         cmd += ["--threads", str(threads)]
     if workers > 1:
         cmd += ["--workers", str(workers)]
+    cmd += lm_args or []
     result = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if result.returncode != 0:
         message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed"
         raise UserError(f"C++ runner: {message.removeprefix('error: ')}")
-    words = result.stderr.split("(")[-1].split()
+    sampled = [line for line in result.stderr.splitlines() if line.startswith("sampled ")]
+    words = sampled[-1].split("(")[-1].split() if sampled else []
     return float(words[0]) if words and _is_number(words[0]) else float("nan")
 
 
@@ -100,3 +118,9 @@ def read_cpp_samples(path: Path) -> list[tuple[list[str], list[str], float, floa
         x, y, logp, low = line.split("\t")
         rows.append((field_tokens(x), field_tokens(y), float(logp), float(low)))
     return rows
+
+
+def read_cpp_lm_scores(path: Path) -> list[float]:
+    """The runner's lm_logp column (written with --lm), one value per sample row."""
+    return [float(line.split("\t")[4]) for line in
+            Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]

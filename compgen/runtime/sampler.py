@@ -54,9 +54,11 @@ def _rows_and_scores(tokens: np.ndarray, logp: np.ndarray) -> tuple[list, list]:
 
 
 def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
-                 threads: int | None, log: Callable, batch_size: int = 128) -> Callable:
+                 threads: int | None, log: Callable, batch_size: int = 128,
+                 lm=None) -> Callable:
     """``decode(prototype indices, strategy, temperature) -> (rows, scores)`` for a backend.
-    (The C++ runner decodes in batches of ``batch_size`` inside one process.)"""
+    (The C++ runner decodes in batches of ``batch_size`` inside one process; with ``lm``
+    it also scores every sample with KenLM and hands the scores to ``lm``.)"""
     nproto, max_len = manifest["model"]["nproto"], manifest["decoding"]["max_len"]
     tuples = read_prototypes(folder / "prototypes.txt", nproto)
     rng = np.random.default_rng(seed)
@@ -97,9 +99,9 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         return decode
 
     if backend == "cpp":
-        from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
+        from compgen.runtime.cpp import build_runner, read_cpp_lm_scores, read_cpp_samples, run_cpp
 
-        binary = build_runner(log=log)
+        binary = build_runner(log=log, kenlm=lm is not None)
         vocab = Vocab.load(folder / "vocab.json")
         rounds = [0]
         work = Path(tempfile.mkdtemp(prefix="compgen-cpp-"))
@@ -111,9 +113,14 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
             run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
                     strategy=strategy, seed=seed + rounds[0], max_len=max_len,
                     offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
-                    vae_max_norm=max_norm, threads=threads)
+                    vae_max_norm=max_norm, threads=threads,
+                    lm_args=lm.runner_args() if lm is not None else None)
+            samples = read_cpp_samples(out)
+            if lm is not None:
+                for (x, y, _, _), lm_logp in zip(samples, read_cpp_lm_scores(out)):
+                    lm.remember(x, y, lm_logp)
             rows, scores = [], []
-            for x, y, logp, _ in read_cpp_samples(out):
+            for x, y, logp, _ in samples:
                 # a row without "<sep> y" is invalid either way; don't invent a separator
                 rows.append(vocab.encode(x) + ([SEP_ID] + vocab.encode(y) if y else []) + [EOS_ID])
                 scores.append(logp)
@@ -185,7 +192,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         accept = lm.filtered(accept)
     vocab = Vocab.load(folder / "vocab.json")
     batch_size = batch_size or int(scfg.get("batch_size", 128))
-    decode = make_decoder(folder, manifest, backend, seed, threads, log, batch_size)
+    decode = make_decoder(folder, manifest, backend, seed, threads, log, batch_size, lm)
     # one C++ process per round: make rounds large so process start-up is paid rarely
     round_size = max(batch_size, 4 * nsamples) if backend == "cpp" else batch_size
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])

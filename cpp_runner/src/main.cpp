@@ -10,6 +10,10 @@
 // Prototype tuples are taken in file order starting at --offset, cycling, like the
 // reference's cycle over a shuffled prototype set. Throughput goes to stderr.
 //
+// --lm BASE[,AUG] (built with -DCOMPGEN_KENLM=ON) adds a fifth column, lm_logp: the
+// log10 probability of the sample's --lm-side under KenLM (see kenlm_scorer.hpp),
+// computed here for every sample.
+//
 // --workers W decodes W batches at once, one per thread, each with W-th of the intra-op
 // threads: at small batch sizes one decoder step is too small to keep several cores busy,
 // independent batches are not. Batch i always takes the same prototypes and latent draws
@@ -24,12 +28,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <memory>
 #include <iostream>
 #include <sstream>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifdef COMPGEN_WITH_KENLM
+#include "kenlm_scorer.hpp"
+#endif
 
 namespace {
 
@@ -41,6 +51,9 @@ struct Options {
   std::string strategy = "greedy";
   double temperature = 1.0, vae_max_norm = 0.0;
   int threads = 0, workers = 1;
+  std::string lm, lm_mix = "token", lm_side = "y";
+  double lm_weight = 0.0;
+  int lm_shared_by = 1;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -52,7 +65,9 @@ void usage() {
   std::cerr << "usage: compgen-sample EXPORT_DIR -o OUT.tsv [--n N] [--batch-size B]\n"
                "       [--strategy greedy|temperature|mixed|beam] [--temperature T]\n"
                "       [--beam-width W] [--max-len L] [--seed S] [--offset O]\n"
-               "       [--vae-max-norm M] [--threads K] [--workers W]\n";
+               "       [--vae-max-norm M] [--threads K] [--workers W]\n"
+               "       [--lm BASE[,AUG] [--lm-weight W] [--lm-mix token|sentence|geca]\n"
+               "        [--lm-side y|x|xy] [--lm-shared-by K]]\n";
 }
 
 Options parse(int argc, char** argv) {
@@ -84,6 +99,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = static_cast<int>(number(i));
     else if (a == "--workers") o.workers = static_cast<int>(number(i));
     else if (a == "--strategy") o.strategy = value(i);
+    else if (a == "--lm") o.lm = value(i);
+    else if (a == "--lm-weight") o.lm_weight = number(i);
+    else if (a == "--lm-mix") o.lm_mix = value(i);
+    else if (a == "--lm-side") o.lm_side = value(i);
+    else if (a == "--lm-shared-by") o.lm_shared_by = static_cast<int>(number(i));
     else if (!a.empty() && a[0] == '-') fail("unknown option " + a);
     else if (o.folder.empty()) o.folder = a;
     else fail("unexpected argument " + a);
@@ -93,6 +113,10 @@ Options parse(int argc, char** argv) {
     fail("--n, --batch-size, --max-len and --beam-width must be >= 1");
   if (o.temperature <= 0) fail("--temperature must be > 0");
   if (o.workers < 1) fail("--workers must be >= 1");
+  if (o.lm_shared_by < 1) fail("--lm-shared-by must be >= 1");
+#ifndef COMPGEN_WITH_KENLM
+  if (!o.lm.empty()) fail("--lm: this runner was built without KenLM (-DCOMPGEN_KENLM=ON)");
+#endif
   if (o.strategy != "greedy" && o.strategy != "temperature" && o.strategy != "mixed" &&
       o.strategy != "beam")
     fail("--strategy must be greedy, temperature, mixed or beam, not " + o.strategy);
@@ -185,9 +209,37 @@ c10::ivalue::TupleElements decode(torch::jit::script::Module& model, const Batch
       .toTuple()->elements();
 }
 
+// Scores each row's side with the LM, when there is one; counts the time it takes.
+struct LmHook {
+#ifdef COMPGEN_WITH_KENLM
+  std::unique_ptr<compgen::NgramScorer> scorer;
+#endif
+  std::atomic<int64_t> nanoseconds{0}, sentences{0};
+  bool active() const {
+#ifdef COMPGEN_WITH_KENLM
+    return scorer != nullptr;
+#else
+    return false;
+#endif
+  }
+  double score(const std::vector<std::string>& x, const std::vector<std::string>& y) {
+#ifdef COMPGEN_WITH_KENLM
+    const auto start = std::chrono::steady_clock::now();
+    const double s = scorer->score(scorer->side_words(x, y));
+    nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - start).count();
+    ++sentences;
+    return s;
+#else
+    (void)x, (void)y;
+    return 0.0;
+#endif
+  }
+};
+
 // The TSV rows of one decoded batch.
 std::string format_rows(const c10::ivalue::TupleElements& result,
-                        const std::vector<std::string>& vocab) {
+                        const std::vector<std::string>& vocab, LmHook& lm) {
   auto tokens = result[0].toTensor().contiguous();
   auto logp = result[1].toTensor().contiguous();
   auto tok = tokens.accessor<int64_t, 2>();
@@ -195,6 +247,7 @@ std::string format_rows(const c10::ivalue::TupleElements& result,
   std::ostringstream out;
   for (int64_t b = 0; b < tokens.size(0); ++b) {
     std::string x, y;
+    std::vector<std::string> x_words, y_words;
     bool after_sep = false;
     double total = 0.0, lowest = 0.0;
     for (int64_t t = 0; t < tokens.size(1); ++t) {
@@ -206,9 +259,14 @@ std::string format_rows(const c10::ivalue::TupleElements& result,
       if (id == kSep && !after_sep) { after_sep = true; continue; }
       std::string& side = after_sep ? y : x;
       if (!side.empty()) side += ' ';
-      side += vocab[id] == " " ? "\u2581" : vocab[id];  // a space token, as compgen/io.py
+      const std::string word = vocab[id] == " " ? "\u2581" : vocab[id];  // as compgen/io.py
+      side += word;
+      if (lm.active()) (after_sep ? y_words : x_words).push_back(word);
     }
-    out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
+    out << x << '\t' << y << '\t' << total << '\t' << lowest;
+    if (lm.active()) out << '\t' << std::setprecision(9) << lm.score(x_words, y_words)
+                         << std::setprecision(6);
+    out << '\n';
   }
   return out.str();
 }
@@ -217,6 +275,21 @@ std::string format_rows(const c10::ivalue::TupleElements& result,
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  LmHook lm;  // loaded first: a bad LM file stops the runner before anything is decoded
+#ifdef COMPGEN_WITH_KENLM
+  if (!o.lm.empty()) {
+    compgen::LmOptions lo;
+    const auto comma = o.lm.find(',');
+    lo.base = o.lm.substr(0, comma);
+    if (comma != std::string::npos) lo.aug = o.lm.substr(comma + 1);
+    lo.mix = o.lm_mix, lo.side = o.lm_side, lo.weight = o.lm_weight, lo.shared_by = o.lm_shared_by;
+    try {
+      lm.scorer.reset(new compgen::NgramScorer(lo));
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+#endif
   const int threads = o.threads > 0 ? o.threads : at::get_num_threads();
   at::set_num_threads(std::max(1, threads / o.workers));
   torch::manual_seed(o.seed);
@@ -250,7 +323,7 @@ int main(int argc, char** argv) {
   auto work = [&]() {
     torch::NoGradGuard worker_no_grad;  // grad mode is per thread
     for (int64_t i = next++; i < n_batches; i = next++)
-      rows[i] = format_rows(decode(model, batch_at(i), o), vocab);
+      rows[i] = format_rows(decode(model, batch_at(i), o), vocab, lm);
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
@@ -262,11 +335,15 @@ int main(int argc, char** argv) {
 
   std::ofstream out(o.out + ".tmp");
   if (!out) fail(o.out + ": cannot write");
-  out << "#x\ty\tlogp\tmin_logp\n";
+  out << "#x\ty\tlogp\tmin_logp" << (lm.active() ? "\tlm_logp\n" : "\n");
   for (const auto& r : rows) out << r;
   out.close();
   if (!out || std::rename((o.out + ".tmp").c_str(), o.out.c_str()) != 0) fail(o.out + ": cannot write");
   std::cerr << "sampled " << o.n << " in " << seconds << " s (" << o.n / seconds
             << " samples/s)" << std::endl;
+  if (lm.active())
+    std::cerr << "lm scored " << lm.sentences << " in " << lm.nanoseconds * 1e-9 << " s ("
+              << lm.sentences / std::max(lm.nanoseconds * 1e-9, 1e-9) << " sentences/s)"
+              << std::endl;
   return 0;
 }
