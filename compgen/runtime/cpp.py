@@ -115,7 +115,7 @@ def read_cpp_samples(path: Path) -> list[tuple[list[str], list[str], float, floa
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
             continue
-        x, y, logp, low = line.split("\t")
+        x, y, logp, low = line.split("\t")[:4]  # lm_logp (--lm) is read apart
         rows.append((field_tokens(x), field_tokens(y), float(logp), float(low)))
     return rows
 
