@@ -35,6 +35,8 @@ def sample_cmd(
     lm_side: str = typer.Option("y", "--lm-side", help="what the LM reads: y | x | xy (x <sep> y)"),
     rerank: str = typer.Option("model", "--rerank", help="order before the N best are kept: model (logprob) | lm (lm_logprob) | sum (both, in nats)"),
     min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
+    ray: str | None = typer.Option(None, "--ray", help="shard decoding over a Ray cluster at this address ('local': start one here); same file as one process"),
+    ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
@@ -60,6 +62,21 @@ def sample_cmd(
     # loads the LM files now: a missing or corrupt model stops before any decoding
     ranking = LmRanking.from_options(lm, lm_weight, lm_side, lm_mix, rerank, min_lm_logprob,
                                      lm_val, data_dir)
+    factory = None
+    if ray is not None:
+        import os
+
+        from compgen.runtime.ray_sampling import import_ray, ray_decoder_factory
+
+        if not exported:
+            raise UserError(f"--ray samples an export folder: first run 'compgen export {checkpoint}'")
+        if ray_workers is not None and ray_workers < 1:
+            raise UserError("--ray-workers must be >= 1")
+        import_ray()
+        address = None if ray in ("", "local") else ray
+        factory = ray_decoder_factory(address, ray_workers or (os.cpu_count() or 2 if address is None else 2))
+    elif ray_workers is not None:
+        raise UserError("--ray-workers needs --ray")
     if exported:
         run = sample_exported(checkpoint, n, backend=backend, strategy=strategy,
                               temperature=temperature, resample=resample, rare=rare,
@@ -67,7 +84,7 @@ def sample_cmd(
                               data_dir=data_dir, threads=threads, max_rounds=max_rounds,
                               rare_prototypes=rare_prototypes, raise_temperature=raise_temperature,
                               log=lambda line: err_console.print(line, highlight=False, markup=False),
-                              lm=ranking)
+                              lm=ranking, decoder_factory=factory)
     else:
         run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
                                resample=resample, rare=rare, nsamples=nsamples,

@@ -155,9 +155,11 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
                     out=None, data_dir=None, threads: int | None = None,
                     max_rounds: int | None = None, rare_prototypes: bool | None = None,
                     log: Callable[[str], None] = print,
-                    raise_temperature: bool = False, lm=None) -> SampleRun:
+                    raise_temperature: bool = False, lm=None,
+                    decoder_factory: Callable | None = None) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
     ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram scores, filter and rerank.
+    ``decoder_factory`` replaces ``make_decoder`` (Ray: ``ray_sampling.ray_decoder_factory``).
     Exported graphs decode the prototype tuples drawn at export time; ``rare_prototypes``
     (a different Omega) needs ``backend="torch"``."""
     from compgen.data import load_dataset
@@ -192,7 +194,12 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         accept = lm.filtered(accept)
     vocab = Vocab.load(folder / "vocab.json")
     batch_size = batch_size or int(scfg.get("batch_size", 128))
-    decode = make_decoder(folder, manifest, backend, seed, threads, log, batch_size, lm)
+    if decoder_factory is not None:
+        from compgen.runtime.ray_sampling import check_ray_sampling
+
+        check_ray_sampling(manifest, backend, strategy)
+    decode = (decoder_factory or make_decoder)(folder, manifest, backend, seed, threads, log,
+                                               batch_size, lm)
     # one C++ process per round: make rounds large so process start-up is paid rarely
     round_size = max(batch_size, 4 * nsamples) if backend == "cpp" else batch_size
     draw = PrototypeCycle(manifest["decoding"]["prototypes"])
