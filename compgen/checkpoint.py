@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, SampleConfig, read_section
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.io import atomic_open
@@ -36,16 +37,48 @@ def preset_names() -> list[str]:
 
 
 def load_preset(name_or_path: str) -> dict:
-    """A preset by name (``recombine_scan``) or a TOML file path."""
+    """A preset by name (``recombine_scan``) or a TOML file path, checked by
+    :func:`check_preset`."""
     path = Path(name_or_path)
+    source = str(path)  # a file: named as given
     if not path.is_file():
         path = CONFIG_DIR / f"{name_or_path}.toml"
+        source = path.name
     if not path.is_file():
         raise UserError(f"unknown config '{name_or_path}' (presets: {', '.join(preset_names())})")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: {exc}") from None
+    return check_preset(doc, source)
+
+
+def preset_sections(kind: str) -> dict[str, type]:
+    """Section name -> the dataclass that section is read into, for a preset ``kind``."""
+    from compgen.models.recombine import RecombineConfig
+    from compgen.models.seq2seq import Seq2SeqConfig
+
+    if kind == "recombine":
+        return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleConfig}
+    if kind == "seq2seq":
+        return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
+    raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
+
+
+def check_preset(doc: dict, source: str) -> dict:
+    """``doc`` as it is if every section and key is known and well typed; otherwise a
+    UserError naming the first wrong key (with the valid ones)."""
+    kind = doc.get("kind", "recombine")
+    if not isinstance(kind, str):
+        raise UserError(f"{source}: 'kind' must be a string, not {kind!r}")
+    sections = preset_sections(kind)
+    unknown = [str(k) for k in doc if k != "kind" and k not in sections]
+    if unknown:
+        raise UserError(f"{source}: unknown section(s) {', '.join(unknown)} (valid: kind, "
+                        f"{', '.join(f'[{name}]' for name in sections)})")
+    for name, cls in sections.items():
+        read_section(cls, doc.get(name, {}), f"{source} [{name}]", skip=("vocab_size",))
+    return doc
 
 
 def apply_overrides(config: dict, overrides: dict) -> dict:

@@ -39,7 +39,7 @@ Choices where the spec leaves room, and where it departs from the reference code
   reference compares with the reference output + </s>); it is still rescored, as
   ``u <sep> y </s>``.
 * Metrics: exact and top-3 match compare outputs together with their end; micro F1
-  (``evaluate.micro_f1``) is over action tokens, as for the predictor, so the rows sit in
+  (``scoring.micro_f1``) is over action tokens, as for the predictor, so the rows sit in
   the same results tables (the reference also counts </s> as one F1 unit).
 """
 
@@ -313,7 +313,7 @@ def _decode_and_rescore(model, vocab, data_ids: Sequence[Sequence[int]],
 def direct_metrics(results: Sequence[DirectResult], k: int = 3) -> dict:
     """Exact match, top-k match (the reference among the k best candidates; k = 3 as the
     reference) and micro F1 over action tokens."""
-    from compgen.evaluate import exact_match, micro_f1
+    from compgen.scoring import exact_match, micro_f1
 
     refs = [r.reference + [END] for r in results]
     top_k = [any(c.ended() == ref for c in r.candidates[:k]) for r, ref in zip(results, refs)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 
 def preset_table() -> list[dict]:
@@ -16,7 +16,7 @@ def preset_table() -> list[dict]:
 
     rows = []
     for path in sorted(CONFIG_DIR.glob("*.toml")):
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         comment = next((line.lstrip("# ").strip() for line in text.splitlines()
                         if line.startswith("#") and line.strip("# ")), "")
         kind = tomllib.loads(text).get("kind", "geca" if path.stem.startswith("geca") else "")
@@ -31,7 +31,7 @@ def preset_text(name: str) -> str:
     path = CONFIG_DIR / f"{name}.toml"
     if not path.is_file():
         raise UserError(f"unknown preset '{name}' (presets: {', '.join(preset_names())})")
-    return path.read_text(encoding="utf-8")
+    return read_text(path)
 
 
 def _training_state(state: dict) -> dict:

@@ -19,16 +19,18 @@ import io
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from compgen.checkpoint import Checkpoint, build_recombine, load_checkpoint, save_checkpoint
+from compgen.configs import GeneratorTrainConfig, read_section
 from compgen.errors import UserError
 from compgen.generator_data import GeneratorData, encode_items, generator_data, make_batch
 from compgen.io import atomic_open
+from compgen.models.recombine import RecombineConfig
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
                 "elapsed_s"]
@@ -107,31 +109,31 @@ class _Window:
 class _GeneratorRun:
     """One training run: model, optimizer, the resumable ``state`` and the progress log."""
 
-    def __init__(self, config: dict, prepared: GeneratorData, vocab, out: Path, seed: int,
-                 batch_size: int, epochs: int, saved: Checkpoint | None,
+    def __init__(self, config: dict, settings: GeneratorTrainConfig, prepared: GeneratorData,
+                 vocab, out: Path, seed: int, batch_size: int, saved: Checkpoint | None,
                  log: Callable[[str], None]):
         self.config, self.out, self.seed, self.B, self.epochs, self.log = (
-            config, out, seed, batch_size, epochs, log)
+            config, out, seed, batch_size, settings.epochs, log)
         self.vocab = vocab
-        tcfg = config["train"]
         self.variant = prepared.task
-        self.max_len = int(config["model"].get("max_len", 45))
         self.train_enc = encode_items(prepared.train, vocab)
         self.dev_enc = encode_items(prepared.dev, vocab)
         if not self.train_enc:
             raise UserError(f"{config['data']}: no training neighbourhoods")
-        self.patience = int(tcfg.get("patience", 4))
-        self.gradnorm = float(tcfg.get("gradnorm", 0.0))
-        self.restore_best = bool(tcfg.get("restore_best", self.variant == "scan"))
-        self.lrdecay = float(tcfg.get("lrdecay", 0.5))
-        self.log_every = int(tcfg.get("log_every", 50))
-        self.ckpt_every = float(tcfg.get("checkpoint_seconds", 120))
+        self.patience = settings.patience
+        self.gradnorm = settings.gradnorm
+        self.restore_best = (settings.restore_best if settings.restore_best is not None
+                             else self.variant == "scan")
+        self.lrdecay = settings.lrdecay
+        self.log_every = settings.log_every
+        self.ckpt_every = settings.checkpoint_seconds
         self.curve_path = Path(str(out) + ".loss.csv")
 
         torch.manual_seed(seed)
         self.model = build_recombine(config, len(vocab))
+        self.max_len = self.model.cfg.max_len
         self.model.train()
-        lr = float(tcfg.get("lr", 0.002))
+        lr = settings.lr
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
         self.state = {"step": 0, "epoch": 0, "batch": 0, "examples": 0, "elapsed": 0.0, "lr": lr,
                       "best_ppl": None, "patience": self.patience, "curve": [], "done": False}
@@ -205,7 +207,8 @@ class _GeneratorRun:
         speed = window.examples / max(now - window.start, 1e-9)
         loss = window.loss / window.examples
         state["curve"].append({
-            "step": state["step"], "epoch": state["epoch"] + state["batch"] / self.batches_per_epoch,
+            "step": state["step"],
+            "epoch": state["epoch"] + state["batch"] / self.batches_per_epoch,
             "examples": state["examples"], "loss": loss,
             "tok_nll": window.tok_nll / max(window.tokens, 1), "examples_per_s": speed,
             "lr": state["lr"], "elapsed_s": self.elapsed()})
@@ -219,7 +222,8 @@ class _GeneratorRun:
     def end_epoch(self) -> None:
         """Dev perplexity, learning-rate decay on a plateau, best-dev weights (scan)."""
         state = self.state
-        ppl = evaluate_ppl(self.model, self.dev_enc, self.variant, self.max_len) if self.dev_enc else None
+        ppl = (evaluate_ppl(self.model, self.dev_enc, self.variant, self.max_len)
+               if self.dev_enc else None)
         state["epoch"] += 1
         state["batch"] = 0
         if ppl is None:
@@ -327,30 +331,30 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     the saved run's count, which also reopens a finished run to train it longer (it goes on
     from the saved final weights, with their optimizer state and learning rate)."""
     out = Path(out)
-    tcfg = config.get("train", {})
+    given = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
     # seed, batch size and threads are this run's (given) settings, also on resume
-    seed = int(tcfg.get("seed", 0))
-    batch_size = int(tcfg.get("batch_size", 32))
-    threads = tcfg.get("threads")
-    if threads:
-        torch.set_num_threads(int(threads))
+    if given.threads:
+        torch.set_num_threads(given.threads)
 
     saved = _saved_run(out, config, data) if resume and out.is_file() else None
     if saved:
         config = saved.config  # keep the original run's settings (lr, epochs, ...)
-        tcfg = config["train"]
+    settings = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
     # given epochs win over the config's, also on resume (train a finished run longer)
-    epochs = int(epochs if epochs is not None else tcfg.get("epochs", 1))
-    if batch_size < 1 or epochs < 1:
-        raise UserError("batch size and epochs must be >= 1")
-    nproto = int(config["model"].get("nproto", 2))
-    prepared = prepared or generator_data(data, nproto, seed, float(tcfg.get("dev_fraction", 0.1)),
-                                          data_dir)
-    config = {**config, "train": {**tcfg, "epochs": epochs}, "kind": "recombine", "data": data}
+    if epochs is not None:
+        if epochs < 1:
+            raise UserError(f"--epochs must be >= 1 (got {epochs})")
+        settings = replace(settings, epochs=epochs)
+    model_cfg = read_section(RecombineConfig, config.get("model", {}), "[model]",
+                             skip=("vocab_size",))
+    prepared = prepared or generator_data(data, model_cfg.nproto, given.seed,
+                                          settings.dev_fraction, data_dir)
+    config = {**config, "train": {**config.get("train", {}), "epochs": settings.epochs},
+              "kind": "recombine", "data": data}
     config["model"] = {**config["model"], "variant": prepared.task}
 
-    run = _GeneratorRun(config, prepared, saved.vocab if saved else prepared.vocab, out, seed,
-                        batch_size, epochs, saved, log)
+    run = _GeneratorRun(config, settings, prepared, saved.vocab if saved else prepared.vocab, out,
+                        given.seed, given.batch_size, saved, log)
     log(run.describe(data))
     state = run.state
     examples0 = state["examples"]
@@ -361,10 +365,11 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
         if bar is not None:
             bar.stop()
 
-    finished = state["done"] or (not stopped and state["epoch"] >= epochs)
+    finished = state["done"] or (not stopped and state["epoch"] >= settings.epochs)
     state["elapsed"] = run.elapsed()
     run.finish(finished)
     run_seconds = time.perf_counter() - run.start  # this run, dev evaluations included
     speed = (state["examples"] - examples0) / run_seconds if run_seconds > 0 else 0.0
-    return TrainResult(str(out), state["step"], state["epoch"] + state["batch"] / run.batches_per_epoch,
-                       speed, run.last_loss, state["best_ppl"], finished, str(run.curve_path))
+    epochs_done = state["epoch"] + state["batch"] / run.batches_per_epoch
+    return TrainResult(str(out), state["step"], epochs_done, speed, run.last_loss,
+                       state["best_ppl"], finished, str(run.curve_path))

@@ -31,9 +31,9 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compgen.export import export_checkpoint, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner, run_cpp
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner, run_cpp
-from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.export.onnx_decoder import OnnxGenerator
 from compgen.sampling import sample_batch
 
 

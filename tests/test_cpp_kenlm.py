@@ -9,8 +9,8 @@ import kenlm
 import pytest
 
 from compgen.errors import UserError
+from compgen.export.cpp_runner import build_runner, kenlm_query_dir, read_cpp_lm_scores, run_cpp
 from compgen.lm.scorer import NgramScorer, side_text
-from compgen.runtime.cpp import build_runner, kenlm_query_dir, read_cpp_lm_scores, run_cpp
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 

@@ -9,18 +9,10 @@ import pytest
 
 from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.errors import UserError
-from compgen.evaluate import (
-    aggregate,
-    eval_units,
-    evaluation_sets,
-    exact_match,
-    micro_f1,
-    reference_view,
-    score_predictions,
-    write_results,
-)
+from compgen.evaluate import aggregate, evaluation_sets, write_results
 from compgen.models.seq2seq import cut_prediction
 from compgen.plots import plot_attention, plot_learning_curve
+from compgen.scoring import eval_units, exact_match, micro_f1, reference_view, score_predictions
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

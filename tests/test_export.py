@@ -13,9 +13,9 @@ from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner, read_cpp_samples, run_cpp
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
-from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.export.onnx_decoder import OnnxGenerator
 from compgen.sampling import banned_mask
 
 COMPGEN = [sys.executable, "-m", "compgen"]

@@ -23,7 +23,7 @@ def export_cmd(
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export import export_checkpoint
-    from compgen.runtime.cpp import build_runner
+    from compgen.export.cpp_runner import build_runner
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")

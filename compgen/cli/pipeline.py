@@ -74,7 +74,7 @@ def pipeline_cmd(
                            log=lambda line: console.print(line, highlight=False, markup=False))
     if ray is not None:
         from compgen.pipeline import find_run
-        from compgen.runtime.ray_sampling import run_seeds
+        from compgen.pipelines.ray_seeds import run_seeds
 
         find_run(name)   # an unknown run name fails here, before Ray starts
         rows = run_seeds(name, parse_seeds(seeds), opts, None if ray in ("", "local") else ray)

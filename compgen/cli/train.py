@@ -36,6 +36,8 @@ def train_predictor_cmd(
         if threads < 1:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(threads)
+    if resume and not output.is_file():
+        raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
     summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                               log=lambda line: console.print(line, highlight=False))
@@ -80,7 +82,9 @@ def train_generator_cmd(
             raise UserError(f"{name} must be >= {low}")
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
-    saved = load_checkpoint(output, kind="recombine") if resume and output.is_file() else None
+    if resume and not output.is_file():
+        raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
+    saved = load_checkpoint(output, kind="recombine") if resume else None
     data = data or (saved.config.get("data") if saved else None)
     if not data:
         raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from compgen.data.sources import default_cache_dir
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
 PAPER_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -72,7 +72,7 @@ def read_sigmorphon_file(path: str | Path, split: str = "train",
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    return make_morph_table(parse_sigmorphon(path.read_text(encoding="utf-8"), str(path)),
+    return make_morph_table(parse_sigmorphon(read_text(path), str(path)),
                             split, order)
 
 
@@ -197,7 +197,7 @@ def _read_prep_lines(path: Path, lang: str):
     vocab = {tok: i for i, tok in enumerate(PREP_SPECIALS)}
     prefix = f"<{lang}>"
     rows, seqs = [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
         if not line.strip():
             continue
         fields = line.strip().split("\t")

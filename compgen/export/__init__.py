@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's API)
     FORMAT,
     LOGP_FLOOR,
@@ -74,7 +74,7 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     if nproto == 0:
         return []
     tuples = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         fields = line.split("\t")
         if len(fields) != nproto:
             raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
@@ -123,7 +123,7 @@ def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch
 def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
                  cpp_binary: Path | None = None) -> dict:
     """Greedy outputs and per-step log-probs of every backend against the eager model."""
-    from compgen.runtime.onnx_runtime import OnnxGenerator
+    from compgen.export.onnx_decoder import OnnxGenerator
 
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
@@ -174,12 +174,12 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
-        from compgen.runtime.cpp import run_cpp
+        from compgen.export.cpp_runner import run_cpp
 
         out = folder / ".parity-cpp.tsv"
         run_cpp(cpp_binary, folder, out, n=B, batch_size=B, strategy="greedy", seed=0,
                 max_len=max_len, offset=0)
-        from compgen.runtime.cpp import read_cpp_samples
+        from compgen.export.cpp_runner import read_cpp_samples
 
         cpp_rows = read_cpp_samples(out)
         out.unlink()

@@ -119,7 +119,7 @@ class LmRanking:
 def validation_sentences(val: str, side: str, data_dir=None) -> list[str]:
     """--lm-val: a corpus file (one sentence per line, ``.txt``) or data whose ``side`` of
     the pairs is read (a data set's train split, a data file, a samples TSV)."""
-    from compgen.lm.perplexity import read_sentences
+    from compgen.lm.scores import read_sentences
     from compgen.lm.side_corpus import training_pairs
 
     if Path(val).suffix == ".txt":

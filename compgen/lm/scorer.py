@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import UserError
-from compgen.lm import perplexity as ppl
+from compgen.lm import scores as lm_scores
 
 LN10 = math.log(10.0)
 
@@ -44,14 +44,14 @@ class NgramScorer:
                  options: tuple[str, str] = ("--lm", "--lm")):
         from compgen.lm.vocabulary import model_vocabulary
 
-        if mix not in ppl.MIXES:
-            raise UserError(f"--mix must be one of {', '.join(ppl.MIXES)} (got {mix!r})")
+        if mix not in lm_scores.MIXES:
+            raise UserError(f"--mix must be one of {', '.join(lm_scores.MIXES)} (got {mix!r})")
         self.base_path, self.aug_path, self.mix = Path(base), aug and Path(aug), mix
-        self.base = ppl.load_model(self.base_path, options[0])
+        self.base = lm_scores.load_model(self.base_path, options[0])
         self.aug = self.base_vocab = self.aug_vocab = None
         if self.aug_path is not None:   # the vocabularies matter only for a mixture
             self.base_vocab = model_vocabulary(self.base_path, self.base, options[0])
-            self.aug = ppl.load_model(self.aug_path, options[1])
+            self.aug = lm_scores.load_model(self.aug_path, options[1])
             self.aug_vocab = model_vocabulary(self.aug_path, self.aug, options[1])
         self.weight = 0.0
         if weight is not None:
@@ -91,10 +91,10 @@ class NgramScorer:
         OovCounts or None) of space-joined sentences."""
         from compgen.lm.vocabulary import map_to_base_vocabulary
 
-        base = ppl.score_corpus(self.base, sentences)
+        base = lm_scores.score_corpus(self.base, sentences)
         if self.aug is None:
             return base, None, None
-        aug, oov = map_to_base_vocabulary(base, ppl.score_corpus(self.aug, sentences),
+        aug, oov = map_to_base_vocabulary(base, lm_scores.score_corpus(self.aug, sentences),
                                           self.base_vocab, self.aug_vocab)
         return base, aug, oov
 
@@ -106,7 +106,7 @@ class NgramScorer:
                                  count=len(sentences))
         else:
             base, aug, _ = self.corpus_scores(sentences)
-            result = -ppl.mix(self.mix, base, aug, self.weight) / LN10
+            result = -lm_scores.mix(self.mix, base, aug, self.weight) / LN10
         self.seconds += time.perf_counter() - start
         self.sentences += len(sentences)
         return result
@@ -118,9 +118,9 @@ class NgramScorer:
             raise UserError("choosing a weight needs an augmented model (BASE,AUG)")
         if not sentences:
             raise UserError("choosing a weight needs a non-empty validation corpus")
-        grid = list(grid or ppl.DEFAULT_WEIGHTS[self.mix])
+        grid = list(grid or lm_scores.DEFAULT_WEIGHTS[self.mix])
         base, aug, _ = self.corpus_scores(sentences)
-        table = {w: ppl.perplexity(ppl.mix(self.mix, base, aug, w), base.n_tokens) for w in grid}
+        table = {w: lm_scores.perplexity(lm_scores.mix(self.mix, base, aug, w), base.n_tokens) for w in grid}
         self.set_weight(min(grid, key=lambda w: (table[w], grid.index(w))))
         return table
 

@@ -18,7 +18,7 @@ generator per process, so it would depend on how rounds fall on actors; until th
 samplers draw from per-sample counter-based streams, ``--ray`` takes greedy and beam
 decoding of non-VAE exports only, and says so.
 
-``run_seeds`` runs whole pipeline seeds as Ray tasks.
+Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 """
 
 from __future__ import annotations
@@ -126,45 +126,28 @@ def export_files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def ray_decoder_factory(address: str | None, workers: int, threads: int = 1,
-                        lookahead: int | None = None) -> Callable:
-    """A ``make_decoder`` replacement for ``sample_exported``: the same signature, the
-    decoding sharded over ``workers`` Ray actors."""
+class RayDecoderFactory:
+    """A ``make_decoder`` replacement for ``sample_exported`` (same call), the decoding
+    sharded over ``workers`` Ray actors; ``check`` refuses what would not give the
+    single-process file, before the cluster starts."""
 
-    def make(folder, manifest, backend, seed, _threads, log, batch_size=128, lm=None):
-        from compgen.runtime.sampler import make_decoder
+    def __init__(self, address: str | None, workers: int, threads: int = 1,
+                 lookahead: int | None = None):
+        self.address, self.workers, self.threads = address, workers, threads
+        self.lookahead = lookahead if lookahead is not None else 2 * workers
 
-        if lm is not None and backend == "cpp":   # never reached: cpp is not sharded
-            return make_decoder(folder, manifest, backend, seed, threads, log, batch_size, lm)
-        ray = start_ray(address, workers)
+    check = staticmethod(check_ray_sampling)
+
+    def __call__(self, folder, manifest, backend, seed, _threads, log: Callable,
+                 batch_size: int = 128, lm=None) -> RayDecoder:
+        ray = start_ray(self.address, self.workers)
         files = ray.put(export_files(Path(folder)))
         shard = ray.remote(num_cpus=1)(_Shard)
-        actors = [shard.remote(files, backend, seed, threads) for _ in range(workers)]
-        log(f"Ray: {workers} actors on {ray.cluster_resources().get('CPU', 0):g} CPUs")
-        return RayDecoder(ray, actors, manifest["decoding"]["prototypes"],
-                          lookahead if lookahead is not None else 2 * workers)
-    return make
+        actors = [shard.remote(files, backend, seed, self.threads) for _ in range(self.workers)]
+        log(f"Ray: {self.workers} actors on {ray.cluster_resources().get('CPU', 0):g} CPUs")
+        return RayDecoder(ray, actors, manifest["decoding"]["prototypes"], self.lookahead)
 
 
-# ------------------------------------------------------------------ pipeline seeds
-
-def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:
-    """``compgen pipeline NAME --seeds ... --ray``: every seed as one Ray task (one CPU);
-    results are merged into the table as tasks finish, in seed order."""
-    import dataclasses
-
-    from compgen.pipeline import find_run, merge_results, run_one
-
-    run = find_run(name)
-    ray = start_ray(address, min(len(seeds), os.cpu_count() or 1))
-    task = ray.remote(num_cpus=1)(
-        lambda seed, options: run_one(find_run(name), seed, options))
-    quiet = dataclasses.replace(opts, log=print)   # the driver's console stays here
-    futures = {seed: task.remote(seed, quiet) for seed in seeds}
-    all_rows = []
-    for seed in seeds:
-        rows = ray.get(futures[seed])
-        merge_results(opts.root, rows)
-        all_rows += rows
-        opts.log(f"[{run.name} seed {seed}] done (Ray task)")
-    return all_rows
+def ray_decoder_factory(address: str | None, workers: int, threads: int = 1,
+                        lookahead: int | None = None) -> RayDecoderFactory:
+    return RayDecoderFactory(address, workers, threads, lookahead)

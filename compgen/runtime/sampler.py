@@ -9,6 +9,7 @@ folder's ``prototypes.txt`` (cycling), so backends see the same prototypes.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -68,7 +69,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         return pad_tuples(chosen, nproto, len(idx))
 
     if backend == "onnx":
-        from compgen.runtime.onnx_runtime import OnnxGenerator
+        from compgen.export.onnx_decoder import OnnxGenerator
 
         onnx = OnnxGenerator(folder, manifest, threads)
 
@@ -99,26 +100,35 @@ def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
         return decode
 
     if backend == "cpp":
-        from compgen.runtime.cpp import build_runner, read_cpp_lm_scores, read_cpp_samples, run_cpp
+        from compgen.export.cpp_runner import (
+            build_runner,
+            read_cpp_lm_scores,
+            read_cpp_samples,
+            run_cpp,
+        )
 
         binary = build_runner(log=log, kenlm=lm is not None)
         vocab = Vocab.load(folder / "vocab.json")
         rounds = [0]
-        work = Path(tempfile.mkdtemp(prefix="compgen-cpp-"))
         max_norm = manifest["model"]["max_norm"] if manifest["model"]["vae"] else 0.0
 
         def decode(idx, strategy, temperature):
-            out = work / "batch.tsv"
+            handle, name = tempfile.mkstemp(prefix="compgen-cpp-", suffix=".tsv")
+            os.close(handle)
+            out = Path(name)
             rounds[0] += 1
-            run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
-                    strategy=strategy, seed=seed + rounds[0], max_len=max_len,
-                    offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
-                    vae_max_norm=max_norm, threads=threads,
-                    lm_args=lm.runner_args() if lm is not None else None)
-            samples = read_cpp_samples(out)
-            if lm is not None:
-                for (x, y, _, _), lm_logp in zip(samples, read_cpp_lm_scores(out)):
-                    lm.remember(x, y, lm_logp)
+            try:
+                run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
+                        strategy=strategy, seed=seed + rounds[0], max_len=max_len,
+                        offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
+                        vae_max_norm=max_norm, threads=threads,
+                        lm_args=lm.runner_args() if lm is not None else None)
+                samples = read_cpp_samples(out)
+                if lm is not None:
+                    for (x, y, _, _), lm_logp in zip(samples, read_cpp_lm_scores(out)):
+                        lm.remember(x, y, lm_logp)
+            finally:
+                out.unlink(missing_ok=True)
             rows, scores = [], []
             for x, y, logp, _ in samples:
                 # a row without "<sep> y" is invalid either way; don't invent a separator
@@ -194,10 +204,8 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
         accept = lm.filtered(accept)
     vocab = Vocab.load(folder / "vocab.json")
     batch_size = batch_size or int(scfg.get("batch_size", 128))
-    if decoder_factory is not None:
-        from compgen.runtime.ray_sampling import check_ray_sampling
-
-        check_ray_sampling(manifest, backend, strategy)
+    if decoder_factory is not None and hasattr(decoder_factory, "check"):
+        decoder_factory.check(manifest, backend, strategy)
     decode = (decoder_factory or make_decoder)(folder, manifest, backend, seed, threads, log,
                                                batch_size, lm)
     # one C++ process per round: make rounds large so process start-up is paid rarely

@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
 
+from compgen.configs import read_section
 from compgen.errors import UserError
 
 PRESETS = ("scan", "lm", "lm-na", "semparse")
@@ -57,10 +58,11 @@ def load_preset(name: str) -> dict:
     text = resources.files("compgen").joinpath(
         "configs", f"geca_{name.replace('-', '_')}.toml").read_text()
     values = tomllib.loads(text)
-    known = {f.name for f in fields(GecaConfig)}
+    known = sorted(f.name for f in fields(GecaConfig))
     for key, value in list(values.items()):
         if key not in known:
-            raise UserError(f"preset {name}: unknown option '{key}'")
+            raise UserError(f"geca_{name.replace('-', '_')}.toml: unknown option '{key}' "
+                            f"(valid: {', '.join(known)})")
         if value == "all" or value == "none" and key != "template_sim":
             values[key] = None
     return values
@@ -82,11 +84,7 @@ def make_config(preset: str | None = None, overrides: dict | None = None,
         reference_split = preset == "scan" and bool(data) and data.startswith("scan/")
     if reference_split:
         values.setdefault("holdout", SCAN_HOLDOUT)
-    known = {f.name for f in fields(GecaConfig)}
-    unknown = set(values) - known
-    if unknown:
-        raise UserError(f"unknown GECA option(s): {', '.join(sorted(unknown))}")
-    return GecaConfig(**values)
+    return read_section(GecaConfig, values, f"GECA preset {preset}" if preset else "GECA options")
 
 
 def config_dict(cfg: GecaConfig) -> dict:

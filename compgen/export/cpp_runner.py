@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.io import field_tokens
 
 SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
@@ -112,7 +112,7 @@ def _is_number(text: str) -> bool:
 
 def read_cpp_samples(path: Path) -> list[tuple[list[str], list[str], float, float]]:
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in read_text(Path(path)).splitlines():
         if line.startswith("#"):
             continue
         x, y, logp, low = line.split("\t")[:4]  # lm_logp (--lm) is read apart
