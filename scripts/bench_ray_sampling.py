@@ -48,9 +48,9 @@ class CountingFactory:
         decoder = self.inner(*args, **kwargs)
         self.decoder = decoder
 
-        def counted(idx, strategy, temperature):
+        def counted(idx, strategy, temperature, first=0):
             self.calls += 1
-            return decoder(idx, strategy, temperature)
+            return decoder(idx, strategy, temperature, first)
         return counted
 
 

@@ -21,8 +21,9 @@ def local_cluster():
     ray.shutdown()
 
 
-def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path):
-    options = {"backend": "onnx", "strategy": "greedy", "nsamples": 50, "batch_size": 16,
+@pytest.mark.parametrize("strategy", ["greedy", "temperature"])
+def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path, strategy):
+    options = {"backend": "onnx", "strategy": strategy, "nsamples": 50, "batch_size": 16,
                "seed": 3, "threads": 1, "log": lambda m: None}
     one = sample_exported(SHIPPED, 40, out=tmp_path / "one.tsv", **options)
     two = sample_exported(SHIPPED, 40, out=tmp_path / "ray.tsv",
@@ -32,7 +33,7 @@ def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path):
     assert [s.logprob for s in two.samples] == [s.logprob for s in one.samples]
 
 
-def test_random_draws_are_refused(local_cluster, tmp_path):
-    with pytest.raises(UserError, match="only greedy and beam"):
-        sample_exported(SHIPPED, 4, backend="onnx", strategy="temperature", seed=0,
+def test_the_c_plus_plus_backend_is_not_sharded(local_cluster, tmp_path):
+    with pytest.raises(UserError, match="--backend cpp is not sharded"):
+        sample_exported(SHIPPED, 4, backend="cpp", strategy="greedy", seed=0,
                         decoder_factory=ray_decoder_factory(None, 2), log=lambda m: None)

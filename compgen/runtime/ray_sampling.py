@@ -13,10 +13,9 @@ the one sampling loop (``compgen.sampling.collect_decoded``) in round order.
   count one way, token ids (B x L int64) and B scores back. Rounds decoded ahead of the
   stop are the only waste (at most ``lookahead``).
 
-Decoding that draws random numbers (temperature or mixed sampling, VAE latents) uses one
-generator per process, so it would depend on how rounds fall on actors; until the
-samplers draw from per-sample counter-based streams, ``--ray`` takes greedy and beam
-decoding of non-VAE exports only, and says so.
+Random draws (temperature or mixed sampling, VAE latents) come from per-sample
+counter-based streams keyed by the seed and the sample's index in the run
+(``compgen.random_stream``), so they do not depend on which actor decodes a round either.
 
 Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 """
@@ -26,7 +25,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +61,7 @@ def start_ray(address: str | None, workers: int):
 class _Shard:
     """One Ray actor: an export folder's backend, loaded once."""
 
-    def __init__(self, files: dict[str, bytes], backend: str, seed: int, threads: int):
+    def __init__(self, files: dict[str, bytes], backend: str, options):
         from compgen.export import load_manifest
         from compgen.runtime.sampler import make_decoder
 
@@ -71,11 +69,10 @@ class _Shard:
         for name, data in files.items():
             (self.folder / name).write_bytes(data)
         manifest = load_manifest(self.folder)
-        self.decoder = make_decoder(self.folder, manifest, backend, seed, threads,
-                                    log=lambda m: None)
+        self.decoder = make_decoder(self.folder, manifest, backend, options)
 
-    def decode(self, idx: np.ndarray, strategy: str, temperature: float):
-        rows, scores = self.decoder(idx, strategy, temperature)
+    def decode(self, idx: np.ndarray, strategy: str, temperature: float, first: int):
+        rows, scores = self.decoder(idx, strategy, temperature, first)
         return np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64)
 
 
@@ -91,21 +88,22 @@ class RayDecoder:
         self.remote_seconds = 0.0
 
     def _dispatch(self, key):
-        start, k, strategy, temperature = key
+        start, k, strategy, temperature, first = key
         if key not in self.pending:
             idx = (start + np.arange(k)) % self.size
             actor = self.actors[self.turn % len(self.actors)]
             self.turn += 1
-            self.pending[key] = actor.decode.remote(idx, strategy, temperature)
+            self.pending[key] = actor.decode.remote(idx, strategy, temperature, first)
 
-    def __call__(self, idx, strategy, temperature):
+    def __call__(self, idx, strategy, temperature, first=0):
         k = len(idx)
         start = int(idx[0]) if k else 0
-        key = (start, k, strategy, temperature)
-        for stale in [p for p in self.pending if p[2:] != key[2:]]:
+        key = (start, k, strategy, temperature, first)
+        for stale in [p for p in self.pending if p[2:4] != key[2:4]]:
             self.ray.cancel(self.pending.pop(stale))   # the sampler changed strategy
         for ahead in range(self.lookahead + 1):
-            self._dispatch(((start + ahead * k) % self.size, k, strategy, temperature))
+            self._dispatch(((start + ahead * k) % self.size, k, strategy, temperature,
+                            first + ahead * k))
         tic = time.perf_counter()
         rows, scores = self.ray.get(self.pending.pop(key))
         self.remote_seconds += time.perf_counter() - tic
@@ -116,10 +114,6 @@ def check_ray_sampling(manifest: dict, backend: str, strategy: str) -> None:
     if backend not in RAY_BACKENDS:
         raise UserError(f"--ray: --backend {backend} is not sharded (valid: "
                         f"{', '.join(RAY_BACKENDS)})")
-    if strategy not in ("greedy", "beam") or manifest["model"]["vae"]:
-        raise UserError("--ray: only greedy and beam decoding of non-VAE exports give the "
-                        "single-process file (random draws are per process); use "
-                        "--strategy greedy or beam")
 
 
 def export_files(folder: Path) -> dict[str, bytes]:
@@ -138,13 +132,14 @@ class RayDecoderFactory:
 
     check = staticmethod(check_ray_sampling)
 
-    def __call__(self, folder, manifest, backend, seed, _threads, log: Callable,
-                 batch_size: int = 128, lm=None) -> RayDecoder:
+    def __call__(self, folder, manifest, backend, options) -> RayDecoder:
+        import dataclasses
+
         ray = start_ray(self.address, self.workers)
         files = ray.put(export_files(Path(folder)))
         shard = ray.remote(num_cpus=1)(_Shard)
-        actors = [shard.remote(files, backend, seed, self.threads) for _ in range(self.workers)]
-        log(f"Ray: {self.workers} actors on {ray.cluster_resources().get('CPU', 0):g} CPUs")
+        options = dataclasses.replace(options, threads=self.threads)
+        actors = [shard.remote(files, backend, options) for _ in range(self.workers)]
         return RayDecoder(ray, actors, manifest["decoding"]["prototypes"], self.lookahead)
 
 
