@@ -159,6 +159,7 @@ class Sample:
     x: list[str]
     y: list[str]
     logprob: float
+    lm_logprob: float | None = None   # set when an n-gram LM scores the samples (--lm)
 
 
 def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
@@ -330,7 +331,7 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
 
 def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,
                      log: Callable[[str], None] = print, loaded: tuple | None = None,
-                     options: SampleOptions | None = None, **asked) -> SampleRun:
+                     options: SampleOptions | None = None, lm=None, **asked) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
     ``n`` unique (and, for SCAN, novel) samples, write them as a samples TSV (x, y,
     logprob) if ``out`` is given. ``options`` (else ``asked``, resolved against the
@@ -351,19 +352,26 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
         model.outdrop_test = options.test_dropout
     table = load_dataset(config["data"], data_dir)
     accept = make_filter(config, table, options.resample, options.rare).accept
+    if lm is not None:   # compgen.lm.rerank.LmRanking: n-gram filter, scores and rerank
+        accept = lm.filtered(accept)
     torch.manual_seed(options.seed)
     draw = prototype_source(config, table, model.nproto, options.seed, options.resample,
                             options.rare, options.rare_prototypes)
     start = time.perf_counter()
-    samples = collect_samples(model, vocab, draw, options.n, options.nsamples, options.strategy,
+    # with an LM, every accepted candidate is kept until the LM has ranked them
+    samples = collect_samples(model, vocab, draw, options.nsamples if lm else options.n,
+                              options.nsamples, options.strategy,
                               options.temperature, accept, options.batch_size,
                               max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
                               raise_temperature=options.raise_temperature, seed=options.seed,
                               beam_width=options.beam_width)
+    if lm is not None:
+        samples = lm.keep(samples, options.n)
     seconds = time.perf_counter() - start
     if out is not None:
-        write_samples_tsv(out, [(s.x, s.y) for s in samples],
-                          {"logprob": [s.logprob for s in samples]})
+        from compgen.lm.rerank import sample_columns
+
+        write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"])
 
 

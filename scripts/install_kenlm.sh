@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Build KenLM's lmplz and build_binary from the source distribution of the same kenlm
-# version that the Python module in the venv comes from, and cache them outside the clone:
+# Build KenLM's lmplz and build_binary, and its query library (for the C++ sampling
+# runner), from the source distribution of the same kenlm version that the Python module in
+# the venv comes from, and cache them outside the clone:
 #   ${XDG_CACHE_HOME:-~/.cache}/compgen/kenlm/<version>/bin/{lmplz,build_binary}
-# Nothing is done when both binaries are already there. Needs cmake, a C++ compiler and the
+#   ${XDG_CACHE_HOME:-~/.cache}/compgen/kenlm/<version>/query/{lib,include}
+# Nothing is done when all of them are already there. Needs cmake, a C++ compiler and the
 # Boost/compression headers; missing Debian packages are installed with apt-get (as root, or
 # through sudo). Environment: KENLM_VERSION (default: the installed kenlm module's version),
 # PYTHON (default: .venv/bin/python, else python3), JOBS (default 2).
@@ -27,8 +29,9 @@ fi
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/compgen/kenlm/$version
 bin=$cache/bin
-if [ -x "$bin/lmplz" ] && [ -x "$bin/build_binary" ]; then
-  echo "kenlm $version: lmplz and build_binary already in $bin"
+query=$cache/query
+if [ -x "$bin/lmplz" ] && [ -x "$bin/build_binary" ] && [ -f "$query/lib/libkenlm.a" ]; then
+  echo "kenlm $version: lmplz, build_binary and the query library already in $cache"
   exit 0
 fi
 
@@ -68,13 +71,13 @@ if [ ! -f "$sdist" ]; then
   mv "$sdist.tmp" "$sdist"
 fi
 
-echo "== building lmplz and build_binary (kenlm $version, -j$JOBS)"
+echo "== building lmplz, build_binary and the query library (kenlm $version, -j$JOBS)"
 start=$(date +%s)
 tar -xzf "$sdist" -C "$work"
 src=$work/kenlm-$version
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >"$work/cmake.log" 2>&1 \
   || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
-cmake --build "$work/build" --target lmplz build_binary -j"$JOBS" >"$work/make.log" 2>&1 \
+cmake --build "$work/build" --target lmplz build_binary kenlm kenlm_util -j"$JOBS" >"$work/make.log" 2>&1 \
   || { tail -n 30 "$work/make.log" >&2; exit 1; }
 
 # Install atomically: a half-copied bin/ must never look complete to compgen.
@@ -84,4 +87,18 @@ mkdir -p "$staging"
 install -m 755 "$work/build/bin/lmplz" "$work/build/bin/build_binary" "$staging/"
 rm -rf "$bin"
 mv -T "$staging" "$bin"
-echo "kenlm $version: lmplz and build_binary built in $(( $(date +%s) - start )) s -> $bin"
+
+# The query library: static libs plus the headers of lm/ and util/ (KENLM_MAX_ORDER is
+# recorded for the runner's build, which must compile with the same value).
+staging=$cache/query.$$
+rm -rf "$staging"
+mkdir -p "$staging/lib" "$staging/include"
+find "$work/build" -name 'libkenlm*.a' -exec install -m 644 {} "$staging/lib/" \;
+(cd "$src" && find lm util -name '*.hh' -o -name '*.h' | grep -v -e '/test' -e '_test' \
+   | xargs -I{} install -D -m 644 {} "$staging/include/{}")
+max_order=$(sed -n 's/^KENLM_MAX_ORDER:STRING=//p' "$work/build/CMakeCache.txt")
+echo "${max_order:-6}" > "$staging/max_order"
+rm -rf "$query"
+mv -T "$staging" "$query"
+echo "kenlm $version: lmplz, build_binary and the query library built in" \
+     "$(( $(date +%s) - start )) s -> $cache"

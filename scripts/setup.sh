@@ -20,7 +20,7 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
 fi
 
 extra=""
-[ "$mode" = test ] && extra="[dev]"
+[ "$mode" = test ] && extra="[dev,ray]"
 stamp=".venv/.compgen-installed-$mode-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import compgen" 2>/dev/null; then
   echo "== installing compgen$extra (kenlm's query module compiles once, ~90 s)"

@@ -29,22 +29,41 @@ def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
 
 @lm_app.command("train")
 def lm_train(
-    corpus: str = typer.Argument(..., help="corpus file (one sentence per line) or lm/<lang> (its train split)"),
+    corpus: str = typer.Argument(..., help="corpus file (one sentence per line) or lm/<lang> (its train split); with --side: a data set (its train split), data file or samples TSV"),
     output: Path = typer.Option(..., "-o", "--output", help="model to write: *.arpa (ARPA) or *.bin (build_binary)"),
+    side: str | None = typer.Option(None, "--side", help="train on one side of example pairs: y | x | xy (x <sep> y)"),
+    geca: str | None = typer.Option(None, "--geca", help="with --side: append GECA's synthesized pairs (preset, e.g. scan)"),
     order: int = typer.Option(5, "--order", help="n-gram order"),
     discount_fallback: bool = typer.Option(False, "--discount_fallback", "--discount-fallback",
                                            help="pass --discount_fallback to lmplz (tiny corpora)"),
     memory: str = typer.Option("500M", "--memory", help="lmplz sorting memory (-S); does not change the model"),
-    seed: int = typer.Option(0, "--seed", help="accepted for uniformity; lmplz is deterministic"),
+    seed: int = typer.Option(0, "--seed", help="GECA seed (--geca); lmplz is deterministic"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
+    import tempfile
     import time
 
-    from compgen.lm.kenlm_tools import train_lm
+    from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
+    from compgen.lm.side_corpus import write_side_corpus
 
+    if geca and not side:
+        raise UserError("--geca needs --side (which side of the pairs the LM reads)")
     start = time.perf_counter()
-    train_lm(corpus, output, order, discount_fallback, memory, data_dir)
+    if side is None:
+        train_lm(corpus, output, order, discount_fallback, memory, data_dir)
+    else:
+        find_kenlm_binaries()  # fail before GECA runs
+        with tempfile.TemporaryDirectory(prefix="compgen-lm-side-") as tmp:
+            text = Path(tmp) / "corpus.txt"
+            counts = write_side_corpus(corpus, side, text, geca, seed, data_dir)
+            console.print(f"{corpus}: side {side}, {counts['original']} pairs"
+                          + (f" + {counts['synthetic']} GECA pairs ({geca})" if geca else ""),
+                          highlight=False, markup=False)
+            try:
+                train_lm(text, output, order, discount_fallback, memory, data_dir)
+            except UserError as exc:   # name the data, not the temporary corpus
+                raise UserError(str(exc).replace(str(text), f"{corpus} (--side {side})")) from None
     console.print(f"wrote {output} ({order}-gram, {time.perf_counter() - start:.1f} s)",
                   highlight=False, markup=False)
 

@@ -13,6 +13,7 @@ from compgen.errors import UserError
 @app.command("pipeline")
 def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
+    ray: str | None = typer.Option(None, "--ray", help="run the seeds as tasks on a Ray cluster at this address ('local': start one here)"),
     seeds: str = typer.Option("0", "--seeds", "--seed", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
     size: str = typer.Option("cpu", "--size", help="cpu (the *_cpu presets) | reference (the reference's sizes)"),
@@ -71,7 +72,14 @@ def pipeline_cmd(
                            predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
                            threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))
-    rows = run_pipeline(name, parse_seeds(seeds), opts)
+    if ray is not None:
+        from compgen.pipeline import find_run
+        from compgen.pipelines.ray_seeds import run_seeds
+
+        find_run(name)   # an unknown run name fails here, before Ray starts
+        rows = run_seeds(name, parse_seeds(seeds), opts, None if ray in ("", "local") else ray)
+    else:
+        rows = run_pipeline(name, parse_seeds(seeds), opts)
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
     console.print(f"results: {root / 'results.md'}", highlight=False, markup=False)
 

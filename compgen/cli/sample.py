@@ -29,6 +29,15 @@ def sample_cmd(
     raise_temperature: bool = typer.Option(False, "--raise-temperature", help="when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (off: the sampler runs as asked)"),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: the cores)"),
     seed: int = typer.Option(0, "--seed", help="random seed: prototype order, sampling and dropout; the same seed gives the same samples"),
+    lm: str | None = typer.Option(None, "--lm", help="KenLM model(s) BASE[,AUG] (.arpa/.bin): adds an lm_logprob column (log10)"),
+    lm_weight: float | None = typer.Option(None, "--lm-weight", help="weight of the augmented model AUG (geca mix: ratio r)"),
+    lm_mix: str = typer.Option("token", "--lm-mix", help="token | sentence | geca: how BASE and AUG are mixed (as compgen lm eval --mix)"),
+    lm_val: str | None = typer.Option(None, "--lm-val", help="choose --lm-weight on this validation text: a .txt corpus, or data whose --lm-side side is read"),
+    lm_side: str = typer.Option("y", "--lm-side", help="what the LM reads: y | x | xy (x <sep> y)"),
+    rerank: str = typer.Option("model", "--rerank", help="order before the N best are kept: model (logprob) | lm (lm_logprob) | sum (both, in nats)"),
+    min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
+    ray: str | None = typer.Option(None, "--ray", help="shard decoding over a Ray cluster at this address ('local': start one here); same file as one process"),
+    ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
@@ -45,7 +54,27 @@ def sample_cmd(
         from compgen.decoding import check_strategy
 
         check_strategy(strategy)
-    run = sample(checkpoint, backend, out=output, data_dir=data_dir,
+    from compgen.lm.rerank import LmRanking
+
+    # loads the LM files now: a missing or corrupt model stops before any decoding
+    ranking = LmRanking.from_options(lm, lm_weight, lm_side, lm_mix, rerank, min_lm_logprob,
+                                     lm_val, data_dir)
+    factory = None
+    if ray is not None:
+        import os
+
+        from compgen.runtime.ray_sampling import RayDecoderFactory, import_ray
+
+        if ray_workers is not None and ray_workers < 1:
+            raise UserError("--ray-workers must be >= 1")
+        import_ray()
+        address = None if ray in ("", "local") else ray
+        factory = RayDecoderFactory(address, ray_workers or (
+            (os.cpu_count() or 2) if address is None else 2))
+    elif ray_workers is not None:
+        raise UserError("--ray-workers needs --ray")
+    run = sample(checkpoint, backend, out=output, data_dir=data_dir, lm=ranking,
+                 decoder_factory=factory,
                  log=lambda line: err_console.print(line, highlight=False, markup=False),
                  n=n, strategy=strategy, temperature=temperature, resample=resample, rare=rare,
                  nsamples=nsamples, batch_size=batch_size, seed=seed, threads=threads,
@@ -54,12 +83,19 @@ def sample_cmd(
                  beam_width=beam_width)
     if output is None:
         for s in run.samples:
-            console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,
-                          markup=False, soft_wrap=True)
+            lm_column = "" if s.lm_logprob is None else f"\t{s.lm_logprob:.4f}"
+            console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}{lm_column}",
+                          highlight=False, markup=False, soft_wrap=True)
     decoding = (f" ({run.decode_seconds:.1f} s decoding)" if run.decode_seconds is not None
                 else "")
     console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{decoding}"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
+    if ranking is not None:
+        scorer = ranking.scorer
+        console.print(f"{ranking.describe()}: {scorer.sentences} sentences scored in "
+                      f"{scorer.seconds:.3f} s ({scorer.sentences / max(scorer.seconds, 1e-9):,.0f}"
+                      f" sentences/s, {scorer.seconds / max(run.seconds, 1e-9):.1%} of the "
+                      "sampling time)", highlight=False, markup=False)
     from compgen.sampling import scan_quality
 
     quality = scan_quality(run, data_dir)

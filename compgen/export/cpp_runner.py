@@ -37,8 +37,17 @@ def _source_key() -> str:
     return h.hexdigest()[:16]
 
 
-def build_runner(log=print) -> Path:
-    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min)."""
+def kenlm_query_dir() -> Path:
+    """KenLM's query library as ``scripts/install_kenlm.sh`` caches it beside lmplz."""
+    from compgen.lm.kenlm_tools import cache_bin_dir
+
+    return cache_bin_dir().parent / "query"
+
+
+def build_runner(log=print, kenlm: bool = False) -> Path:
+    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min).
+    ``kenlm``: the build that links KenLM's query library; it also holds
+    ``compgen-lm-score`` (``lm_score_binary``)."""
     import torch.utils
 
     if not (SOURCE / "CMakeLists.txt").is_file():
@@ -47,19 +56,30 @@ def build_runner(log=print) -> Path:
         if shutil.which(tool) is None:
             raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
                             "(apt-get install cmake g++) to use --backend cpp")
-    folder = _cache_root() / _source_key()
+    extra = []
+    if kenlm:
+        query = kenlm_query_dir()
+        if not (query / "lib" / "libkenlm.a").is_file():
+            raise UserError(f"KenLM's query library is not in {query}: build it with "
+                            "bash scripts/install_kenlm.sh")
+        extra = ["-DCOMPGEN_KENLM=ON", f"-DKENLM_QUERY_DIR={query}"]
+    folder = _cache_root() / (_source_key() + ("-kenlm" if kenlm else ""))
     binary = folder / "compgen-sample"
     if binary.is_file():
         return binary
     build = folder / "build"
     log(f"building the C++ runner in {folder} (once, about a minute)")
     configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", *extra]
     for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
         result = subprocess.run(cmd, check=False, capture_output=True, text=True)
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
             raise UserError("building the C++ runner failed: " + " | ".join(tail))
+    if kenlm:  # first, so a finished compgen-sample means both are there
+        tmp = folder / ".compgen-lm-score.tmp"
+        shutil.copy2(build / "compgen-lm-score", tmp)
+        os.replace(tmp, folder / "compgen-lm-score")
     tmp = folder / ".compgen-sample.tmp"
     shutil.copy2(build / "compgen-sample", tmp)
     os.replace(tmp, binary)
@@ -139,3 +159,21 @@ def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, st
                    threads=1, raw=True, zero_latent=True)
     text = run_harness(binary, job).output
     return [[int(t) for t in line.split("\t")[0].split()] for line in text.splitlines()]
+
+
+def lm_score_binary(log=print) -> Path:
+    """``compgen-lm-score``: KenLM's query library scoring sentences the way the Python
+    scorer does (cpp_runner/src/kenlm_scorer.cpp), built with the KenLM runner."""
+    return build_runner(log, kenlm=True).with_name("compgen-lm-score")
+
+
+def score_with_cpp(pairs, lm_args: list[str], log=print) -> list[float]:
+    """log10 scores of (x, y) pairs from ``compgen-lm-score`` (``lm_args``: its --lm options,
+    ``compgen.lm.rerank.LmRanking.runner_args``)."""
+    text = "".join(" ".join(x) + "\t" + " ".join(y) + "\n" for x, y in pairs)
+    result = subprocess.run([str(lm_score_binary(log)), *lm_args], input=text,
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise UserError((lines[-1] if lines else "compgen-lm-score failed").removeprefix("error: "))
+    return [float(v) for v in result.stdout.split()]

@@ -25,163 +25,29 @@ every weight are reported, with a paired t-test of per-sentence NLL against the 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError, read_text
-
-LN10 = math.log(10.0)
-MIXES = ("token", "sentence", "geca")
-# geca: the reference's ratios (its run scripts); the others are weights of the aug model.
-DEFAULT_WEIGHTS = {"token": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
-                   "sentence": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
-                   "geca": (0.0, 0.1, 0.2, 1.0)}
-
-
-# ---------------------------------------------------------------------------- scoring
-
-def load_model(path: str | os.PathLike, option: str = "model"):
-    """A ``kenlm.Model`` (ARPA or binary), or a UserError naming the file."""
-    import kenlm
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{option} {path}: no such file")
-    config = kenlm.Config()
-    config.show_progress = False
-    try:
-        with _quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
-            return kenlm.Model(str(path), config)
-    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{option} {path}: not a KenLM model ({reason})") from None
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def read_sentences(path: str | os.PathLike) -> list[str]:
-    """Sentences of a corpus file, tokens joined by single spaces."""
-    from compgen.data.lm import parse_corpus
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    return [" ".join(words) for words in parse_corpus(read_text(path), str(path))]
-
-
-@dataclass
-class CorpusScores:
-    """One model on one corpus, all log10: per token (flat, ``</s>`` included) and per
-    sentence (KenLM ``score``). ``starts[i]`` is sentence i's first token index."""
-
-    token_log10: np.ndarray
-    sentence_log10: np.ndarray
-    starts: np.ndarray
-    oov: np.ndarray | None = None    # per token: unknown to this model (scored as <unk>)
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.token_log10.size)
-
-
-def score_corpus(model, sentences: list[str]) -> CorpusScores:
-    lengths = np.fromiter((len(s.split()) + 1 for s in sentences), dtype=np.int64,
-                          count=len(sentences))
-    total = int(lengths.sum())
-    scored = [(p, oov) for s in sentences for p, _, oov in model.full_scores(s)]
-    tokens = np.fromiter((p for p, _ in scored), dtype=np.float64, count=total)
-    oov = np.fromiter((o for _, o in scored), dtype=bool, count=total)
-    sentence = np.fromiter((model.score(s) for s in sentences), dtype=np.float64,
-                           count=len(sentences))
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    return CorpusScores(tokens, sentence, starts, oov)
-
-
-# ---------------------------------------------------------------------------- mixing
-
-def base_nll(base: CorpusScores) -> np.ndarray:
-    """Per-sentence NLL (nats) of the base model alone, from KenLM's sentence scores."""
-    return -base.sentence_log10 * LN10
-
-
-def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
-    """Per-sentence NLL (nats) of the per-token mixture (1 - weight) B + weight A.
-    Weight 0 is exactly the base model, weight 1 exactly A."""
-    if not 0.0 <= weight <= 1.0:
-        raise UserError(f"--weights: token mixture weights must be in [0, 1] (got {weight})")
-    if weight == 0.0:
-        return base_nll(base)
-    if weight == 1.0:
-        return -aug.sentence_log10 * LN10
-    if base.starts.shape != aug.starts.shape or not np.array_equal(base.starts, aug.starts):
-        raise ValueError("the two models were scored on different corpora")
-    log_p = np.logaddexp(math.log1p(-weight) + base.token_log10 * LN10,
-                         math.log(weight) + aug.token_log10 * LN10)
-    return -np.add.reduceat(log_p, base.starts)
-
-
-def mix_sentence(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
-    """Per-sentence NLL (nats) of the sentence-level mixture (1 - weight) B + weight A."""
-    if not 0.0 <= weight <= 1.0:
-        raise UserError(f"--weights: sentence mixture weights must be in [0, 1] (got {weight})")
-    if weight == 0.0:
-        return base_nll(base)
-    if weight == 1.0:
-        return -aug.sentence_log10 * LN10
-    return -np.logaddexp(math.log1p(-weight) + base.sentence_log10 * LN10,
-                         math.log(weight) + aug.sentence_log10 * LN10)
-
-
-def mix_geca(base: CorpusScores, aug: CorpusScores, ratio: float) -> np.ndarray:
-    """Per-sentence NLL (nats) by the reference's formula with ratio r (spec §10):
-    ``lp = logaddexp(s_B + ln(1/(1+r)), s_A + ln(r/(1+r)))`` on log10 sentence scores
-    ``s``, then ``nll = -lp ln 10``. Ratio 0 is the base model."""
-    if ratio < 0:
-        raise UserError(f"--weights: geca ratios must be >= 0 (got {ratio})")
-    if ratio == 0.0:
-        return base_nll(base)
-    lp = np.logaddexp(base.sentence_log10 + math.log(1.0 / (1.0 + ratio)),
-                      aug.sentence_log10 + math.log(ratio / (1.0 + ratio)))
-    return -lp * LN10
-
-
-def mix(mode: str, base: CorpusScores, aug: CorpusScores | None, weight: float) -> np.ndarray:
-    if aug is None or weight == 0.0:
-        return base_nll(base)
-    if mode == "token":
-        return mix_token(base, aug, weight)
-    if mode == "sentence":
-        return mix_sentence(base, aug, weight)
-    if mode == "geca":
-        return mix_geca(base, aug, weight)
-    raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
-
-
-def aug_weight(mode: str, weight: float) -> float:
-    """The augmented model's share for a ``--weights`` value of ``mode``."""
-    return weight / (1.0 + weight) if mode == "geca" else weight
-
-
-def perplexity(nll: np.ndarray, n_tokens: int) -> float:
-    return float(math.exp(float(nll.sum()) / n_tokens))
-
+from compgen.errors import UserError
+from compgen.lm.scores import (  # noqa: F401  (re-exported: the module's public names)
+    DEFAULT_WEIGHTS,
+    LN10,
+    MIXES,
+    CorpusScores,
+    aug_weight,
+    base_nll,
+    load_model,
+    mix,
+    mix_geca,
+    mix_sentence,
+    mix_token,
+    perplexity,
+    read_sentences,
+    score_corpus,
+)
 
 # ---------------------------------------------------------------------------- t-test
 
@@ -299,24 +165,23 @@ def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
                options: tuple[str, str] = ("--base", "--aug")):
     """Scores of both models on every corpus over one vocabulary, the base model's
     (see ``vocabulary.py``): (base scores, mapped aug scores, split -> OovCounts)."""
-    from compgen.lm.vocabulary import map_to_base_vocabulary, model_vocabulary
+    from compgen.lm.scorer import NgramScorer
 
-    base_model, aug_model = load_model(base_path, options[0]), load_model(aug_path, options[1])
-    base_vocab = model_vocabulary(base_path, base_model, options[0])
-    aug_vocab = model_vocabulary(aug_path, aug_model, options[1])
+    scorer = NgramScorer(base_path, aug_path, options=options)
     base_scores, aug_scores, oov = {}, {}, {}
     for split, path in corpora.items():
-        sentences = read_sentences(path)
-        base_scores[split] = score_corpus(base_model, sentences)
-        aug_scores[split], oov[split] = map_to_base_vocabulary(
-            base_scores[split], score_corpus(aug_model, sentences), base_vocab, aug_vocab)
+        base_scores[split], aug_scores[split], oov[split] = scorer.corpus_scores(
+            read_sentences(path))
     return base_scores, aug_scores, oov
 
 
 def score_splits(model_path, corpora: dict[str, str | os.PathLike], option: str
                  ) -> dict[str, CorpusScores]:
-    model = load_model(model_path, option)
-    return {split: score_corpus(model, read_sentences(path)) for split, path in corpora.items()}
+    from compgen.lm.scorer import NgramScorer
+
+    scorer = NgramScorer(model_path, options=(option, option))
+    return {split: scorer.corpus_scores(read_sentences(path))[0]
+            for split, path in corpora.items()}
 
 
 def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.PathLike,

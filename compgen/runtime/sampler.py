@@ -119,7 +119,8 @@ def shipped_training_table(folder: Path) -> pl.DataFrame:
 
 
 def sample(source, backend: str | None = None, *, out=None, data_dir=None,
-           log: Callable[[str], None] = print, **asked) -> SampleRun:
+           log: Callable[[str], None] = print, lm=None, decoder_factory=None,
+           **asked) -> SampleRun:
     """The sampling entry of ``compgen sample`` and ``compgen pipeline``: ``source`` is a
     checkpoint (eager) or an export folder (``backend``, default onnx)."""
     from compgen.sampling import sample_generator
@@ -134,14 +135,19 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
                         f"first run 'compgen export {source}'")
     if exported:
         return sample_exported(source, backend=backend, out=out, data_dir=data_dir, log=log,
-                               **asked)
-    return sample_generator(source, out=out, data_dir=data_dir, log=log, **asked)
+                               lm=lm, decoder_factory=decoder_factory, **asked)
+    if decoder_factory is not None:
+        raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
+    return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, **asked)
 
 
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
                     data_dir=None, log: Callable[[str], None] = print,
-                    options: SampleOptions | None = None, **asked) -> SampleRun:
+                    options: SampleOptions | None = None, lm=None,
+                    decoder_factory: Callable | None = None, **asked) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
+    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank;
+    ``decoder_factory`` replaces ``make_decoder`` (``ray_sampling.RayDecoderFactory``).
     Exported graphs decode the prototype tuples stored at export time, with the training
     pairs stored with them (``data_dir`` is not read)."""
     from compgen.io import write_samples_tsv
@@ -166,20 +172,32 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     table = shipped_training_table(folder)
     filt = make_filter(config, table, options.resample, options.rare)
     vocab = Vocab.load(folder / "vocab.json")
+    if decoder_factory is not None:
+        decoder_factory.check(manifest, backend, options.strategy)
+    if lm is not None and backend == "cpp" and (lm.rerank != "model" or lm.min_logprob is not None):
+        raise UserError("--backend cpp keeps the N best inside the runner: --rerank lm|sum and "
+                        "--min-lm-logprob need onnx or torchscript")
     start = time.perf_counter()
     if backend == "cpp":
         samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log)
+        if lm is not None:   # the runner's N best, scored with the kenlm module
+            samples = lm.keep(samples, options.n)
     else:
-        decode_rows = make_decoder(folder, manifest, backend, options)
+        decode_rows = (decoder_factory or make_decoder)(folder, manifest, backend, options)
+        # with an LM, every accepted candidate is kept until the LM has ranked them
         samples = collect_decoded(decode_rows, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
-                                  options.n, options.nsamples, options.strategy,
-                                  options.temperature, filt.accept, options.batch_size,
-                                  options.max_rounds, log=log,
+                                  options.nsamples if lm else options.n, options.nsamples,
+                                  options.strategy, options.temperature,
+                                  lm.filtered(filt.accept) if lm else filt.accept,
+                                  options.batch_size, options.max_rounds, log=log,
                                   raise_temperature=options.raise_temperature)
-        decode_seconds = decode_rows.seconds
-        if out is not None:
-            write_samples_tsv(out, [(s.x, s.y) for s in samples],
-                              {"logprob": [s.logprob for s in samples]})
+        decode_seconds = getattr(decode_rows, "seconds", None)
+        if lm is not None:
+            samples = lm.keep(samples, options.n)
+    if out is not None and (backend != "cpp" or lm is not None):
+        from compgen.lm.rerank import sample_columns
+
+        write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds)
 

@@ -1,0 +1,135 @@
+"""N-gram scores inside sampling: an ``lm_logprob`` column, a minimum-score filter, and
+the order in which the N most probable candidates are kept.
+
+* ``lm_logprob``: log10 probability of one side of the sample (``y``, ``x`` or
+  ``x <sep> y``) under the scorer (``scorer.py``: base model, or base mixed with the
+  GECA-augmented model).
+* ``--min-lm-logprob``: candidates below it are rejected as they are decoded, like any
+  other filter, so they do not count towards ``nsamples``.
+* ``--rerank``: ``model`` keeps the N of highest generator log-probability (natural log,
+  the default, unchanged), ``lm`` those of highest ``lm_logprob``, ``sum`` those of
+  highest ``logprob + lm_logprob * ln 10`` (both in nats: the product of the two
+  probabilities). Ties keep the decoding order.
+
+Every backend fills the same cache: the C++ runner scores inside its process and hands
+its scores over (``remember``); the Python backends score with the kenlm module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compgen.errors import UserError
+from compgen.lm.scorer import SIDES, NgramScorer, side_text
+
+RERANKS = ("model", "lm", "sum")
+
+
+@dataclass
+class LmRanking:
+    scorer: NgramScorer
+    side: str = "y"
+    rerank: str = "model"
+    min_logprob: float | None = None
+    cache: dict = field(default_factory=dict)   # (x, y) tuples -> lm_logprob
+
+    @classmethod
+    def from_options(cls, lm: str | None, weight: float | None = None, side: str = "y",
+                     mix: str = "token", rerank: str = "model",
+                     min_logprob: float | None = None, val: str | None = None,
+                     data_dir=None) -> LmRanking | None:
+        """Check the options and load the models (a missing or corrupt file is a
+        UserError here, before anything is decoded). None without ``--lm``."""
+        if rerank not in RERANKS:
+            raise UserError(f"--rerank {rerank}: unknown (valid: {', '.join(RERANKS)})")
+        if side not in SIDES:
+            raise UserError(f"--lm-side {side}: unknown (valid: {', '.join(SIDES)})")
+        if lm is None:
+            for name, given in (("--lm-weight", weight is not None), ("--lm-val", val),
+                                ("--min-lm-logprob", min_logprob is not None),
+                                (f"--rerank {rerank}", rerank != "model")):
+                if given:
+                    raise UserError(f"{name} needs --lm BASE[,AUG]")
+            return None
+        if min_logprob is not None and not math.isfinite(min_logprob):
+            raise UserError(f"--min-lm-logprob {min_logprob}: must be a finite log10 value")
+        scorer = NgramScorer.from_spec(lm, mix, weight)
+        if scorer.aug is not None and weight is None:
+            if val is None:
+                raise UserError("--lm BASE,AUG: give the mixture weight (--lm-weight) or a "
+                                "validation corpus to choose it on (--lm-val)")
+            scorer.choose_weight(validation_sentences(val, side, data_dir))
+        elif val is not None:
+            raise UserError("--lm-val chooses the weight of an augmented model: "
+                            "--lm BASE,AUG without --lm-weight")
+        return cls(scorer, side, rerank, min_logprob)
+
+    def describe(self) -> str:
+        models = self.scorer.base_path.name + (
+            f" + {self.scorer.aug_path.name} ({self.scorer.mix} mix, weight "
+            f"{self.scorer.weight:g})" if self.scorer.aug is not None else "")
+        return f"LM {models}, side {self.side}, rerank {self.rerank}"
+
+    def runner_args(self) -> list[str]:
+        """The C++ runner's options for the same scores (cpp_runner/src/kenlm_scorer.hpp)."""
+        scorer = self.scorer
+        spec = str(scorer.base_path) + (f",{scorer.aug_path}" if scorer.aug is not None else "")
+        return ["--lm", spec, "--lm-weight", repr(scorer.weight), "--lm-mix", scorer.mix,
+                "--lm-side", self.side, "--lm-shared-by", str(scorer.shared_by)]
+
+    # ------------------------------------------------------------------ scores
+
+    def remember(self, x, y, lm_logprob: float) -> None:
+        """A score computed elsewhere (the C++ runner) for the pair (x, y)."""
+        self.cache[(tuple(x), tuple(y))] = float(lm_logprob)
+
+    def scores(self, pairs) -> list[float]:
+        """lm_logprob of every (x, y) pair; unseen pairs are scored in one call."""
+        keys = [(tuple(x), tuple(y)) for x, y in pairs]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        if missing:
+            values = self.scorer.score([side_text(x, y, self.side) for x, y in missing])
+            self.cache.update(zip(missing, values.tolist()))
+        return [self.cache[k] for k in keys]
+
+    def filtered(self, accept: Callable) -> Callable:
+        """``accept`` that also rejects pairs below ``min_logprob`` (unchanged without)."""
+        if self.min_logprob is None:
+            return accept
+
+        def accept_above(tokens):
+            pair = accept(tokens)
+            if pair is None or self.scores([pair])[0] < self.min_logprob:
+                return None
+            return pair
+        return accept_above
+
+    def keep(self, samples: list, n: int) -> list:
+        """The ``n`` best samples in the ``rerank`` order, each with ``lm_logprob`` set."""
+        for sample, score in zip(samples, self.scores([(s.x, s.y) for s in samples])):
+            sample.lm_logprob = score
+        key = {"model": lambda s: s.logprob, "lm": lambda s: s.lm_logprob,
+               "sum": lambda s: s.logprob + s.lm_logprob * math.log(10.0)}[self.rerank]
+        return sorted(samples, key=lambda s: -key(s))[:n]
+
+
+def validation_sentences(val: str, side: str, data_dir=None) -> list[str]:
+    """--lm-val: a corpus file (one sentence per line, ``.txt``) or data whose ``side`` of
+    the pairs is read (a data set's train split, a data file, a samples TSV)."""
+    from compgen.lm.scores import read_sentences
+    from compgen.lm.side_corpus import training_pairs
+
+    if Path(val).suffix == ".txt":
+        return read_sentences(val)
+    return [side_text(x, y, side) for x, y in training_pairs(val, data_dir)]
+
+
+def sample_columns(samples: list) -> dict[str, list[float]]:
+    """Score columns of a samples TSV: logprob, and lm_logprob when an LM scored them."""
+    columns = {"logprob": [s.logprob for s in samples]}
+    if samples and getattr(samples[0], "lm_logprob", None) is not None:
+        columns["lm_logprob"] = [s.lm_logprob for s in samples]
+    return columns

@@ -1,0 +1,46 @@
+"""LM corpora from example pairs: one side (y, x, or x <sep> y) of a data set's training
+split or of a samples TSV, optionally with GECA's synthesized examples appended, so that
+``compgen lm train`` fits a model on, e.g., the training targets in one command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from compgen.errors import UserError
+from compgen.io import atomic_open
+from compgen.lm.scorer import SIDES, side_text
+
+
+def training_pairs(data: str, data_dir=None) -> list[tuple[list[str], list[str]]]:
+    """(x, y) pairs: the train split of a named data set, every row of a data file, or
+    the rows of a samples TSV."""
+    from compgen.augment.geca import load_training
+
+    table = load_training(data, data_dir)
+    return list(zip(table["x"].to_list(), table["y"].to_list()))
+
+
+def write_side_corpus(data: str, side: str, path: str | os.PathLike,
+                      geca: str | None = None, seed: int = 0, data_dir=None) -> dict:
+    """Write one sentence per pair (``side``) of ``data``'s training pairs to ``path``;
+    with ``geca`` (a GECA preset), GECA's synthesized pairs follow the original ones.
+    Returns counts for the log."""
+    if side not in SIDES:
+        raise UserError(f"--side {side}: unknown (valid: {', '.join(SIDES)})")
+    pairs = training_pairs(data, data_dir)
+    synthetic: list = []
+    if geca:
+        from compgen.augment.geca import geca_augment, load_training, make_config
+
+        config = make_config(geca, {"seed": seed}, data=data)
+        config.validate()
+        result = geca_augment(load_training(data, data_dir), config)
+        synthetic = list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
+    lines = [side_text(x, y, side) for x, y in pairs + synthetic]
+    if not any(line.strip() for line in lines):
+        raise UserError(f"{data}: the {side} side is empty in every example")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path, "w", encoding="utf-8") as out:
+        out.writelines(line + "\n" for line in lines if line.strip())
+    return {"original": len(pairs), "synthetic": len(synthetic)}

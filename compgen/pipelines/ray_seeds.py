@@ -1,0 +1,30 @@
+"""``compgen pipeline NAME --seeds ... --ray``: every seed of a pipeline run as one Ray
+task; the results table is merged on the driver, in seed order."""
+
+from __future__ import annotations
+
+import os
+
+from compgen.runtime.ray_sampling import start_ray
+
+
+def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:
+    """``compgen pipeline NAME --seeds ... --ray``: every seed as one Ray task (one CPU);
+    results are merged into the table as tasks finish, in seed order."""
+    import dataclasses
+
+    from compgen.pipeline import find_run, merge_results, run_one
+
+    run = find_run(name)
+    ray = start_ray(address, min(len(seeds), os.cpu_count() or 1))
+    task = ray.remote(num_cpus=1)(
+        lambda seed, options: run_one(find_run(name), seed, options))
+    quiet = dataclasses.replace(opts, log=print)   # the driver's console stays here
+    futures = {seed: task.remote(seed, quiet) for seed in seeds}
+    all_rows = []
+    for seed in seeds:
+        rows = ray.get(futures[seed])
+        merge_results(opts.root, rows)
+        all_rows += rows
+        opts.log(f"[{run.name} seed {seed}] done (Ray task)")
+    return all_rows

@@ -1,0 +1,148 @@
+"""Sampling on a Ray cluster: rounds of prototype tuples decoded by Ray actors, merged by
+the one sampling loop (``compgen.sampling.collect_decoded``) in round order.
+
+* Each actor receives the export folder's files once (one object in Ray's store), writes
+  them to a private folder and loads the backend (ONNX Runtime or TorchScript) once.
+* The driver keeps the filters (validity, uniqueness, novelty, rare tokens, the LM) and
+  the loop. Its ``decode`` hands round r to an actor and, since the prototype cycle is
+  known in advance, also the next ``lookahead`` rounds, so every actor is busy while
+  the driver filters. A round is the same batch of the same prototype tuples as in one
+  process, and rounds are merged in order, so the accepted candidates, the stopping
+  round and the N best are those of one process: the same file.
+* Crossing the network: the export once per actor; per round, a start index and a
+  count one way, token ids (B x L int64) and B scores back. Rounds decoded ahead of the
+  stop are the only waste (at most ``lookahead``).
+
+Random draws (temperature or mixed sampling, VAE latents) come from per-sample
+counter-based streams keyed by the seed and the sample's index in the run
+(``compgen.random_stream``), so they do not depend on which actor decodes a round either.
+
+Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from compgen.errors import UserError
+
+RAY_BACKENDS = ("onnx", "torchscript")
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray needs the ray package: pip install 'compgen[ray]'") from None
+    return ray
+
+
+def start_ray(address: str | None, workers: int):
+    """Connect to ``address``, or start a local cluster with ``workers`` CPUs."""
+    ray = import_ray()
+    import compgen
+
+    source = str(Path(compgen.__file__).resolve().parents[1])
+    # workers import this very compgen, whatever the cluster's Python path says
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+        p for p in (source, os.environ.get("PYTHONPATH")) if p)}}
+    if not ray.is_initialized():
+        kwargs = {"num_cpus": workers} if not address else {}
+        ray.init(address=address or None, runtime_env=env, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False, **kwargs)
+    return ray
+
+
+class _Shard:
+    """One Ray actor: an export folder's backend, loaded once."""
+
+    def __init__(self, files: dict[str, bytes], backend: str, options):
+        from compgen.export import load_manifest
+        from compgen.runtime.sampler import make_decoder
+
+        self.folder = Path(tempfile.mkdtemp(prefix="compgen-ray-export-"))
+        for name, data in files.items():
+            (self.folder / name).write_bytes(data)
+        manifest = load_manifest(self.folder)
+        self.decoder = make_decoder(self.folder, manifest, backend, options)
+
+    def decode(self, idx: np.ndarray, strategy: str, temperature: float, first: int):
+        rows, scores = self.decoder(idx, strategy, temperature, first)
+        return np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64)
+
+
+class RayDecoder:
+    """``decode(prototype indices, strategy, temperature)`` over Ray actors, decoding the
+    next rounds of the prototype cycle ahead of time."""
+
+    def __init__(self, ray, actors: list, cycle_size: int, lookahead: int):
+        self.ray, self.actors, self.size = ray, actors, max(cycle_size, 1)
+        self.lookahead = lookahead
+        self.pending: dict[tuple, object] = {}
+        self.turn = 0
+        self.remote_seconds = 0.0
+
+    def _dispatch(self, key):
+        start, k, strategy, temperature, first = key
+        if key not in self.pending:
+            idx = (start + np.arange(k)) % self.size
+            actor = self.actors[self.turn % len(self.actors)]
+            self.turn += 1
+            self.pending[key] = actor.decode.remote(idx, strategy, temperature, first)
+
+    def __call__(self, idx, strategy, temperature, first=0):
+        k = len(idx)
+        start = int(idx[0]) if k else 0
+        key = (start, k, strategy, temperature, first)
+        for stale in [p for p in self.pending if p[2:4] != key[2:4]]:
+            self.ray.cancel(self.pending.pop(stale))   # the sampler changed strategy
+        for ahead in range(self.lookahead + 1):
+            self._dispatch(((start + ahead * k) % self.size, k, strategy, temperature,
+                            first + ahead * k))
+        tic = time.perf_counter()
+        rows, scores = self.ray.get(self.pending.pop(key))
+        self.remote_seconds += time.perf_counter() - tic
+        return rows.tolist(), scores.tolist()
+
+
+def check_ray_sampling(manifest: dict, backend: str, strategy: str) -> None:
+    if backend not in RAY_BACKENDS:
+        raise UserError(f"--ray: --backend {backend} is not sharded (valid: "
+                        f"{', '.join(RAY_BACKENDS)})")
+
+
+def export_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+class RayDecoderFactory:
+    """A ``make_decoder`` replacement for ``sample_exported`` (same call), the decoding
+    sharded over ``workers`` Ray actors; ``check`` refuses what would not give the
+    single-process file, before the cluster starts."""
+
+    def __init__(self, address: str | None, workers: int, threads: int = 1,
+                 lookahead: int | None = None):
+        self.address, self.workers, self.threads = address, workers, threads
+        self.lookahead = lookahead if lookahead is not None else 2 * workers
+
+    check = staticmethod(check_ray_sampling)
+
+    def __call__(self, folder, manifest, backend, options) -> RayDecoder:
+        import dataclasses
+
+        ray = start_ray(self.address, self.workers)
+        files = ray.put(export_files(Path(folder)))
+        shard = ray.remote(num_cpus=1)(_Shard)
+        options = dataclasses.replace(options, threads=self.threads)
+        actors = [shard.remote(files, backend, options) for _ in range(self.workers)]
+        return RayDecoder(ray, actors, manifest["decoding"]["prototypes"], self.lookahead)
+
+
+def ray_decoder_factory(address: str | None, workers: int, threads: int = 1,
+                        lookahead: int | None = None) -> RayDecoderFactory:
+    return RayDecoderFactory(address, workers, threads, lookahead)

@@ -1,0 +1,39 @@
+"""Sampling on a local 2-worker Ray cluster writes the single-process file."""
+
+from pathlib import Path
+
+import pytest
+
+from compgen.errors import UserError
+from compgen.runtime.sampler import sample_exported
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'compgen[ray]')")
+from compgen.runtime.ray_sampling import ray_decoder_factory
+
+SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(SHIPPED.parents[1])}})
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "temperature"])
+def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path, strategy):
+    options = {"backend": "onnx", "strategy": strategy, "nsamples": 50, "batch_size": 16,
+               "seed": 3, "threads": 1, "log": lambda m: None}
+    one = sample_exported(SHIPPED, 40, out=tmp_path / "one.tsv", **options)
+    two = sample_exported(SHIPPED, 40, out=tmp_path / "ray.tsv",
+                          decoder_factory=ray_decoder_factory(None, 2, lookahead=3), **options)
+    assert len(one.samples) == 40
+    assert (tmp_path / "ray.tsv").read_bytes() == (tmp_path / "one.tsv").read_bytes()
+    assert [s.logprob for s in two.samples] == [s.logprob for s in one.samples]
+
+
+def test_the_c_plus_plus_backend_is_not_sharded(local_cluster, tmp_path):
+    with pytest.raises(UserError, match="--backend cpp is not sharded"):
+        sample_exported(SHIPPED, 4, backend="cpp", strategy="greedy", seed=0,
+                        decoder_factory=ray_decoder_factory(None, 2), log=lambda m: None)
