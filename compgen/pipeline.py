@@ -8,6 +8,11 @@ scored. ``RUNS`` lists them, named ``<data>-<row>``:
   "learned aug. (basic)"), basic-resample, recomb1, recomb2 (both with the rare-word
   resampling of the paper's cascade), recomb2-noresample, recomb2-vae, recomb2-nocopy,
   direct (direct inference with the recomb-2 generator, no predictor).
+* SCAN CSL (``length-*``, ``jump-*``, ``around_right-*``): csl (Qiu et al. 2022: induced
+  QCFG, fitted model, 100,000 samples; compgen.pipelines.csl_step) and csl-uniform (the
+  paper's no-model ablation), plus length-baseline. The paper's predictor is T5-Base; here
+  it is the project's seq2seq (``seq2seq_scan_csl_cpu``), with the samples mixed in at
+  p_aug 0.5 (about as many synthetic as original examples, spec §4.4).
 * SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
   baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
   The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
@@ -44,6 +49,9 @@ SIG_HINTS = (4, 8, 16)
 # the reference's augmentation probability (predictor) per SCAN split; GECA: its own recipe
 SCAN_P_AUG = {"jump": 0.01, "around_right": 0.2}
 GECA_P_AUG = 0.1
+CSL_SPLITS = ("length", "jump", "around_right")
+CSL_P_AUG = 0.5  # original and synthetic about equal in number, as the reference's merge
+CSL_PREDICTOR = "seq2seq_scan_csl_cpu"  # room for SCAN's 48-action outputs
 
 
 @dataclass(frozen=True)
@@ -51,11 +59,12 @@ class Run:
     name: str
     data: str                   # data set; "{seed}" is replaced by the seed (SIG splits)
     label: str                  # the paper's row name, used in result tables
-    augment: str = "none"       # none | geca | generator | direct
+    augment: str = "none"       # none | geca | generator | direct | csl | csl-uniform
     generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
     sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
     p_aug: float | None = None  # None: concatenation
     task: str = "scan"          # scan | morphology
+    predictor: str | None = None  # predictor preset at --size cpu instead of the task's
 
     def data_for(self, seed: int) -> str:
         return self.data.format(seed=seed)
@@ -130,9 +139,23 @@ def _sig_runs(language: str, hints: int) -> dict[str, Run]:
     return {f"{prefix}-{k}": replace(r, name=f"{prefix}-{k}") for k, r in rows.items()}
 
 
+def _csl_runs(split: str) -> dict[str, Run]:
+    data = f"scan/{split}"
+    rows = {
+        "csl": Run("csl", data, "CSL-Aug", augment="csl", p_aug=CSL_P_AUG, predictor=CSL_PREDICTOR),
+        "csl-uniform": Run("csl-uniform", data, "CSL-Aug (uniform sampling)", augment="csl-uniform",
+                           p_aug=CSL_P_AUG, predictor=CSL_PREDICTOR),
+    }
+    if split not in SCAN_SPLITS:  # the split's baseline, with the CSL rows' predictor
+        rows["baseline"] = Run("baseline", data, "baseline", predictor=CSL_PREDICTOR)
+    return {f"{split}-{k}": replace(r, name=f"{split}-{k}") for k, r in rows.items()}
+
+
 RUNS: dict[str, Run] = {}
 for _split in SCAN_SPLITS:
     RUNS.update(_scan_runs(_split))
+for _split in CSL_SPLITS:
+    RUNS.update(_csl_runs(_split))
 for _language in SIG_LANGUAGES:
     for _hints in SIG_HINTS:
         RUNS.update(_sig_runs(_language, _hints))
@@ -144,7 +167,8 @@ def presets(run: Run, size: str) -> tuple[str, str]:
     if size not in ("cpu", "reference"):
         raise UserError(f"--size {size}: unknown (valid: cpu, reference)")
     kind = "scan" if run.task == "scan" else "sig"
-    return f"recombine_{kind}{suffix}", f"seq2seq_{kind}{suffix}"
+    predictor = run.predictor if run.predictor and size == "cpu" else f"seq2seq_{kind}{suffix}"
+    return f"recombine_{kind}{suffix}", predictor
 
 
 def find_run(name: str) -> Run:
@@ -392,6 +416,21 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
     return path
 
 
+def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
+    from compgen.pipelines.csl_step import CSL_SAMPLES
+    from compgen.pipelines.csl_step import make_csl as csl_step
+    from compgen.train_seq2seq import load_preset
+
+    if (folder / "augment.tsv").is_file():
+        return folder / "augment.tsv"
+    max_len = load_preset(opts.predictor_preset or presets(run, opts.size)[1])[0].get("max_len", 45)
+    tic = time.perf_counter()
+    path, _ = csl_step(run.data_for(seed), run.augment == "csl-uniform", seed, folder, max_len,
+                       data_dir=opts.data_dir, n_samples=opts.samples or CSL_SAMPLES, log=lambda line: opts.log(f"[{run.name} seed {seed}] {line}"))
+    timer.record("csl", time.perf_counter() - tic)
+    return path
+
+
 def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                    opts: PipelineOptions, timer: Timer) -> Path:
     from compgen.train_seq2seq import train_predictor
@@ -460,6 +499,8 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
         elif run.augment == "generator":
             generator = make_generator(run, seed, folder, opts, timer)
             augment = make_samples(run, seed, generator, folder, opts, timer)
+        elif run.augment in ("csl", "csl-uniform"):
+            augment = make_csl(run, seed, folder, opts, timer)
         model = make_predictor(run, seed, augment, folder, opts, timer)
     return evaluate_run(run, seed, model, folder, opts, timer)
 

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# SCAN length, CSL with uniform sampling (no model, the paper's ablation), then the predictor.
+source "$(dirname "$0")/run.sh"
+run_row length-csl-uniform "$@"
