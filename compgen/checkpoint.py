@@ -155,7 +155,12 @@ def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, ki
 
 
 def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
-    """Read a checkpoint; ``kind`` (e.g. "recombine") rejects checkpoints of other kinds."""
+    """Read a checkpoint; ``kind`` (e.g. "recombine") rejects checkpoints of other kinds.
+
+    Everything is checked before a model is built: the metadata (format, kind, JSON
+    fields), and every stored weight against the shape the config implies (the model is
+    laid out on the meta device first, which allocates nothing, so a config asking for a
+    huge model is refused instead of allocated)."""
     from safetensors import SafetensorError
     from safetensors.torch import load
 
@@ -165,26 +170,115 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     try:
         raw = path.read_bytes()
         header_len = int.from_bytes(raw[:8], "little")
+        if header_len > len(raw) - 8:
+            raise ValueError("header longer than the file")
         header = json.loads(raw[8:8 + header_len])
         metadata = header.get("__metadata__") or {}
         tensors = load(raw)
-    except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError):
+    except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError,
+            AttributeError, RecursionError, OverflowError):
         raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
-    if kind is not None and metadata.get("kind") and metadata.get("kind") != kind:
-        raise UserError(f"{path}: a '{metadata.get('kind')}' checkpoint, expected '{kind}'")
-    if metadata.get("format") != FORMAT:
-        raise UserError(f"{path}: not a compgen checkpoint (format {metadata.get('format')!r})")
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else None
+        raise UserError(f"{path}: not a compgen checkpoint (format {found!r})")
+    stored_kind = metadata.get("kind")
+    if stored_kind not in KINDS:
+        raise UserError(f"{path}: unknown checkpoint kind {stored_kind!r} (valid: {', '.join(KINDS)})")
+    if kind is not None and stored_kind != kind:
+        raise UserError(f"{path}: a '{stored_kind}' checkpoint, expected '{kind}'")
+    if "vocab" not in metadata:
+        raise UserError(f"{path}: damaged checkpoint (metadata without 'vocab')")
+    config = _json_field(metadata, "config", dict, path, required=True)
+    groups = _json_field(metadata, "optim_groups", list, path)
+    train_state = _json_field(metadata, "train_state", dict, path)
     split: dict[str, dict] = {"model": {}, "optim": {}, "best": {}, "rng": {}}
     for key, value in tensors.items():
         head, _, rest = key.partition(".")
+        if head not in split or not rest:
+            raise UserError(f"{path}: damaged checkpoint (unexpected tensor {key!r})")
         split[head][rest] = value
-    groups = json.loads(metadata.get("optim_groups", "[]"))
-    return Checkpoint(
-        kind=metadata["kind"], config=json.loads(metadata["config"]),
-        vocab=Vocab.from_json(metadata["vocab"], str(path)), weights=split["model"],
-        optim=_unflatten_optimizer(split["optim"], groups) if split["optim"] else {},
-        best=split["best"], rng=split["rng"].get("torch"),
-        train_state=json.loads(metadata.get("train_state", "{}")), path=str(path))
+    try:
+        optim = _unflatten_optimizer(split["optim"], groups) if split["optim"] else {}
+    except ValueError:
+        raise UserError(f"{path}: damaged checkpoint (optimizer tensors)") from None
+    ckpt = Checkpoint(
+        kind=stored_kind, config=config, vocab=Vocab.from_json(metadata["vocab"], str(path)),
+        weights=split["model"], optim=optim, best=split["best"], rng=split["rng"].get("torch"),
+        train_state=train_state, path=str(path))
+    check_weights(ckpt)
+    return ckpt
+
+
+KINDS = ("recombine", "seq2seq", "inflection")
+
+
+def _json_field(metadata: dict, name: str, kind: type, path: Path, required: bool = False):
+    if name not in metadata:
+        if required:
+            raise UserError(f"{path}: damaged checkpoint (metadata without {name!r})")
+        return kind()
+    try:
+        value = json.loads(metadata[name])
+    except (ValueError, TypeError, RecursionError):
+        raise UserError(f"{path}: damaged checkpoint (metadata {name!r} is not JSON)") from None
+    if not isinstance(value, kind):
+        raise UserError(f"{path}: damaged checkpoint (metadata {name!r} is not a "
+                        f"{'JSON object' if kind is dict else 'JSON list'})")
+    return value
+
+
+def model_factory(ckpt: Checkpoint):
+    """A zero-argument function building the checkpoint's model from its config."""
+    config = ckpt.config
+    model = config.get("model")
+    if not isinstance(model, dict):
+        raise UserError(f"{ckpt.path}: damaged checkpoint (config without a [model] table)")
+    if ckpt.kind == "recombine":
+        from compgen.models.recombine import Recombine, RecombineConfig
+
+        cfg = RecombineConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        return lambda: Recombine(cfg)
+    if ckpt.kind == "seq2seq":
+        from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
+
+        cfg = Seq2SeqConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        return lambda: Seq2Seq(cfg)
+    from compgen.data.vocab import SPECIALS
+    from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
+    from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
+
+    target = config.get("target_vocab")
+    if not isinstance(target, list) or not all(isinstance(t, str) for t in target):
+        raise UserError(f"{ckpt.path}: damaged checkpoint (config without 'target_vocab')")
+    source = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])
+    sizes = (len(source), len(CharVocab(target)))
+    return lambda: InflectionTransformer(InflectionConfig(**model), *sizes)
+
+
+def check_weights(ckpt: Checkpoint) -> None:
+    """Every weight the config's model has is stored with its shape, and nothing else."""
+    try:
+        factory = model_factory(ckpt)
+        with torch.device("meta"):
+            skeleton = factory()
+    except UserError:
+        raise
+    except (TypeError, ValueError, KeyError, RuntimeError, OverflowError, AttributeError) as exc:
+        raise UserError(f"{ckpt.path}: bad model config in the checkpoint ({exc})") from None
+    expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    stored = {k: tuple(v.shape) for k, v in ckpt.weights.items()}
+    missing = sorted(set(expected) - set(stored))
+    extra = sorted(set(stored) - set(expected))
+    if missing or extra:
+        what = f"missing weight {missing[0]!r}" if missing else f"unexpected weight {extra[0]!r}"
+        raise UserError(f"{ckpt.path}: weights do not fit the model config ({what})")
+    for name, shape in expected.items():
+        if stored[name] != shape:
+            raise UserError(f"{ckpt.path}: weights do not fit the model config ({name} is "
+                            f"{list(stored[name])}, the config implies {list(shape)})")
+    best = {k: tuple(v.shape) for k, v in ckpt.best.items()}
+    if best and best != expected:
+        raise UserError(f"{ckpt.path}: the best-dev weights do not fit the model config")
 
 
 def build_recombine(config: dict, vocab_size: int):

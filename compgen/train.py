@@ -154,11 +154,23 @@ class _GeneratorRun:
         state = self.state
         self.model.load_state_dict(saved.weights)
         if saved.optim:
-            self.optimizer.load_state_dict(saved.optim)
+            try:
+                self.optimizer.load_state_dict(saved.optim)
+            except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+                raise UserError(f"{saved.path}: damaged optimizer state ({exc})") from None
         self.best = saved.best
+        for key, value in saved.train_state.items():
+            default = state.get(key)
+            numbers = isinstance(default, (int, float)) and not isinstance(default, bool)
+            if default is not None and not (isinstance(value, type(default)) or (
+                    numbers and isinstance(value, (int, float)) and not isinstance(value, bool))):
+                raise UserError(f"{saved.path}: damaged training state ({key} = {value!r})")
         state.update(saved.train_state)
         if saved.rng is not None:
-            torch.set_rng_state(saved.rng)
+            try:
+                torch.set_rng_state(saved.rng)
+            except (RuntimeError, TypeError) as exc:
+                raise UserError(f"{saved.path}: damaged random state ({exc})") from None
         if state["done"] and state["epoch"] < self.epochs:  # a finished run, trained longer
             state["done"] = False
             self.best = self._weights()

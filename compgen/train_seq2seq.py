@@ -239,12 +239,15 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
     if resume is not None:
-        s = resume.train_state["state"]
-        curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
-                                                s["best_acc"], s["patience"], s["lr"])
-        stream.restore(s["stream"])
-        optimizer.load_state_dict(resume.optim)
-        torch.set_rng_state(resume.rng)
+        try:
+            s = resume.train_state["state"]
+            curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
+                                                    s["best_acc"], s["patience"], s["lr"])
+            stream.restore(s["stream"])
+            optimizer.load_state_dict(resume.optim)
+            torch.set_rng_state(resume.rng)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+            raise UserError(f"{resume.path}: damaged training state, cannot resume ({exc!r})") from None
     for epoch in range(start + 1, tcfg.epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = lr

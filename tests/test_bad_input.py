@@ -220,3 +220,97 @@ def test_cpp_sampling_leaves_nothing_in_the_temp_folder(tmp_path, capsys, monkey
                   "--backend", "cpp", "--n", "5", "-o", tmp_path / "s.tsv")
     assert code in (0, None) and len((tmp_path / "s.tsv").read_text().splitlines()) >= 5
     assert os.listdir(temp) == []
+
+
+# ---------------------------------------------------------------- checkpoints
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A consistent generator checkpoint on SCAN jump's vocabulary (untrained, tiny)."""
+    import torch
+
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
+    from compgen.data import Vocab, load_dataset
+
+    config = load_preset("recombine_scan_cpu")
+    config["data"] = "scan/jump"
+    config["model"].update(hidden=16, embed=8, attdim=8)
+    vocab = Vocab.from_table(load_dataset("scan/jump"))
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    optimizer = torch.optim.Adam(model.parameters())
+    path = tmp_path_factory.mktemp("ckpt") / "g.pt"
+    save_checkpoint(path, model, config, vocab, "recombine", optimizer,
+                    train_state={"step": 1, "epoch": 0, "batch": 1, "done": False, "curve": []})
+    return path
+
+
+def rewritten(source, target, metadata=None, tensors=None):
+    """A copy of checkpoint ``source`` with metadata keys replaced (None deletes one) and
+    tensors replaced or added (None deletes one): a well-formed safetensors file."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(source), "pt") as f:
+        meta = dict(f.metadata())
+    stored = load_file(str(source))
+    for updates, into in ((metadata or {}, meta), (tensors or {}, stored)):
+        for key, value in updates.items():
+            if value is None:
+                into.pop(key, None)
+            else:
+                into[key] = value
+    save_file(stored, str(target), metadata=meta)
+    return target
+
+
+def huge_hidden(source):
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(source), "pt") as f:
+        config = json.loads(f.metadata()["config"])
+    config["model"]["hidden"] = 1_000_000_000
+    return json.dumps(config)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"metadata": {"kind": None}}, "unknown checkpoint kind None"),
+    ({"metadata": {"config": "{not json"}}, "metadata 'config' is not JSON"),
+    ({"metadata": {"config": "[1, 2]"}}, "'config' is not a JSON object"),
+    ({"metadata": {"config": '{"data": "scan/jump"}'}}, "config without a [model] table"),
+    ({"metadata": {"vocab": '{"tokens": 3}'}}, "'tokens' must be a list"),
+    ({"metadata": {"train_state": "nan]"}}, "'train_state' is not JSON"),
+    ({"metadata": {"optim_groups": "{}"}}, "'optim_groups' is not a JSON list"),
+    ({"metadata": {"config": "HUGE"}}, "bad model config in the checkpoint"),
+    ({"tensors": {"model.decoder.weight_ih": "SMALL"}}, "decoder.weight_ih is [2, 2]"),
+    ({"tensors": {"junk.x": "SMALL"}}, "unexpected tensor 'junk.x'"),
+    ({"tensors": {"model.extra": "SMALL"}}, "unexpected weight 'extra'"),
+], ids=["no-kind", "config-json", "config-list", "no-model", "vocab", "state-json",
+        "groups", "hidden-1e9", "shape", "junk-tensor", "extra-weight"])
+@pytest.mark.parametrize("command", [
+    ["sample", "{ckpt}", "--n", "2", "-o", "{out}.tsv"],
+    ["export", "{ckpt}", "--no-cpp", "-o", "{out}"],
+    ["inspect", "{ckpt}"],
+    ["train", "generator", "--resume", "--max-steps", "2", "-o", "{ckpt}"],
+], ids=["sample", "export", "inspect", "resume"])
+def test_inconsistent_checkpoints_are_one_error(tiny_checkpoint, tmp_path, capsys, monkeypatch,
+                                                change, message, command):
+    import torch
+
+    small = torch.zeros(2, 2)
+    meta = {k: huge_hidden(tiny_checkpoint) if v == "HUGE" else v
+            for k, v in change.get("metadata", {}).items()}
+    tensors = {k: small for k in change.get("tensors", {})}
+    ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", meta, tensors)
+    args = [a.format(ckpt=ckpt, out=tmp_path / "out") for a in command]
+    assert_one_error(run(capsys, monkeypatch, *args), f"{ckpt}: ", message)
+    assert sorted(os.listdir(tmp_path)) == ["bad.pt"]
+
+
+def test_a_damaged_training_state_cannot_be_resumed(tiny_checkpoint, tmp_path, capsys,
+                                                    monkeypatch):
+    ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", {"train_state": '{"step": "seven"}'})
+    assert_one_error(run(capsys, monkeypatch, "train", "generator", "--resume", "--max-steps",
+                         "2", "-o", ckpt), "damaged training state (step = 'seven')")

@@ -114,7 +114,8 @@ def tiny_generator(tmp_path_factory):
     torch.manual_seed(0)
     vocab = Vocab.build([["walk", "jump", "I_WALK", "I_JUMP"]])
     config = {"kind": "recombine", "data": "scan/jump",
-              "model": {"variant": "scan", "nproto": 2, "hidden": 16, "embed": 8, "attdim": 8}}
+              "model": {"variant": "scan", "nproto": 2, "hidden": 16, "embed": 8, "attdim": 8,
+                        "zdim": 2, "kpos": 4}}
     model = Recombine(RecombineConfig(variant="scan", vocab_size=len(vocab), nproto=2, hidden=16,
                                       embed=8, attdim=8, zdim=2, kpos=4))
     path = tmp_path_factory.mktemp("inspect") / "g.pt"
