@@ -16,6 +16,7 @@ from compgen.train_inflection import (
     exact_match,
     learning_rate,
     load_inflection,
+    min_validation_interval,
     predict,
     train_inflection,
     uncertainty,
@@ -163,3 +164,20 @@ def test_incremental_decoder_matches_the_full_decoder(one_torch_thread):
         steps = torch.stack([decoder.step(tgt[:, t]) for t in range(7)], 1)
     assert torch.allclose(full, steps, atol=1e-5)
     assert (full - steps).abs().max() < (full.abs().max() * 1e-5)
+
+
+def test_epoch_validation_is_spaced_by_its_cost(tmp_path, one_torch_thread):
+    # 24 rows in batches of 8: an epoch is 3 updates; the 72-row dev pass costs about 30
+    # updates of training, so epoch-end passes come only every 30+ updates, plus the last
+    rows = toy(STEMS)
+    dev = rows * 3
+    cfg = InflectionTrainConfig(updates=100, warmup=10, batch_size=8, validate_every=0, model=TINY)
+    state = train_inflection(rows, dev, tmp_path / "m.pt", cfg)
+    interval = min_validation_interval(len(dev), cfg.batch_size)
+    assert 3 < interval < 100
+    expected, last = [], 0
+    for epoch_end in range(3, 100, 3):
+        if epoch_end - last >= interval:
+            expected.append(epoch_end)
+            last = epoch_end
+    assert [step for step, _ in state["curve"]] == expected + [100]

@@ -75,7 +75,7 @@ def train_inflection_cmd(
     augment: list[Path] = typer.Option([], "--augment", help="synthetic triples added to the gold ones (lemma<TAB>form<TAB>tags); repeatable"),
     updates: int = typer.Option(6000, "--updates", help="optimizer updates of 16 sentences"),
     warmup: int = typer.Option(4000, "--warmup", help="inverse-sqrt warm-up updates"),
-    validate_every: int = typer.Option(0, "--validate-every", help="dev loss every N updates (0 = after every epoch)"),
+    validate_every: int = typer.Option(0, "--validate-every", help="dev loss every N updates (0 = after an epoch, spaced to cost at most ~10 % of training)"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, batches and dropout"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     data_dir: Path | None = DataDir,
