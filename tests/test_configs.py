@@ -15,6 +15,7 @@ from compgen.augment.geca import load_preset as load_geca_preset
 from compgen.checkpoint import CONFIG_DIR, check_preset, load_preset, preset_names, preset_sections
 from compgen.configs import GeneratorTrainConfig, SampleConfig, read_section
 from compgen.errors import UserError
+from compgen.sample_options import SampleOptions
 from compgen.train import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,8 +65,9 @@ def test_unknown_sections_sample_keys_model_keys_and_types_are_refused(tmp_path,
         '[trian]\nlr = 0.1\n': "mine.toml: unknown section(s) trian (valid: kind, [model], "
                                "[train], [sample])",
         '[sample]\nbeam = 4\n': "mine.toml [sample]: unknown option 'beam' (valid: batch_size, "
-                                "beam_width, max_rounds, n, novel, nsamples, rare, "
-                                "rare_prototypes, resample, strategy, temperature)",
+                                "beam_width, max_rounds, n, novel, nsamples, "
+                                "raise_temperature, rare, rare_prototypes, resample, "
+                                "strategy, temperature)",
         '[model]\nhiden = 4\nembd = 2\n': "mine.toml [model]: unknown options 'hiden', 'embd'",
         '[train]\nlr = "fast"\n': "mine.toml [train]: option 'lr' must be a number, not 'fast'",
         '[train]\nepochs = 2.5\n': "mine.toml [train]: option 'epochs' must be an integer, not 2.5",
@@ -123,6 +125,14 @@ def test_cli_bad_preset_key_is_one_error_line_and_exit_2(tmp_path, command):
     assert len(lines) == 1 and lines[0].startswith("error: mine.toml [train]: unknown option "
                                                    "'epochz' (valid: batch_size, ")
     assert not out.exists()
+
+
+def test_sample_section_keys_are_the_ones_the_sampler_reads():
+    # SampleOptions takes every field from [sample] except the per-run ones; the filter
+    # reads novel
+    per_run = {"seed", "threads", "test_dropout"}
+    read = {f.name for f in dataclasses.fields(SampleOptions)} - per_run | {"novel"}
+    assert {f.name for f in dataclasses.fields(SampleConfig)} == read
 
 
 def test_the_shipped_presets_are_the_files_of_the_package():

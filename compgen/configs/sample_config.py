@@ -1,7 +1,8 @@
-"""``[sample]`` of a generator preset: which keys it may hold.
+"""``[sample]`` of a generator preset: which keys it may hold, and their types.
 
-Every key is optional; ``None`` leaves the choice to the sampler (its defaults are in
-:mod:`compgen.sampling`)."""
+Every key is optional; ``None`` leaves the choice to the sampler: the preset's values are
+resolved with the caller's options by :class:`compgen.sample_options.SampleOptions`
+(which also holds the defaults), and ``novel`` is read by the sampling filter."""
 
 from __future__ import annotations
 
@@ -21,3 +22,4 @@ class SampleConfig:
     rare: str | None = None            # the rare-token rule (jump, auto, ...)
     rare_prototypes: bool | None = None
     max_rounds: int | None = None      # batches decoded before giving up
+    raise_temperature: bool | None = None  # greedy/beam -> mixed, then hotter, when stuck
