@@ -363,23 +363,19 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
 def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path: Path,
             opts: PipelineOptions, options: dict):
     """Sample with the run's backend: eager, or through the generator's export."""
-    from compgen.sampling import sample_generator
+    from compgen.runtime.sampler import sample
 
-    if opts.backend == "torch":
-        return sample_generator(generator, samples, seed=seed, out=path, data_dir=opts.data_dir,
-                                threads=opts.threads, test_dropout=opts.test_dropout,
-                                log=opts.log, **options)
+    source = generator
     if opts.backend in ("onnx", "torchscript", "cpp"):
         from compgen.export import export_checkpoint
-        from compgen.runtime.sampler import sample_exported
 
-        exported = folder / "exported"
-        if not (exported / "manifest.json").is_file():
-            export_checkpoint(generator, exported, data_dir=opts.data_dir, log=opts.log)
-        return sample_exported(exported, samples, backend=opts.backend, seed=seed, out=path,
-                               data_dir=opts.data_dir, threads=opts.threads, log=opts.log,
-                               **options)
-    raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
+        source = folder / "exported"
+        if not (source / "manifest.json").is_file():
+            export_checkpoint(generator, source, data_dir=opts.data_dir, log=opts.log)
+    elif opts.backend != "torch":
+        raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
+    return sample(source, opts.backend, n=samples, seed=seed, out=path, data_dir=opts.data_dir,
+                  threads=opts.threads, test_dropout=opts.test_dropout, log=opts.log, **options)
 
 
 def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:

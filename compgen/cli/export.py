@@ -13,7 +13,7 @@ from compgen.errors import UserError
 
 @app.command("export")
 def export_cmd(
-    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing)"),
+    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
     parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
@@ -30,7 +30,7 @@ def export_cmd(
     if prototypes < 1:
         raise UserError("--prototypes must be >= 1")
     # the C++ runner only runs generators: don't build it for a predictor
-    is_generator = checkpoint_kind(checkpoint) == "recombine"
+    is_generator = checkpoint.is_dir() or checkpoint_kind(checkpoint) == "recombine"
     binary = build_runner(log=err_console.print) if cpp and is_generator else None
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
                                  data_dir=data_dir, cpp_binary=binary, log=err_console.print,
