@@ -91,7 +91,10 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
         fields = line.split("\t")
         if len(fields) != nproto:
             raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
-        tuples.append([[int(t) for t in f.split()] for f in fields])
+        try:
+            tuples.append([[int(t) for t in f.split()] for f in fields])
+        except ValueError:
+            raise UserError(f"{path}:{lineno}: expected token ids (integers)") from None
     if not tuples:
         raise UserError(f"{path}: no prototypes")
     return tuples

@@ -49,7 +49,7 @@ def check_generator_backends(folder: Path, manifest: dict, threads: int | None =
     from compgen.export.onnx_decoder import OnnxGenerator
     from compgen.export.torchscript_decoder import TorchScriptGenerator
 
-    contract = Contract.from_manifest(manifest["decoding"])
+    contract = _run(folder, "manifest.json", lambda: Contract.from_manifest(manifest["decoding"]))
     nproto = manifest["model"]["nproto"]
     tuples = read_prototypes(folder / "prototypes.txt", nproto)[:CHECK_SETS]
     k = len(tuples) if nproto else CHECK_SETS
@@ -60,6 +60,7 @@ def check_generator_backends(folder: Path, manifest: dict, threads: int | None =
     protos = pad_tuples(tuples, nproto, k, contract.prototype_width).numpy()
     ids = np.arange(k, dtype=np.int64)
     z = prior_z(contract, 0, ids)
+    load_torchscript(folder / "model.ts")   # a file that is no TorchScript: one clear line
     rows = []
     for what, backend in (("model.ts", TorchScriptGenerator), ("the ONNX graphs", OnnxGenerator)):
         stepper = _run(folder, what, lambda backend=backend: backend(folder, manifest, threads).stepper)
