@@ -7,7 +7,9 @@ scored. ``RUNS`` lists them, named ``<data>-<row>``:
 * SCAN (``jump-*``, ``around_right-*``): baseline, geca, basic (recomb-0, the paper's
   "learned aug. (basic)"), basic-resample, recomb1, recomb2 (both with the rare-word
   resampling of the paper's cascade), recomb2-noresample, recomb2-vae, recomb2-nocopy,
-  direct (direct inference with the recomb-2 generator, no predictor).
+  direct (direct inference with the recomb-2 generator, no predictor); csl and
+  csl-uniform (CSL's samples, from the fitted model or uniform over the rules: the
+  paper's ablation), also on ``length-*`` (with its baseline).
 * SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
   baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
   The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
@@ -44,6 +46,12 @@ SIG_HINTS = (4, 8, 16)
 # the reference's augmentation probability (predictor) per SCAN split; GECA: its own recipe
 SCAN_P_AUG = {"jump": 0.01, "around_right": 0.2}
 GECA_P_AUG = 0.1
+# CSL (Qiu et al. 2022) fine-tunes T5 on the training set concatenated with 100,000
+# samples; here the project's seq2seq draws a sample with this probability instead, so
+# an epoch stays the size of the training set
+CSL_SPLITS = ("length", "jump", "around_right")
+CSL_P_AUG = 0.5
+CSL_SAMPLES = 100_000
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class Run:
     name: str
     data: str                   # data set; "{seed}" is replaced by the seed (SIG splits)
     label: str                  # the paper's row name, used in result tables
-    augment: str = "none"       # none | geca | generator | direct
+    augment: str = "none"       # none | geca | csl | csl-uniform | generator | direct
     generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
     sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
     p_aug: float | None = None  # None: concatenation
@@ -130,9 +138,21 @@ def _sig_runs(language: str, hints: int) -> dict[str, Run]:
     return {f"{prefix}-{k}": replace(r, name=f"{prefix}-{k}") for k, r in rows.items()}
 
 
+def _csl_runs(split: str) -> dict[str, Run]:
+    data = f"scan/{split}"
+    rows = {f"{split}-csl": Run(f"{split}-csl", data, "CSL", augment="csl", p_aug=CSL_P_AUG),
+            f"{split}-csl-uniform": Run(f"{split}-csl-uniform", data, "CSL (uniform rules)",
+                                        augment="csl-uniform", p_aug=CSL_P_AUG)}
+    if split not in SCAN_SPLITS:
+        rows[f"{split}-baseline"] = Run(f"{split}-baseline", data, "baseline")
+    return rows
+
+
 RUNS: dict[str, Run] = {}
 for _split in SCAN_SPLITS:
     RUNS.update(_scan_runs(_split))
+for _split in CSL_SPLITS:
+    RUNS.update(_csl_runs(_split))
 for _language in SIG_LANGUAGES:
     for _hints in SIG_HINTS:
         RUNS.update(_sig_runs(_language, _hints))
@@ -392,6 +412,28 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
     return path
 
 
+def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
+    """CSL's samples (``augment.tsv``), the grammar (``grammar.txt``) and a summary with
+    the samples' quality (``augment.quality.json``)."""
+    from compgen.augment.csl.dataset import csl_augment_dataset
+
+    path = folder / "augment.tsv"
+    if path.is_file():
+        return path
+    tic = time.perf_counter()
+    done = csl_augment_dataset(run.data_for(seed), path, "scan", CSL_SAMPLES, seed,
+                               uniform=run.augment == "csl-uniform",
+                               grammar_out=folder / "grammar.txt", data_dir=opts.data_dir)
+    timer.record("csl", time.perf_counter() - tic)
+    summary = {**done.result.summary, **done.quality,
+               "phases": done.result.phases}
+    with atomic_open(folder / "augment.quality.json", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1, default=str)
+    opts.log(f"[{run.name} seed {seed}] CSL: {done.rows:,} samples, {summary['rules']} rules, "
+             + ", ".join(f"{k} {v:.2%}" for k, v in done.quality.items()))
+    return path
+
+
 def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                    opts: PipelineOptions, timer: Timer) -> Path:
     from compgen.train_seq2seq import train_predictor
@@ -457,6 +499,8 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
         augment = None
         if run.augment == "geca":
             augment = make_geca(run, seed, folder, opts, timer)
+        elif run.augment in ("csl", "csl-uniform"):
+            augment = make_csl(run, seed, folder, opts, timer)
         elif run.augment == "generator":
             generator = make_generator(run, seed, folder, opts, timer)
             augment = make_samples(run, seed, generator, folder, opts, timer)
