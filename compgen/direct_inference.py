@@ -39,7 +39,7 @@ Choices where the spec leaves room, and where it departs from the reference code
   reference compares with the reference output + </s>); it is still rescored, as
   ``u <sep> y </s>``.
 * Metrics: exact and top-3 match compare outputs together with their end; micro F1
-  (``evaluate.micro_f1``) is over action tokens, as for the predictor, so the rows sit in
+  (``scoring.micro_f1``) is over action tokens, as for the predictor, so the rows sit in
   the same results tables (the reference also counts </s> as one F1 unit).
 """
 
@@ -313,7 +313,7 @@ def _decode_and_rescore(model, vocab, data_ids: Sequence[Sequence[int]],
 def direct_metrics(results: Sequence[DirectResult], k: int = 3) -> dict:
     """Exact match, top-k match (the reference among the k best candidates; k = 3 as the
     reference) and micro F1 over action tokens."""
-    from compgen.evaluate import exact_match, micro_f1
+    from compgen.scoring import exact_match, micro_f1
 
     refs = [r.reference + [END] for r in results]
     top_k = [any(c.ended() == ref for c in r.candidates[:k]) for r, ref in zip(results, refs)]
@@ -338,9 +338,9 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
     """Direct inference of a recomb-2 SCAN generator checkpoint on the unique test inputs
     (the first ``limit`` of them): one result row like ``evaluate_predictor``'s (model,
     label, data, seed, set, subset, n, exact_match, f1) plus ``top3_match``."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import atomic_open
-    from compgen.train import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     if not (model.scan and model.nproto == 2):

@@ -11,3 +11,30 @@ class UserError(Exception):
 def where(path, line: int | None = None) -> str:
     """Format a ``FILE:LINE`` location for error messages."""
     return f"{path}:{line}" if line is not None else str(path)
+
+
+def decode_text(data: bytes, source) -> str:
+    """``data`` as UTF-8 text; binary or mis-encoded input is a UserError naming the line."""
+    if b"\x00" in data:
+        line = data[:data.index(b"\x00")].count(b"\n") + 1
+        raise UserError(f"{where(source, line)}: binary data (a NUL byte), expected UTF-8 text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise UserError(f"{where(source, line)}: not UTF-8 text (byte 0x{data[exc.start]:02x} "
+                        f"at offset {exc.start})") from None
+
+
+def read_text(path) -> str:
+    """The UTF-8 text of a file; a folder, unreadable file or binary content is a UserError."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder, expected a file") from None
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except PermissionError:
+        raise UserError(f"{path}: permission denied") from None
+    return decode_text(data, path)

@@ -1,25 +1,5 @@
-"""Scoring the conditional predictor as the reference does, and the result tables.
-
-Metrics (reference ``seqseqatt.jl``, spec §6.4):
-
-* Predictions are greedy, ``max_len`` (45) steps, cut at the first ``</s>``; a
-  prediction that used all 45 steps without ``</s>`` loses its last token.
-* References are truncated like the model's training targets: a reference longer than
-  45 tokens has no ``</s>``, so it is compared on its first 44 tokens only (SCAN: 56 jump
-  and 96 around_right test outputs). Consequence kept on purpose: a reference of
-  *exactly* 45 tokens can never be matched (the prediction has at most 44).
-* Units compared: SCAN = action tokens. Morphology (``eval_units``): if the token list
-  has a token made entirely of uppercase letters / numerals, it is split at the first
-  token whose *first* character is uppercase or numeric; the part before is joined into
-  ONE lemma string and every tag is one unit: ``[lemma, tag1, tag2, ...]``; otherwise
-  the raw character list is used.
-* Exact match = fraction of identical unit lists.
-* Micro F1 over the whole set: ``tp += #{p in pred : p in ref}``, ``fp += #{p in pred :
-  p not in ref}``, ``fn += #{r in ref : r not in pred}`` (membership tests, so repeated
-  predicted units each count), ``P = tp/(tp+fp)``, ``R = tp/(tp+fn)``, F1 = 0 if P or R
-  is 0, else ``2PR/(P+R)``. As in the reference, 0/0 is NaN: a set where every
-  prediction AND every reference is empty scores NaN (if only the predictions are empty,
-  R = 0 and F1 = 0).
+"""Evaluating the conditional predictor on the evaluation sets, and the result tables
+(the metrics are in :mod:`compgen.scoring`).
 
 Evaluation sets: SCAN ``test`` (deduplicated). Morphology few-shot splits: FUT
 (``test_hard``), PST (``val_hard``), their mean FUT+PST (the paper's hard column) and
@@ -31,7 +11,6 @@ standard deviation (ddof 0), as the paper.
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,90 +19,23 @@ import torch
 
 from compgen.errors import UserError
 from compgen.io import atomic_open
+from compgen.scoring import predict, score_predictions
 
 MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
 
-# ------------------------------------------------------------------ metrics
-
-def _upper_or_numeric(c: str) -> bool:
-    cat = unicodedata.category(c)
-    return cat in ("Lu", "Lt") or cat.startswith("N")
-
-
-def eval_units(tokens: Sequence[str], morphology: bool) -> list[str]:
-    """The units one prediction/reference is scored on (module doc)."""
-    tokens = list(tokens)
-    if not morphology or not any(all(map(_upper_or_numeric, t)) for t in tokens):
-        return tokens
-    k = next(i for i, t in enumerate(tokens) if t and _upper_or_numeric(t[0]))
-    return ["".join(tokens[:k])] + tokens[k:]
-
-
-def reference_view(ref: Sequence[str], max_len: int) -> list[str]:
-    """A reference as the reference code compares it: longer than max_len -> the first
-    max_len - 1 tokens (its truncated target has no </s> and loses its last token)."""
-    ref = list(ref)
-    return ref if len(ref) <= max_len else ref[: max_len - 1]
-
-
-def exact_match(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> float:
-    if not preds:
-        return math.nan
-    return sum(list(p) == list(r) for p, r in zip(preds, refs)) / len(preds)
-
-
-def micro_f1(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> float:
-    """Micro F1 over unit lists, exactly as the reference counts (module doc)."""
-    tp = fp = fn = 0
-    for pred, ref in zip(preds, refs):
-        ref_set, pred_set = set(ref), set(pred)
-        hits = sum(p in ref_set for p in pred)
-        tp, fp = tp + hits, fp + len(pred) - hits
-        fn += sum(r not in pred_set for r in ref)
-    precision = tp / (tp + fp) if tp + fp else math.nan
-    recall = tp / (tp + fn) if tp + fn else math.nan
-    if precision == 0 or recall == 0:
-        return 0.0
-    return 2 * precision * recall / (precision + recall)  # NaN stays NaN, as in Julia
-
-
-def score_predictions(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]],
-                      morphology: bool, max_len: int = 45) -> dict:
-    """-> {n, exact_match, f1, correct (per example)}."""
-    p_units = [eval_units(p, morphology) for p in preds]
-    r_units = [eval_units(reference_view(r, max_len), morphology) for r in refs]
-    correct = [p == r for p, r in zip(p_units, r_units)]
-    return {"n": len(preds), "exact_match": exact_match(p_units, r_units),
-            "f1": micro_f1(p_units, r_units), "correct": correct}
-
-
-# ------------------------------------------------------------------ prediction
-
-def predict(model, vocab, sources: Sequence[Sequence[str]], batch_size: int = 256,
-            beam_width: int = 0) -> list[list[str]]:
-    """Greedy (or beam, ``beam_width > 1``) predictions as token lists. Sources are
-    batched by length (the encoder is batch-independent, so order does not matter)."""
-    from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
-
-    model.eval()
-    ids = [vocab.encode(s) for s in sources]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[list[str]] = [[] for _ in ids]
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            source = collate([ids[i] for i in chunk], model.cfg.max_len)
-            if beam_width > 1:
-                best, _ = beam_search(model, source, beam_width)
-            else:
-                best = greedy_search(model, source)
-            for i, row in zip(chunk, best.tolist()):
-                out[i] = [vocab.tokens[t] for t in cut_prediction(row)]
-    return out
-
-
 # ------------------------------------------------------------------ evaluation sets
+
+def evaluation_table(data: str, data_dir=None) -> pl.DataFrame:
+    """The example table of a data set name, or of a data file: all of a file's rows are
+    the test set (a file has no splits of its own)."""
+    from compgen.data import load_dataset
+
+    table = load_dataset(data, data_dir)
+    if Path(data).is_file():
+        table = table.with_columns(split=pl.lit("test"))
+    return table
+
 
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """name -> deduplicated table with ``source``, ``target`` (token lists) and ``novel``
@@ -136,6 +48,9 @@ def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
             raise UserError(f"the data has no 'test' split (have: {', '.join(sorted(splits))})")
         test = table.filter(pl.col("split") == "test")
         return {"test": test.select(source="x", target="y", novel=pl.lit(None, pl.Boolean))
+                .unique(subset=["source", "target"], maintain_order=True)}
+    if splits == {"test"}:   # a data file: its rows, analysis pairs, novelty unknown
+        return {"test": table.select(source="y", target="x", novel=pl.lit(None, pl.Boolean))
                 .unique(subset=["source", "target"], maintain_order=True)}
     missing = [s for s in MORPH_SETS.values() if s not in splits]
     if missing:
@@ -187,14 +102,13 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
-    from compgen.data import load_dataset
     from compgen.train_seq2seq import is_morphology
 
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size)
     data = data or meta.get("data")
     if not data:
         raise UserError(f"{checkpoint}: names no data set; give --data")
-    table = load_dataset(data, data_dir)
+    table = evaluation_table(data, data_dir)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):
         raise UserError(f"{checkpoint}: trained on {meta.get('data')}, cannot evaluate on {data}")
@@ -293,7 +207,6 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
                 data_dir=None, n_attention: int = 2) -> list[Path]:
     """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
     the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
-    from compgen.data import load_dataset
     from compgen.models.seq2seq import collate, cut_prediction, greedy_search
     from compgen.plots import plot_attention, plot_learning_curve
     from compgen.train_seq2seq import load_predictor, write_curve_csv
@@ -305,7 +218,7 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
         csv = folder / f"{stem}.curve.csv"
         write_curve_csv(meta["curve"], csv)
         written.append(plot_learning_curve(csv, folder / f"{stem}.curve.png"))
-    sets = evaluation_sets(load_dataset(data or meta["data"], data_dir))
+    sets = evaluation_sets(evaluation_table(data or meta["data"], data_dir))
     first = next(iter(sets.values()))
     for k, source in enumerate(first["source"].to_list()[:n_attention]):
         ids, attention = greedy_search(model, collate([vocab.encode(source)], model.cfg.max_len),
@@ -326,12 +239,12 @@ def write_generator_plots(checkpoint: str | Path, folder: str | Path, data_dir=N
     (from ``<checkpoint>.loss.csv`` when present) and, for scan generators with
     prototypes, the attention heat-map of ``n_samples`` greedy samples drawn from Omega
     (the paper's Fig. 3): per prototype position and step, plus the copy probability."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.data.vocab import EOS_ID
     from compgen.models.recombine import collate_prototypes, is_real
     from compgen.plots import plot_generator_attention, plot_learning_curve
     from compgen.sampling import greedy_with_weights, prototype_source
-    from compgen.train import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem

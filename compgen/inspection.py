@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 
 def preset_table() -> list[dict]:
     """Every bundled preset: name, kind and the first line of its leading comment."""
     import tomllib
 
-    from compgen.train import CONFIG_DIR
+    from compgen.checkpoint import CONFIG_DIR
 
     rows = []
     for path in sorted(CONFIG_DIR.glob("*.toml")):
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         comment = next((line.lstrip("# ").strip() for line in text.splitlines()
                         if line.startswith("#") and line.strip("# ")), "")
         kind = tomllib.loads(text).get("kind", "geca" if path.stem.startswith("geca") else "")
@@ -26,12 +26,12 @@ def preset_table() -> list[dict]:
 
 def preset_text(name: str) -> str:
     """The TOML text of a bundled preset."""
-    from compgen.train import CONFIG_DIR, preset_names
+    from compgen.checkpoint import CONFIG_DIR, preset_names
 
     path = CONFIG_DIR / f"{name}.toml"
     if not path.is_file():
         raise UserError(f"unknown preset '{name}' (presets: {', '.join(preset_names())})")
-    return path.read_text(encoding="utf-8")
+    return read_text(path)
 
 
 def _training_state(state: dict) -> dict:
@@ -67,7 +67,7 @@ def describe(path: str | Path) -> dict:
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
             "files": sorted(manifest.get("files", {})),
         }
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
     parameters = sum(int(t.numel()) for t in checkpoint.weights.values())

@@ -3,26 +3,73 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def staging_prefix(path: Path) -> str:
+    """``.NAME.PID.``: the prefix of a temporary file or folder beside ``path``; the process
+    id lets a later run tell a dead writer's leftovers from a live writer's work."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def remove_stale_staging(path: Path) -> list[Path]:
+    """Remove ``.NAME.PID.*`` files and folders beside ``path`` whose process is gone (a run
+    killed while writing ``path``); returns what was removed."""
+    removed = []
+    if not path.parent.is_dir():
+        return removed
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        pid = leftover.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
+            continue
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        removed.append(leftover)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
     """Open a temporary file beside ``path``; rename it over ``path`` only on success.
 
-    An interrupted run therefore never leaves a half-written output file.
+    An interrupted run therefore never leaves a half-written output file; the leftovers of
+    a killed one are removed by the next write of the same path. The file gets the mode
+    the umask gives (mkstemp alone would make it 0600).
     """
     path = Path(path)
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_staging(path)
+    fd, tmp = tempfile.mkstemp(prefix=staging_prefix(path), suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
             handle.flush()
@@ -32,6 +79,29 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_output(path: str | os.PathLike, option: str = "-o", folder: bool = False) -> None:
+    """Fail now, before any work, if ``path`` cannot be written: a folder where a file is
+    wanted (or the reverse), a parent that is a file, or a folder that refuses new files
+    (checked by creating and removing a temporary file there)."""
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: exists and is not a folder")
+    if not folder and path.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{option} {path}: {existing} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=staging_prefix(path), suffix=".tmp", dir=existing)
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write in {existing} "
+                        f"({exc.strerror or type(exc).__name__})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 # Tokens are space-joined, so a token that IS a space (a character of a multi-word
@@ -71,14 +141,33 @@ def write_samples_tsv(
 
 
 def parse_samples_tsv(text: str, source: str = "<samples>") -> list[tuple[list[str], list[str]]]:
-    """Parse samples TSV text: ``x<TAB>y`` plus optional score columns; ``#`` lines are headers."""
+    """Parse samples TSV text: ``x<TAB>y`` plus optional score columns; ``#`` lines are headers.
+
+    Every row has as many fields as the header (else as the first row), and score columns
+    hold numbers: a ragged row is a UserError naming its line."""
     pairs = []
+    width, width_from = None, None
     for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if width is None and line.startswith("#x\t"):
+                width, width_from = len(line.split("\t")), f"the header on line {lineno}"
             continue
         fields = line.split("\t")
         if len(fields) < 2:
             raise UserError(f"{where(source, lineno)}: expected 'x<TAB>y', found no tab")
+        if width is None:
+            width, width_from = len(fields), f"line {lineno}"
+        if len(fields) != width:
+            raise UserError(f"{where(source, lineno)}: {len(fields)} tab-separated fields, "
+                            f"expected {width} (as on {width_from})")
+        for column, score in enumerate(fields[2:], 3):
+            try:
+                float(score)
+            except ValueError:
+                raise UserError(f"{where(source, lineno)}: field {column} ({score[:40]!r}) is "
+                                "not a number (a samples TSV is x<TAB>y[<TAB>score...])") from None
         pairs.append((field_tokens(fields[0]), field_tokens(fields[1])))
     if not pairs:
         raise UserError(f"{source}: no samples in file")
@@ -89,7 +178,7 @@ def read_samples_tsv(path: str | os.PathLike) -> list[tuple[list[str], list[str]
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    return parse_samples_tsv(path.read_text(encoding="utf-8"), str(path))
+    return parse_samples_tsv(read_text(path), str(path))
 
 
 @contextlib.contextmanager

@@ -103,6 +103,7 @@ def contains_rule(phrase: str | Sequence[str]) -> Rule:
 
     def rule(x, y):
         return any(tuple(x[i:i + n]) == gram for i in range(len(x) - n + 1))
+    rule.phrase = gram  # what the C++ runner needs to apply the same rule
     return rule
 
 
@@ -119,6 +120,7 @@ def rare_tag_rule(tags: Iterable[str]) -> Rule:
     def rule(x, y):
         parts = split_morph(x)
         return parts is not None and any(t in wanted for t in parts[1])
+    rule.tags = wanted  # what the C++ runner needs to apply the same rule
     return rule
 
 

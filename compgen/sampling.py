@@ -1,14 +1,10 @@
-"""Batched decoding on the eager model, and collecting augmentation data.
+"""Sampling from the eager model, and the loop that collects augmentation data.
 
-Strategies (spec §5.1): ``greedy``; ``temperature`` (sample from softmax(logp / T));
-``mixed`` (temperature until <sep> has been emitted, greedy after it: sampled inputs,
-deterministic outputs); ``beam`` (width 4, no length normalisation; the best final beam
-is the sample). Every decoder step is one batched call; finished sequences are tracked
-with mask tensors, never with a Python loop over the batch.
-
-Token masks: the first step may not emit <pad> <s> </s> <unk> <sep> <copy>; later steps
-may not emit <pad> <s> <unk> <copy>. They are applied to the (copy-marginalised)
-log-probabilities of the step.
+Strategies (spec §5.1) and everything else that happens between two decoder steps are
+the decoding contract of ``compgen.decoding`` (greedy, temperature, mixed, beam of width
+``beam_width``; token masks; the counter-based random stream): the eager model is one
+more step function (``EagerStepper``) of its one decode loop, so every backend gives the
+same samples for the same seed.
 
 ``collect_samples`` draws prototype tuples from Omega in batches, decodes, filters
 (``compgen.resample.SampleFilter``) until ``nsamples`` are accepted, then keeps the
@@ -23,22 +19,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
 import torch
 from torch import Tensor
 
-from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocab
+from compgen.data.vocab import Vocab
+from compgen.decoding import (  # noqa: F401 (STRATEGIES, check_strategy: re-exported)
+    BEAM_WIDTH,
+    MODES,
+    STRATEGIES,
+    Contract,
+    beam,
+    check_strategy,
+    decode,
+    mask_ids,
+    prior_z,
+    scores_of,
+)
 from compgen.errors import UserError
 from compgen.models.recombine import StepWeights, collate_prototypes
+from compgen.sample_options import MAX_ROUNDS, SampleOptions
 
-STRATEGIES = ("greedy", "temperature", "mixed", "beam")
-# batches decoded at most before the sampler gives up with fewer than nsamples accepted
-MAX_ROUNDS = 200
-FIRST_STEP_BANNED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
-LATER_BANNED = (PAD_ID, BOS_ID, UNK_ID, COPY_ID)
 NEG = float("-inf")
 
 
@@ -48,7 +52,7 @@ class NoSamples(UserError):
 
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
     mask = torch.zeros(vocab_size, dtype=torch.bool)
-    mask[list(FIRST_STEP_BANNED if first else LATER_BANNED)] = True
+    mask[list(mask_ids(first))] = True
     return mask
 
 
@@ -58,55 +62,70 @@ class Decoded:
     scores: Tensor  # (B,) sum of log p of the emitted tokens (up to and including </s>)
 
 
-def check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
-        raise UserError(f"--strategy {strategy}: unknown (valid: {', '.join(STRATEGIES)})")
+def _select(tup, index: Tensor):
+    return type(tup)(*[t.index_select(0, index) for t in tup])
 
 
-@torch.no_grad()
+class EagerStepper:
+    """The eager model as a step function of the shared decode loop (``compgen.decoding``).
+    ``record`` (a list) receives every step's StepWeights (attention and copy)."""
+
+    def __init__(self, model, max_len: int, record: list | None = None):
+        self.model, self.max_len, self.record = model, max_len, record
+
+    @torch.no_grad()
+    def start(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> None:
+        self.memory, self.state = self.model.encode(torch.from_numpy(protos),
+                                                    torch.from_numpy(z), self.max_len)
+
+    @torch.no_grad()
+    def step(self, token: np.ndarray) -> np.ndarray:
+        token = torch.from_numpy(token)
+        if self.record is None:
+            logp, self.state = self.model.decode_step(token, self.state, self.memory)
+        else:
+            logp, self.state, weights = self.model.decode_step_with_weights(
+                token, self.state, self.memory)
+            self.record.append(weights)
+        return logp.numpy()
+
+    def take(self, rows: np.ndarray, memory: bool = True) -> None:
+        index = torch.from_numpy(rows)
+        self.state = _select(self.state, index)
+        if memory:
+            self.memory = _select(self.memory, index)
+
+
+def model_contract(model, max_len: int | None = None) -> Contract:
+    contract = Contract.for_model(model)
+    return contract if max_len is None else replace(contract, max_len=max_len)
+
+
+def _latent(model, contract: Contract, z, seed: int, ids: np.ndarray) -> np.ndarray:
+    if z is not None:
+        return z.numpy() if isinstance(z, Tensor) else np.asarray(z, np.float32)
+    return prior_z(contract, seed, ids)
+
+
 def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
-                 max_len: int = 45, z: Tensor | None = None,
-                 record: list | None = None) -> Decoded:
-    """Decode one sequence per row of ``protos`` ``(B, K, T)``; greedy/temperature/mixed.
-    ``z`` fixes the latent (default: a draw from the prior; zeros without VAE). ``record``
-    (a list) receives every step's StepWeights (attention and copy, for figures)."""
+                 max_len: int = 45, z: Tensor | None = None, record: list | None = None,
+                 seed: int = 0, sample_ids=None, beam_width: int = BEAM_WIDTH) -> Decoded:
+    """Decode one sequence per row of ``protos`` ``(B, K, T)`` with the eager model and
+    the shared loop. ``z`` fixes the latent (default: the prior's draw from the random
+    stream; zeros without VAE); ``sample_ids`` key the random draws (default 0..B-1).
+    ``record`` (a list) receives every step's StepWeights (rows are then never
+    compacted, for figures)."""
     check_strategy(strategy)
-    if strategy == "beam":
-        tokens, scores = beam_search(model, protos, 4, max_len, z)
-        return Decoded(tokens[:, 0], scores[:, 0])
+    contract = replace(model_contract(model, max_len), beam_width=beam_width)
     B = protos.size(0)
-    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
-    first, later = banned_mask(model.vocab_size, True), banned_mask(model.vocab_size, False)
-    token = torch.full((B,), BOS_ID, dtype=torch.long)
-    out = torch.full((B, max_len), PAD_ID, dtype=torch.long)
-    score = torch.zeros(B)
-    done = torch.zeros(B, dtype=torch.bool)
-    after_sep = torch.zeros(B, dtype=torch.bool)
-    for t in range(max_len):
-        if record is None:
-            logp, state = model.decode_step(token, state, memory)
-        else:
-            logp, state, weights = model.decode_step_with_weights(token, state, memory)
-            record.append(weights)
-        logp = logp.masked_fill(first if t == 0 else later, NEG)
-        greedy = logp.argmax(1)
-        if strategy == "greedy":
-            nxt = greedy
-        else:
-            sampled = torch.multinomial(torch.softmax(logp / temperature, 1), 1)[:, 0]
-            nxt = sampled if strategy == "temperature" else torch.where(after_sep, greedy, sampled)
-        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
-        score = score + torch.where(done, torch.zeros_like(score), logp.gather(1, nxt[:, None])[:, 0])
-        out[:, t] = nxt
-        after_sep |= nxt == SEP_ID
-        done |= nxt == EOS_ID
-        token = nxt
-        if bool(done.all()):
-            break
-    return Decoded(out, score)
+    ids = np.arange(B, dtype=np.int64) if sample_ids is None else np.asarray(sample_ids, np.int64)
+    latent = _latent(model, contract, z, seed, ids)
+    stepper = EagerStepper(model, max_len, record)
+    tokens, token_logp = decode(stepper, contract, protos.numpy(), latent, MODES[strategy],
+                                temperature, seed, ids, max_len, compact=record is None)
+    return Decoded(torch.from_numpy(tokens), torch.from_numpy(scores_of(token_logp)).float())
 
 
-@torch.no_grad()
 def greedy_with_weights(model, protos: Tensor, max_len: int = 45,
                         z: Tensor | None = None) -> tuple[Decoded, StepWeights]:
     """Greedy decoding (``sample_batch``) that also keeps what every step attended to, for
@@ -118,45 +137,18 @@ def greedy_with_weights(model, protos: Tensor, max_len: int = 45,
                         torch.stack([w.copy for w in steps], 1)))
 
 
-def _repeat(tup, width: int):
-    return type(tup)(*[t.repeat_interleave(width, 0) for t in tup])
-
-
-def _select(tup, index: Tensor):
-    return type(tup)(*[t.index_select(0, index) for t in tup])
-
-
-@torch.no_grad()
-def beam_search(model, protos: Tensor, width: int = 4, max_len: int = 45,
+def beam_search(model, protos: Tensor, width: int = BEAM_WIDTH, max_len: int = 45,
                 z: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Beam search; returns hypotheses ``(B, W, L)`` and their log-probabilities
-    ``(B, W)``, best first. A finished beam continues with <pad> at +0."""
-    B, W, V = protos.size(0), width, model.vocab_size
-    memory, state = model.encode(protos, model.prior_z(B) if z is None else z, max_len)
-    memory, state = _repeat(memory, W), _repeat(state, W)
-    first, later = banned_mask(V, True), banned_mask(V, False)
-    finished_row = torch.full((V,), NEG)
-    finished_row[PAD_ID] = 0.0
-    scores = torch.full((B, W), NEG)
-    scores[:, 0] = 0.0  # one live hypothesis at the start
-    hist = torch.full((B, W, max_len), PAD_ID, dtype=torch.long)
-    done = torch.zeros(B, W, dtype=torch.bool)
-    token = torch.full((B * W,), BOS_ID, dtype=torch.long)
-    for t in range(max_len):
-        logp, state = model.decode_step(token, state, memory)
-        logp = logp.masked_fill(first if t == 0 else later, NEG).view(B, W, V)
-        logp = torch.where(done[..., None], finished_row, logp)
-        cand = (scores[..., None] + logp).view(B, W * V)
-        scores, flat = cand.topk(W, dim=1)
-        beam, tok = flat // V, flat % V
-        hist = hist.gather(1, beam[..., None].expand(-1, -1, max_len))
-        hist[:, :, t] = tok
-        done = done.gather(1, beam) | (tok == EOS_ID)
-        state = _select(state, (beam + torch.arange(B)[:, None] * W).flatten())
-        token = tok.flatten()
-        if bool(done.all()):
-            break
-    return hist, scores
+    """Beam search (the shared loop); returns hypotheses ``(B, W, L)`` and their
+    log-probabilities ``(B, W)``, best first. A finished beam continues with <pad> at +0."""
+    contract = model_contract(model, max_len)
+    B = protos.size(0)
+    latent = _latent(model, contract, z, 0, np.arange(B))
+    tokens, _, scores = beam(EagerStepper(model, max_len), contract, protos.numpy(), latent,
+                             width, max_len)
+    pad = np.full((B, width, max_len), contract.pad, np.int64)
+    pad[:, :, :tokens.shape[2]] = tokens
+    return torch.from_numpy(pad), torch.from_numpy(scores).float()
 
 
 # ------------------------------------------------------------------ collecting samples
@@ -177,17 +169,19 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     max_len: int = 45, log: Callable[[str], None] = print,
-                    raise_temperature: bool = False) -> list[Sample]:
+                    raise_temperature: bool = False, seed: int = 0,
+                    beam_width: int = BEAM_WIDTH) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
     are accepted (or ``max_rounds``), then return the ``n`` most probable.
     ``draw_prototypes(k)`` returns k prototype tuples (token lists); ``accept(tokens)`` ->
     (x, y) or None."""
     variant = "scan" if model.scan else "sig"
 
-    def decode(tuples, strategy, temperature):
+    def decode(tuples, strategy, temperature, first):
         ids = [[vocab.encode(p) for p in tup] for tup in tuples]
         protos = collate_prototypes(ids, variant, max_len)
-        dec = sample_batch(model, protos, strategy, temperature, max_len)
+        dec = sample_batch(model, protos, strategy, temperature, max_len, seed=seed,
+                           sample_ids=first + np.arange(len(tuples)), beam_width=beam_width)
         return dec.tokens.tolist(), dec.scores.tolist()
 
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
@@ -201,8 +195,9 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                     log: Callable[[str], None] = print,
                     raise_temperature: bool = False) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
-    ``decode(prototypes, strategy, temperature)`` -> (rows of token ids, scores) for what
-    ``draw_prototypes(batch_size)`` returned; rows are filtered with ``accept``. When a
+    ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
+    what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
+    round's first row, which keys the random stream); rows are filtered with ``accept``. When a
     round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
     temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
@@ -214,7 +209,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     stalled, rounds = 0, 0
     while len(kept) < nsamples and rounds < max_rounds:
         rounds += 1
-        rows, scores = decode(draw_prototypes(batch_size), strategy, temperature)
+        rows, scores = decode(draw_prototypes(batch_size), strategy, temperature,
+                              (rounds - 1) * batch_size)
         before = len(kept)
         for row, score in zip(rows, scores):
             pair = accept(_ids_to_tokens(vocab, row))
@@ -228,17 +224,25 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                 temperature = round(temperature + 0.1, 3)
             log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
             stalled = 0
+    report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
+                     max_rounds, raise_temperature, log)
+    kept.sort(key=lambda s: -s.logprob)
+    return kept[:n]
+
+
+def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tuple,
+                     final: tuple, max_rounds: int, raise_temperature: bool,
+                     log: Callable[[str], None]) -> None:
+    """Nothing accepted: NoSamples; fewer than ``n``: a warning naming what helps."""
     sampler = f"{asked[0]} sampling at T {asked[1]:g}" + (
-        f", raised to {strategy} at T {temperature:g}" if (strategy, temperature) != asked else "")
+        f", raised to {final[0]} at T {final[1]:g}" if tuple(final) != tuple(asked) else "")
     helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
     if not kept:
         raise NoSamples(f"no sample passed the filter in {rounds} rounds of {batch_size} "
                         f"({sampler}); train the generator longer or allow more: {helps}")
-    if len(kept) < n:
-        log(f"warning: {len(kept)} of the {n} samples asked for (--n) passed the filter in "
+    if kept < n:
+        log(f"warning: {kept} of the {n} samples asked for (--n) passed the filter in "
             f"{rounds} rounds ({sampler}); for more: {helps}")
-    kept.sort(key=lambda s: -s.logprob)
-    return kept[:n]
 
 
 # ------------------------------------------------------------------ from a checkpoint
@@ -322,70 +326,38 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
 
 
-def sampling_options(config: dict, strategy: str | None, n: int | None, nsamples: int | None,
-                     temperature: float | None, max_rounds: int | None = None
-                     ) -> tuple[str, int, int, float, int]:
-    """Options left unset take the checkpoint's ``[sample]`` preset; checked here once for
-    every backend. ``nsamples`` (accepted before keeping the best ``n``) scales with ``n``;
-    ``max_rounds`` falls back to the preset's, else ``MAX_ROUNDS``."""
-    scfg = config.get("sample", {})
-    strategy = strategy or scfg.get("strategy", "greedy")
-    check_strategy(strategy)
-    n = n or int(scfg.get("n", 400))
-    if n < 1:
-        raise UserError("--n must be >= 1")
-    nsamples = nsamples or max(n, round(n * int(scfg.get("nsamples", n)) / int(scfg.get("n", n))))
-    if nsamples < n:
-        raise UserError(f"--nsamples {nsamples} must be >= --n {n} (the n most probable of nsamples are kept)")
-    temperature = temperature if temperature is not None else float(scfg.get("temperature", 1.0))
-    if temperature <= 0:
-        raise UserError("--temperature must be > 0")
-    max_rounds = max_rounds or int(scfg.get("max_rounds", MAX_ROUNDS))
-    return strategy, n, nsamples, temperature, max_rounds
-
-
-def sample_generator(checkpoint, n: int | None = None, *, strategy: str | None = None,
-                     temperature: float | None = None, resample: str | None = None,
-                     rare: str | None = None, nsamples: int | None = None,
-                     batch_size: int | None = None, seed: int = 0, out=None, data_dir=None,
-                     threads: int | None = None, test_dropout: bool | None = None,
-                     max_rounds: int | None = None, rare_prototypes: bool | None = None,
+def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,
                      log: Callable[[str], None] = print, loaded: tuple | None = None,
-                     raise_temperature: bool = False) -> SampleRun:
+                     options: SampleOptions | None = None, **asked) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
-    ``n`` unique (and, for SCAN, novel) samples,
-    write them as a samples TSV (x, y, logprob) if ``out`` is given. ``test_dropout``
-    overrides the checkpoint's ``outdrop_test`` (dropout on the decoder state while
-    sampling, the scan reference's source of diversity). ``max_rounds`` bounds the batches
-    decoded when the filter accepts few candidates (default: the preset's, else 200).
-    ``rare_prototypes``: see :func:`prototype_source` (default: the preset's, else off)."""
+    ``n`` unique (and, for SCAN, novel) samples, write them as a samples TSV (x, y,
+    logprob) if ``out`` is given. ``options`` (else ``asked``, resolved against the
+    checkpoint's ``[sample]`` preset): see ``SampleOptions``; ``test_dropout`` overrides
+    the checkpoint's ``outdrop_test`` (dropout on the decoder state while sampling, the
+    scan reference's source of diversity)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
-    from compgen.train import load_generator
 
-    if strategy is not None:
-        check_strategy(strategy)
-    if threads:
-        torch.set_num_threads(threads)
+    if options is None and asked.get("strategy") is not None:
+        check_strategy(asked["strategy"])  # before the checkpoint is loaded
     model, vocab, config = loaded or load_generator(checkpoint)
-    if test_dropout is not None:  # scan keeps outdrop on while sampling unless told not to
-        model.outdrop_test = test_dropout
-    scfg = config.get("sample", {})
-    strategy, n, nsamples, temperature, max_rounds = sampling_options(
-        config, strategy, n, nsamples, temperature, max_rounds)
-    resample = resample or scfg.get("resample", "none")
-    rare = rare or scfg.get("rare")
+    options = options or SampleOptions.resolve(config, n=n, **asked)
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told
+        model.outdrop_test = options.test_dropout
     table = load_dataset(config["data"], data_dir)
-    accept = make_filter(config, table, resample, rare).accept
-    torch.manual_seed(seed)
-    if rare_prototypes is None:
-        rare_prototypes = bool(scfg.get("rare_prototypes", False))
-    draw = prototype_source(config, table, model.nproto, seed, resample, rare, rare_prototypes)
+    accept = make_filter(config, table, options.resample, options.rare).accept
+    torch.manual_seed(options.seed)
+    draw = prototype_source(config, table, model.nproto, options.seed, options.resample,
+                            options.rare, options.rare_prototypes)
     start = time.perf_counter()
-    samples = collect_samples(model, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              batch_size or int(scfg.get("batch_size", 128)),
-                              max_rounds=max_rounds, max_len=model.cfg.max_len, log=log,
-                              raise_temperature=raise_temperature)
+    samples = collect_samples(model, vocab, draw, options.n, options.nsamples, options.strategy,
+                              options.temperature, accept, options.batch_size,
+                              max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
+                              raise_temperature=options.raise_temperature, seed=options.seed,
+                              beam_width=options.beam_width)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples],

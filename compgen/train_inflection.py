@@ -6,7 +6,7 @@ no weight decay, no clipping; inverse-sqrt schedule warming up linearly from 1e-
 sentences; the weights with the best validation loss are kept. Validation runs after
 every epoch (fairseq's default) unless ``validate_every`` sets an update interval.
 
-The checkpoint is one safetensors file of kind ``inflection`` (see compgen.train): the
+The checkpoint is one safetensors file of kind ``inflection`` (see compgen.checkpoint): the
 model config, the train config, and the target vocabulary in ``config``; the source
 vocabulary in ``vocab``.
 """
@@ -109,8 +109,8 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
                      log: Callable[[str], None] | None = None, lang: str | None = None) -> dict:
     """Train on ``train``, keep the best-dev-loss weights, write the checkpoint ``out``
     (``lang`` is recorded, for the export's validation set)."""
+    from compgen.checkpoint import save_checkpoint
     from compgen.data.vocab import Vocab
-    from compgen.train import save_checkpoint
 
     cfg.validate()
     if not train:
@@ -182,8 +182,8 @@ def _validate(net, dev_src, dev_tgt, cfg, step, best, best_state, best_step, cur
 
 
 def load_inflection(path: str | Path) -> InflectionModel:
+    from compgen.checkpoint import load_checkpoint
     from compgen.data.vocab import SPECIALS
-    from compgen.train import load_checkpoint
 
     ckpt = load_checkpoint(path, kind=KIND)
     src_vocab = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])

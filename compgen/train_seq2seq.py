@@ -18,7 +18,7 @@ as the reference's conditional run does it.
   resets the patience, otherwise the patience counts down and at 0 the lr is multiplied
   by ``lrdecay`` (``patience = 0`` turns this off). The final model is the last epoch's
   (the reference never restores the best one).
-* Checkpoint: the project's format (``compgen.train.save_checkpoint``: one safetensors
+* Checkpoint: the project's format (``compgen.checkpoint.save_checkpoint``: one safetensors
   file, loading executes no code) of kind "seq2seq", holding the model and training
   config, the run description, the vocabulary and the learning curve. It is rewritten
   atomically after every epoch together with the optimizer, RNG and batch-stream state,
@@ -32,15 +32,16 @@ import math
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import torch
 
+from compgen.checkpoint import check_preset
+from compgen.configs import PredictorTrainConfig
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.io import atomic_open
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.resample import unique_pairs
@@ -53,32 +54,11 @@ REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2}
 Pair = tuple[list[str], list[str]]
 
 
-@dataclass
-class TrainConfig:
-    batch_size: int = 64
-    lr: float = 0.001
-    gradnorm: float = 1.0       # global L2 clip; 0 = off
-    epochs: int = 150
-    patience: int = 10          # epochs without dev improvement before lr *= lrdecay
-    lrdecay: float = 0.5
-    gamma: float = 0.0          # one-off lr *= gamma at epoch epochs // 2; 0 = off
-    dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
-    eval_batch_size: int = 256
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TrainConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise UserError(f"unknown [train] option(s): {', '.join(sorted(unknown))}")
-        return cls(**d)
-
-
 # ------------------------------------------------------------------ presets
 
-def load_preset(preset: str | Path | dict) -> tuple[dict, TrainConfig]:
+def load_preset(preset: str | Path | dict) -> tuple[dict, PredictorTrainConfig]:
     """A preset name (``seq2seq_scan``), a TOML path, or an already parsed dict ->
-    (model options, TrainConfig)."""
+    (model options, PredictorTrainConfig)."""
     if isinstance(preset, dict):
         doc, source = preset, "<preset>"
     else:
@@ -90,17 +70,14 @@ def load_preset(preset: str | Path | dict) -> tuple[dict, TrainConfig]:
             raise UserError(f"--config: no preset or file '{preset}' (presets: {', '.join(names)})")
         source = str(path)
         try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+            doc = tomllib.loads(read_text(path))
         except tomllib.TOMLDecodeError as exc:
             raise UserError(f"{path}: {exc}") from None
     if doc.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:
         raise UserError(f"{source}: a '{doc.get('kind')}' preset, not a seq2seq one")
-    model = dict(doc.get("model", {}))
-    try:
-        Seq2SeqConfig.from_dict({"vocab_size": 1, **model})
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"{source}: [model]: {exc}") from None
-    return model, TrainConfig.from_dict(dict(doc.get("train", {})))
+    check_preset({"kind": CHECKPOINT_KIND, **doc}, source)
+    return dict(doc.get("model", {})), PredictorTrainConfig.from_dict(dict(doc.get("train", {})),
+                                                                       f"{source} [train]")
 
 
 # ------------------------------------------------------------------ data
@@ -189,7 +166,7 @@ class MixedStream:
 def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
                    train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
                    train_state: dict | None = None) -> None:
-    from compgen.train import save_checkpoint
+    from compgen.checkpoint import save_checkpoint
 
     model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
     config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
@@ -198,8 +175,8 @@ def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
 
 
 def read_predictor(path: str | Path):
-    """The raw checkpoint (``compgen.train.Checkpoint``); other kinds are a UserError."""
-    from compgen.train import load_checkpoint
+    """The raw checkpoint (``compgen.checkpoint.Checkpoint``); other kinds are a UserError."""
+    from compgen.checkpoint import load_checkpoint
 
     return load_checkpoint(path, kind=CHECKPOINT_KIND)
 
@@ -223,14 +200,14 @@ def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
 
 def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morphology: bool,
                    batch_size: int = 256) -> dict:
-    from compgen.evaluate import predict, score_predictions
+    from compgen.scoring import predict, score_predictions
 
     preds = predict(model, vocab, [x for x, _ in pairs], batch_size=batch_size)
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
 
 
 def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
-                  tcfg: TrainConfig) -> None:
+                  tcfg: PredictorTrainConfig) -> None:
     """--resume continues the checkpoint's own run: name every setting this call changes."""
     old = saved.config.get("run", {})
     changed = [f"{option} {old.get(key)} -> {value}"
@@ -250,7 +227,7 @@ def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
 
 
 def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
-        augmented: list[Pair], tcfg: TrainConfig, *, p_aug: float = 0.0, seed: int = 0,
+        augmented: list[Pair], tcfg: PredictorTrainConfig, *, p_aug: float = 0.0, seed: int = 0,
         morphology: bool = False, save: Callable[[dict, dict], None] | None = None,
         resume: tuple[dict, dict] | None = None,
         log: Callable[[str], None] | None = None) -> list[dict]:
@@ -262,12 +239,15 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
     if resume is not None:
-        s = resume.train_state["state"]
-        curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
-                                                s["best_acc"], s["patience"], s["lr"])
-        stream.restore(s["stream"])
-        optimizer.load_state_dict(resume.optim)
-        torch.set_rng_state(resume.rng)
+        try:
+            s = resume.train_state["state"]
+            curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
+                                                    s["best_acc"], s["patience"], s["lr"])
+            stream.restore(s["stream"])
+            optimizer.load_state_dict(resume.optim)
+            torch.set_rng_state(resume.rng)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+            raise UserError(f"{resume.path}: damaged training state, cannot resume ({exc!r})") from None
     for epoch in range(start + 1, tcfg.epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -343,9 +323,9 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])
-        tcfg = TrainConfig.from_dict(saved.config.get("train", {}))
+        tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        from compgen.train import default_preset
+        from compgen.checkpoint import default_preset
 
         model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
     if saved is not None:

@@ -1,21 +1,32 @@
 """Sampling throughput of every backend, side by side, on one recomb-2 SCAN generator.
 
     .venv/bin/python scripts/bench_sampling.py [--checkpoint recomb2.pt] [--batches 1,32,256,1024]
+        [--quality-export exported/scan-jump-recomb2] [--json bench.json]
 
 Without --checkpoint a generator of the reference size (recombine_scan: H 512, E 64,
 A 128) is initialised at random and exported; throughput does not depend on training as
-long as every backend decodes the same number of steps, so decoding runs greedy for a
-fixed number of steps (``--steps``, no early stop: a random model rarely emits </s>).
-Prints samples/s for eager PyTorch, TorchScript (from Python), ONNX Runtime and the C++
-runner, the FLOPs per sample (the matrix products of the eager model, prototype encoder
-included), and the fraction of this machine's fp32 matrix-multiply rate (the best 1024^3
-rate measured in the same run) each backend reaches.
+long as every backend decodes the same number of steps, so decoding runs greedy for
+``--steps`` steps (a random model rarely emits </s>). Every backend runs the same
+decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples
+(consecutive stored tuples, as a sampling run takes them), so the per-tuple encoding
+cache of the exported backends only pays when tuples come round again.
+
+Prints the CPU's flags, the machine's fp32 matmul rate (best 1024^3 rate, measured in
+the same run), samples/s for eager PyTorch, TorchScript and ONNX Runtime (from Python),
+the C++ runner (its own decode time, model load excluded) and int8 ONNX Runtime
+(dynamically quantised weights), each backend's ratio to eager and the fraction of the
+matmul rate reached (matrix-product FLOPs per sample of the eager model, prototype
+encoder included). Reduced precision: without AVX512-BF16 / AMX units bf16 is not
+measured and int8 stands in; its quality is the share of greedy outputs equal to fp32's
+(the benchmark model) and the share of correct SCAN pairs among greedy samples of a
+trained jump generator (``--quality-export``, default the shipped export), fp32 vs int8.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import math
 import os
 import shutil
@@ -30,11 +41,26 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compgen.export import export_checkpoint, pad_tuples, read_prototypes
+from compgen.decoding import MODES, Contract, decode
+from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner, run_cpp
-from compgen.runtime.onnx_runtime import OnnxGenerator
-from compgen.sampling import sample_batch
+from compgen.export.onnx_decoder import OnnxGenerator
+from compgen.export.torchscript_decoder import TorchScriptGenerator
+from compgen.sampling import EagerStepper
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni",
+         "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def cpu_flags() -> dict:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()
+                      if line.startswith("flags")), []))
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                  if line.startswith("model name")), "unknown")
+    return {"model": model, "cores": os.cpu_count(), **{f: f in flags for f in FLAGS}}
 
 
 def matmul_gflops(n: int = 1024, repeats: int = 10, trials: int = 5) -> float:
@@ -66,8 +92,8 @@ def count_flops(fn) -> int:
     return counter.get_total_flops()
 
 
-def timed(fn, min_seconds: float = 1.0) -> float:
-    """Seconds per call (repeats until min_seconds have passed, after one warm-up)."""
+def rate(fn, batch: int, min_seconds: float) -> float:
+    """Samples/s of ``fn()`` (one batch per call), after one warm-up call."""
     fn()
     calls, start = 0, time.perf_counter()
     while True:
@@ -75,14 +101,12 @@ def timed(fn, min_seconds: float = 1.0) -> float:
         calls += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
-            return elapsed / calls
+            return batch * calls / elapsed
 
 
 def int8_copy(folder: Path, out: Path) -> Path:
     """The export folder with both ONNX graphs dynamically quantised to int8 weights
     (activations quantised per call); everything else as it is."""
-    import shutil
-
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     shutil.copytree(folder, out, dirs_exist_ok=True)
@@ -92,9 +116,9 @@ def int8_copy(folder: Path, out: Path) -> Path:
 
 
 def random_checkpoint(path: Path, data: str) -> None:
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
-    from compgen.train import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan")
     config["data"] = data
@@ -104,9 +128,70 @@ def random_checkpoint(path: Path, data: str) -> None:
     save_checkpoint(path, model, config, vocab, "recombine")
 
 
-def _cut(row) -> list[int]:
+def _cut(row, eos: int) -> list[int]:
     ids = [int(t) for t in row]
-    return ids[: ids.index(2) + 1] if 2 in ids else ids  # up to </s>
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
+
+
+class Batches:
+    """Fresh consecutive stored tuples on every call (a sampling run's order)."""
+
+    def __init__(self, tuples, nproto: int, width: int, batch: int):
+        self.tuples, self.nproto, self.width, self.batch, self.cursor = tuples, nproto, width, batch, 0
+
+    def __call__(self):
+        idx = (self.cursor + np.arange(self.batch)) % len(self.tuples)
+        self.cursor += self.batch
+        chosen = [self.tuples[i] for i in idx]
+        return pad_tuples(chosen, self.nproto, self.batch, self.width).numpy(), idx
+
+
+def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads: int) -> float:
+    n = max(batch, min(4096, 8 * batch))
+    job = job_text(folder, contract, out=None, mode=MODES["greedy"], temperature=1.0, seed=0,
+                   n=n, nsamples=n, batch_size=batch, max_rounds=1, threads=threads, raw=True,
+                   zero_latent=True)
+    result = run_harness(binary, job)
+    return n / result.decode_seconds
+
+
+def greedy_quality(folder: Path, manifest: dict, n: int, threads: int) -> dict:
+    """Greedy samples of an export (fp32 and int8 ONNX): correct SCAN pairs, equal outputs."""
+    from compgen.data.scan import load_scan_grammar, scan_sample_report
+    from compgen.data.sources import resolve_data_dir
+    from compgen.data.vocab import Vocab
+    from compgen.resample import split_datum
+    from compgen.runtime.sampler import shipped_training_table
+
+    contract = Contract.from_manifest(manifest["decoding"])
+    vocab = Vocab.load(folder / "vocab.json")
+    tuples = read_prototypes(folder / "prototypes.txt", manifest["model"]["nproto"])[:n]
+    protos = pad_tuples(tuples, manifest["model"]["nproto"], len(tuples),
+                        contract.prototype_width).numpy()
+    z = np.zeros((len(tuples), contract.latent), np.float32)
+    train = shipped_training_table(folder)
+    grammar = load_scan_grammar(resolve_data_dir(None))
+    work = Path(tempfile.mkdtemp(prefix="bench-int8-"))
+    try:
+        out = {}
+        rows = {}
+        for name, path in (("fp32", folder), ("int8", int8_copy(folder, work / "int8"))):
+            gen = OnnxGenerator(path, manifest, threads)
+            tokens = []
+            for start in range(0, len(tuples), 256):
+                part = slice(start, start + 256)
+                tokens += decode(gen.stepper(), contract, protos[part], z[part], MODES["greedy"],
+                                 tuple_ids=np.arange(len(tuples))[part])[0].tolist()
+            rows[name] = [_cut(r, contract.eos) for r in tokens]
+            pairs = [p for p in (split_datum(vocab.decode(r)) for r in tokens) if p]
+            report = scan_sample_report(pairs, train, grammar, "jump")
+            out[f"{name}_correct_share"] = report["correct_share"] * len(pairs) / len(tokens)
+        out["int8_greedy_equal_share"] = float(np.mean([a == b for a, b in
+                                                        zip(rows["fp32"], rows["int8"])]))
+        out["samples"] = len(tuples)
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -116,8 +201,15 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32,256,1024")
     parser.add_argument("--steps", type=int, default=45)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--quality-export", type=Path, default=ROOT / "exported" / "scan-jump-recomb2")
+    parser.add_argument("--quality-samples", type=int, default=1024)
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     args = parser.parse_args()
     threads = torch.get_num_threads()
+    flags = cpu_flags()
+    print("CPU: " + flags["model"] + f", {flags['cores']} cores; flags: "
+          + " ".join(f for f in FLAGS if flags[f]) + "; absent: "
+          + " ".join(f for f in FLAGS if not flags[f]), file=sys.stderr)
     # the machine's rate, measured before ONNX Runtime's and the runner's thread pools exist
     # (their spinning threads slow a GEMM measured next to them) and again at the end
     gflops_peak = matmul_gflops()
@@ -132,93 +224,91 @@ def main() -> None:
     manifest = export_checkpoint(checkpoint, folder, parity_sets=64, cpp_binary=binary,
                                  log=lambda m: print(m, file=sys.stderr))
 
-    from compgen.train import load_generator
+    from compgen.checkpoint import load_generator
 
     model = deterministic(load_generator(checkpoint)[0])
-    scripted = torch.jit.load(str(folder / "model.ts"))
+    steps = args.steps
+    model.cfg.max_len = steps  # a model that never stops decodes exactly `steps` steps
+    manifest["decoding"]["max_len"] = steps
+    contract = Contract.from_manifest(manifest["decoding"])
+    scripted = TorchScriptGenerator(folder, manifest)
     onnx = OnnxGenerator(folder, manifest)
     onnx_int8 = OnnxGenerator(int8_copy(folder, work / "export-int8"), manifest)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
-    steps = args.steps
-    # a model that never stops decodes exactly `steps` steps in every backend
-    model.cfg.max_len = steps
+    width = contract.prototype_width
 
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
-        chunk = [tuples[i % len(tuples)] for i in range(batch)]
-        protos = pad_tuples(chunk, model.nproto, batch)
-        z = torch.zeros(batch, model.latent)
-        flops = count_flops(lambda: sample_batch(model, protos, "greedy", 1.0, steps)) / batch
-        with torch.no_grad():
-            produced = sample_batch(model, protos, "greedy", 1.0, steps).tokens
-        real_steps = int((produced != 0).sum(1).max())
+        z = np.zeros((batch, model.latent), np.float32)
+        protos0, _ = Batches(tuples, model.nproto, width, batch)()
+        flops = count_flops(lambda: decode(EagerStepper(model, steps), contract, protos0, z,
+                                           MODES["greedy"])) / batch
+        result = {"batch": batch, "gflop_per_sample": flops / 1e9}
 
-        def eager():
-            with torch.no_grad():
-                sample_batch(model, protos, "greedy", 1.0, steps)
+        def runner(make_stepper, cached: bool):
+            batches = Batches(tuples, model.nproto, width, batch)
 
-        def torchscript():
-            with torch.no_grad():
-                scripted.decode(protos, z, steps, 1.0, 0)
+            def call():
+                protos, idx = batches()
+                return decode(make_stepper(), contract, protos, z, MODES["greedy"],
+                              tuple_ids=idx if cached else None)
+            return call
 
-        rng = np.random.default_rng(0)
-        p_np, z_np = protos.numpy(), z.numpy()
-
-        def onnxruntime():
-            onnx.decode(p_np, z_np, steps, 1.0, 0, rng)
-
-        def onnxruntime_int8():
-            onnx_int8.decode(p_np, z_np, steps, 1.0, 0, rng)
-
-        cpp_out = work / "cpp.tsv"
-        n_cpp = max(batch, min(4096, 8 * batch))
-
-        def cpp(workers: int = 1):
-            return run_cpp(binary, folder, cpp_out, n=n_cpp, batch_size=batch,
-                           strategy="greedy", seed=0, max_len=steps, threads=threads,
-                           workers=workers)
-
-        result = {"batch": batch, "steps": real_steps, "gflop_per_sample": flops / 1e9}
-        for name, fn in (("eager", eager), ("torchscript", torchscript), ("onnx", onnxruntime),
-                         ("onnx_int8", onnxruntime_int8)):
-            result[name] = batch / timed(fn, args.seconds)
-        # int8 quality: share of greedy samples identical to the fp32 graphs' (cut at </s>)
-        fp32 = onnx.decode(p_np, z_np, steps, 1.0, 0, rng)[0]
-        int8 = onnx_int8.decode(p_np, z_np, steps, 1.0, 0, rng)[0]
-        result["int8_same"] = float(np.mean([_cut(a) == _cut(b) for a, b in zip(fp32, int8)]))
-        # the runner reports its own rate, without process start and model load; with
-        # `threads` workers it decodes that many batches of `batch` at once, 1 thread each
-        for name, workers in (("cpp", 1), ("cpp_workers", threads)):
-            start = time.perf_counter()
-            reported = cpp(workers)
-            result[name] = reported if np.isfinite(reported) else n_cpp / (time.perf_counter() - start)
+        backends = {"eager": runner(lambda: EagerStepper(model, steps), False),
+                    "torchscript": runner(scripted.stepper, True),
+                    "onnx": runner(onnx.stepper, True),
+                    "onnx_int8": runner(onnx_int8.stepper, True)}
+        for name, fn in backends.items():
+            result[name] = rate(fn, batch, args.seconds)
+        result["cpp"] = cpp_rate(binary, folder, contract, batch, threads)
+        # int8 against fp32 on the benchmark model: greedy outputs cut at </s>
+        fp32 = decode(onnx.stepper(), contract, protos0, z, MODES["greedy"])[0]
+        int8 = decode(onnx_int8.stepper(), contract, protos0, z, MODES["greedy"])[0]
+        result["int8_greedy_equal_share"] = float(np.mean(
+            [_cut(a, contract.eos) == _cut(b, contract.eos) for a, b in zip(fp32, int8)]))
         rows.append(result)
         print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in result.items()
                                               if isinstance(v, float)), file=sys.stderr)
 
     gflops_peak = max(gflops_peak, matmul_gflops())
-    print(f"\nrecomb-2 SCAN generator: H {model.hidden}, vocab {model.vocab_size}, "
-          f"greedy, {steps} decoder steps; torch threads {threads}; "
-          f"fp32 matmul (1024^3) {gflops_peak:.1f} GFLOP/s\n")
-    names = ("eager", "torchscript", "onnx", "cpp", "cpp_workers")
-    print("| batch | onnx_int8 samples/s | int8 / onnx fp32 | greedy samples identical to fp32 |")
-    print("|---:|---:|---:|---:|")
+    quality = None
+    if args.quality_export and (args.quality_export / "manifest.json").is_file():
+        quality = greedy_quality(args.quality_export, load_manifest(args.quality_export),
+                                 args.quality_samples, threads)
+    names = ("eager", "torchscript", "onnx", "cpp", "onnx_int8")
     for r in rows:
-        print(f"| {r['batch']} | {r['onnx_int8']:,.1f} | {r['onnx_int8'] / r['onnx']:.2f}x | "
-              f"{100 * r['int8_same']:.1f}% |")
-    print()
-    print(f"cpp_workers = the C++ runner with {threads} workers (one batch of the row's size "
-          "per worker, 1 intra-op thread each)\n")
+        r["ratio_to_eager"] = {n: r[n] / r["eager"] for n in names}
+        r["matmul_fraction"] = {n: r[n] * r["gflop_per_sample"] / gflops_peak for n in names}
+
+    print(f"\nCPU {flags['model']}, {flags['cores']} cores, flags: "
+          + " ".join(f for f in FLAGS if flags[f])
+          + ("" if flags["avx512_bf16"] or flags["amx_bf16"] else
+             " (no AVX512-BF16 / AMX: reduced precision here is int8)"))
+    print(f"recomb-2 SCAN generator: H {model.hidden}, vocab {model.vocab_size}, greedy, "
+          f"{steps} decoder steps; threads {threads}; fp32 matmul (1024^3) "
+          f"{gflops_peak:.1f} GFLOP/s\n")
     print("| batch | GFLOP/sample | " + " | ".join(f"{n} samples/s" for n in names)
-          + " | onnx / eager | cpp / eager | cpp_workers / eager | best % of matmul rate |")
-    print("|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|---:|")
+          + " | " + " | ".join(f"{n} / eager" for n in names[1:])
+          + " | best fp32 % of matmul rate |")
+    print("|---:|---:|" + "---:|" * (2 * len(names) - 1) + "---:|")
     for r in rows:
-        best = max(r[n] for n in names)
-        share = 100 * best * r["gflop_per_sample"] / gflops_peak
+        best = max(r["matmul_fraction"][n] for n in names[:4])
         print(f"| {r['batch']} | {r['gflop_per_sample']:.4f} | "
-              + " | ".join(f"{r[n]:,.1f}" for n in names)
-              + f" | {r['onnx'] / r['eager']:.2f}x | {r['cpp'] / r['eager']:.2f}x"
-              + f" | {r['cpp_workers'] / r['eager']:.2f}x | {share:.1f}% |")
+              + " | ".join(f"{r[n]:,.1f}" for n in names) + " | "
+              + " | ".join(f"{r['ratio_to_eager'][n]:.2f}x" for n in names[1:])
+              + f" | {100 * best:.1f}% |")
+    print("\nint8 (ONNX Runtime dynamic quantisation): greedy outputs equal to fp32 on the "
+          "benchmark model: " + ", ".join(f"batch {r['batch']} {100 * r['int8_greedy_equal_share']:.1f}%"
+                                          for r in rows))
+    if quality:
+        print(f"trained jump generator ({args.quality_export.name}), {quality['samples']} "
+              f"greedy samples: correct SCAN pairs fp32 {100 * quality['fp32_correct_share']:.1f}%, "
+              f"int8 {100 * quality['int8_correct_share']:.1f}%; outputs equal "
+              f"{100 * quality['int8_greedy_equal_share']:.1f}%")
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": flags, "threads": threads, "steps": steps,
+                                         "hidden": model.hidden, "matmul_gflops": gflops_peak,
+                                         "rows": rows, "int8_quality": quality}, indent=1))
 
 
 if __name__ == "__main__":

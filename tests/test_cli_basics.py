@@ -14,8 +14,8 @@ import torch
 import typer
 
 from compgen import __version__
+from compgen.checkpoint import CONFIG_DIR
 from compgen.cli import app
-from compgen.train import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,14 +107,15 @@ def test_data_stats_of_a_corpus_has_no_input_vocabulary(data_dir):
 
 @pytest.fixture(scope="module")
 def tiny_generator(tmp_path_factory):
+    from compgen.checkpoint import save_checkpoint
     from compgen.data.vocab import Vocab
     from compgen.models.recombine import Recombine, RecombineConfig
-    from compgen.train import save_checkpoint
 
     torch.manual_seed(0)
     vocab = Vocab.build([["walk", "jump", "I_WALK", "I_JUMP"]])
     config = {"kind": "recombine", "data": "scan/jump",
-              "model": {"variant": "scan", "nproto": 2, "hidden": 16, "embed": 8, "attdim": 8}}
+              "model": {"variant": "scan", "nproto": 2, "hidden": 16, "embed": 8, "attdim": 8,
+                        "zdim": 2, "kpos": 4}}
     model = Recombine(RecombineConfig(variant="scan", vocab_size=len(vocab), nproto=2, hidden=16,
                                       embed=8, attdim=8, zdim=2, kpos=4))
     path = tmp_path_factory.mktemp("inspect") / "g.pt"

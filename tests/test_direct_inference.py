@@ -9,6 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from compgen.checkpoint import apply_overrides, load_generator, load_preset
 from compgen.cli import app
 from compgen.data import load_dataset
 from compgen.data.vocab import PAD_ID, SEP, SEP_ID, Vocab
@@ -23,15 +24,10 @@ from compgen.direct_inference import (
     unique_pairs,
 )
 from compgen.errors import UserError
+from compgen.generator_data import GeneratorData
 from compgen.models.recombine import collate_prototypes, collate_targets, pad_2d
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-from compgen.train import (
-    GeneratorData,
-    apply_overrides,
-    load_generator,
-    load_preset,
-    train_generator,
-)
+from compgen.train import train_generator
 from compgen.train_seq2seq import save_predictor
 
 torch.set_num_threads(1)

@@ -9,18 +9,10 @@ import pytest
 
 from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.errors import UserError
-from compgen.evaluate import (
-    aggregate,
-    eval_units,
-    evaluation_sets,
-    exact_match,
-    micro_f1,
-    reference_view,
-    score_predictions,
-    write_results,
-)
+from compgen.evaluate import aggregate, evaluation_sets, write_results
 from compgen.models.seq2seq import cut_prediction
 from compgen.plots import plot_attention, plot_learning_curve
+from compgen.scoring import eval_units, exact_match, micro_f1, reference_view, score_predictions
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -173,13 +165,13 @@ def test_generator_attention_figure(tmp_path, data_dir):
     import torch
     from typer.testing import CliRunner
 
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.cli import app
     from compgen.data import load_dataset
     from compgen.data.vocab import SEP, Vocab
     from compgen.models.recombine import collate_prototypes, is_real
     from compgen.plots import plot_generator_attention
     from compgen.sampling import greedy_with_weights, sample_batch
-    from compgen.train import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)
     train = table.filter(pl.col("split") == "train").head(6)

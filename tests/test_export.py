@@ -8,15 +8,17 @@ import numpy as np
 import pytest
 import torch
 
+from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
+from compgen.decoding import MODES, Contract, decode
 from compgen.errors import UserError
 from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.cpp_runner import build_runner
 from compgen.export.graphs import deterministic
-from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
-from compgen.runtime.onnx_runtime import OnnxGenerator
+from compgen.export.onnx_decoder import OnnxGenerator
+from compgen.export.torchscript_decoder import TorchScriptGenerator
 from compgen.sampling import banned_mask
-from compgen.train import build_recombine, load_generator, load_preset, save_checkpoint
 
 COMPGEN = [sys.executable, "-m", "compgen"]
 
@@ -51,12 +53,16 @@ def test_export_writes_a_validated_artifact(exported):
     _, folder, manifest = exported
     names = {p.name for p in folder.iterdir()}
     assert {"manifest.json", "model.ts", "encoder.onnx", "decoder_step.onnx", "vocab.json",
-            "vocab.txt", "prototypes.txt"} <= names
+            "vocab.txt", "prototypes.txt", "train.tsv"} <= names
+    contract = Contract.from_manifest(manifest["decoding"])  # the contract round-trips
+    assert contract.to_manifest() == {k: v for k, v in manifest["decoding"].items()
+                                      if k in contract.to_manifest()}
     assert load_manifest(folder)["files"] == manifest["files"]
     parity = manifest["parity"]
     assert parity["sets"] == 64
     for name in ("torchscript", "onnx", "cpp"):
         assert parity["backends"][name]["greedy_identical"] is True
+        assert parity["backends"][name]["beam_identical"] is True
     for name in ("torchscript", "onnx"):
         assert parity["backends"][name]["beam_identical"] is True
         assert parity["backends"][name]["max_abs_logp_diff"] <= parity["tolerance"]
@@ -91,43 +97,23 @@ def test_temperature_sampling_matches_the_model_distribution(exported):
     p = torch.softmax(logp.masked_fill(banned_mask(model.vocab_size, True), float("-inf")), 1)[0]
     p = p.numpy()
     bound = 5 * np.sqrt(p * (1 - p) / len(tuples)) + 1e-3
-    torch.manual_seed(1)
-    ts = torch.jit.load(str(folder / "model.ts"))
-    ts_first = ts.decode(protos, z, 1, 1.0, 1)[0][:, 0].numpy()
+    contract = Contract.from_manifest(manifest["decoding"])
+    p_np, z_np = protos.numpy(), z.numpy()
+
+    def first_tokens(gen, seed):
+        return decode(gen.stepper(), contract, p_np, z_np, MODES["temperature"], 1.0, seed,
+                      max_len=1)[0][:, 0]
+
+    ts = TorchScriptGenerator(folder, manifest)
     onnx = OnnxGenerator(folder, manifest)
-    ort_first = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(1))[0][:, 0]
+    ts_first, ort_first = first_tokens(ts, 1), first_tokens(onnx, 1)
     for draws in (ts_first, ort_first):
         freq = first_step_frequencies(draws, len(tuples), model.vocab_size)
         assert np.all(np.abs(freq - p) <= bound), (freq, p)
-    # a different seed gives different draws, the same seed the same ones
-    again = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(1))[0][:, 0]
-    other = onnx.decode(protos.numpy(), z.numpy(), 1, 1.0, 1, np.random.default_rng(2))[0][:, 0]
-    assert np.array_equal(again, ort_first) and not np.array_equal(other, ort_first)
-
-
-def test_cpp_runner_samples_and_is_seeded(exported, runner, tmp_path):
-    _, folder, _ = exported
-    outs = []
-    for seed in (3, 3, 4):
-        out = tmp_path / f"s{len(outs)}.tsv"
-        rate = run_cpp(runner, folder, out, n=40, batch_size=16, strategy="temperature",
-                       seed=seed, max_len=45, temperature=1.0)
-        assert rate > 0
-        outs.append(read_cpp_samples(out))
-    assert len(outs[0]) == 40
-    assert outs[0] == outs[1] and outs[0] != outs[2]
-    assert all(np.isfinite(r[2]) and r[3] <= 0 for r in outs[0])
-
-
-def test_cpp_workers_keep_greedy_output_and_order(exported, runner, tmp_path):
-    _, folder, _ = exported
-    rows = {}
-    for workers in (1, 3):
-        out = tmp_path / f"w{workers}.tsv"
-        run_cpp(runner, folder, out, n=50, batch_size=8, strategy="greedy", seed=0, max_len=45,
-                threads=2, workers=workers)
-        rows[workers] = read_cpp_samples(out)
-    assert len(rows[1]) == 50 and rows[1] == rows[3]
+    # the same seed gives the same draws on both backends, a different seed different ones
+    assert np.array_equal(ts_first, ort_first)
+    assert np.array_equal(first_tokens(onnx, 1), ort_first)
+    assert not np.array_equal(first_tokens(onnx, 2), ort_first)
 
 
 def run_cli(*args):
@@ -163,28 +149,6 @@ def test_export_cli_errors(tmp_path):
     assert not (tmp_path / "x").exists()
     result = run_cli("export", str(tmp_path / "missing.pt"), "--no-cpp")
     assert result.returncode == 2 and "no such checkpoint" in result.stderr
-
-
-def test_every_backend_decodes_the_same_batch(exported):
-    from compgen.resample import split_datum
-    from compgen.runtime.sampler import make_decoder
-
-    _, folder, manifest = exported
-    vocab = Vocab.load(folder / "vocab.json")
-    idx = np.arange(24)
-    results = {}
-    for backend in ("onnx", "torchscript", "cpp"):
-        # one batch for all: prototypes are padded per batch, and (as in the reference) the
-        # unpacked encoder sees the padding, so batch composition is part of the input
-        decode = make_decoder(folder, manifest, backend, seed=0, threads=None, log=print,
-                              batch_size=len(idx))
-        rows, scores = decode(idx, "greedy", 1.0)
-        # the C++ TSV keeps x and y apart but not a stray second <sep>: compare the other
-        # tokens exactly, and what the filters see (the (x, y) split, or None if invalid)
-        tokens = [[t for t in vocab.decode(r) if t != "<sep>"] for r in rows]
-        results[backend] = ((tokens, [split_datum(vocab.decode(r)) for r in rows]), scores)
-    assert results["onnx"][0] == results["torchscript"][0] == results["cpp"][0]
-    assert np.allclose(results["onnx"][1], results["torchscript"][1], atol=1e-3)
 
 
 def test_sample_cli_on_an_export_folder(exported, small_scan, tmp_path):

@@ -13,9 +13,9 @@ from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
 from compgen.export import LOGP_FLOOR, TOLERANCE, export_checkpoint, load_manifest
+from compgen.export.onnx_predictor_decoder import OnnxPredictor
 from compgen.export.predictor import steps_read
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate, cut_prediction, greedy_search
-from compgen.runtime.onnx_predictor import OnnxPredictor
 from compgen.runtime.predictor import predict_exported
 from compgen.train_seq2seq import conditional_pairs, load_predictor, save_predictor
 

@@ -4,12 +4,12 @@ model (`--backend torch`) is rebuilt from model.ts, and the prototype list can b
 import pytest
 import torch
 
+from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export import export_checkpoint, load_manifest, read_prototypes
 from compgen.runtime.sampler import eager_model, sample_exported
-from compgen.train import build_recombine, load_generator, load_preset, save_checkpoint
 
 
 def make_checkpoint(path, data_dir):

@@ -9,6 +9,8 @@ import pytest
 from compgen import neighborhoods as nb
 from compgen.data import load_dataset
 from compgen.data.vocab import SEP
+from compgen.neighborhoods import omega_scan
+from compgen.neighborhoods.random_keys import hash_keys
 
 
 def seqs(*words):
@@ -176,7 +178,7 @@ def test_lazy_omega_samples_only_valid_pairs(monkeypatch):
     triples = pl.DataFrame(
         {"x": data[:5], "xp": data[:5], "xpp": data[5:10]}, schema=nb.TRIPLE_SCHEMA
     )
-    monkeypatch.setattr(nb, "EXACT_CYCLE_LIMIT", 10)  # force the with-replacement path
+    monkeypatch.setattr(omega_scan, "EXACT_CYCLE_LIMIT", 10)  # force the with-replacement path
     omega = nb.scan_omega(data, triples, 2, "around_right", rng=3)
     for a, b in omega.sample(300):
         assert a != b and len(set(a) - set(b)) == 1
@@ -245,7 +247,7 @@ def test_scan_neighborhood_cache(tmp_path):
 
 
 def perm_of(seed, stream, i, n):
-    return list(np.argsort(nb._keys(seed, stream, np.full(n, i), np.arange(n)), kind="stable"))
+    return list(np.argsort(hash_keys(seed, stream, np.full(n, i), np.arange(n)), kind="stable"))
 
 
 def setdiff(a, b):
@@ -307,7 +309,7 @@ def direct_long_long(trn, seed, queries=None):
             if seconds:
                 out += [(x, trn[n], trn[l]) for l in seconds[:3]]
             elif is_test:
-                pad = int(nb._keys(seed, stream + 4, i * 3 + a, 0) % np.uint64(len(trn)))
+                pad = int(hash_keys(seed, stream + 4, i * 3 + a, 0) % np.uint64(len(trn)))
                 out.append((x, trn[n], trn[pad]))
     return out
 

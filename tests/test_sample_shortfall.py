@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,10 +32,11 @@ def model_and_vocab(outdrop_test=False):
 
 def eager_decoder(model, vocab, calls):
     """decode() over the real eager model that records the (strategy, T) of every round."""
-    def decode(tuples, strategy, temperature):
+    def decode(tuples, strategy, temperature, first):
         calls.append((strategy, temperature))
         protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples], "scan", 45)
-        out = sample_batch(model, protos, strategy, temperature, 45)
+        out = sample_batch(model, protos, strategy, temperature, 45,
+                           sample_ids=first + np.arange(len(tuples)))
         return out.tokens.tolist(), out.scores.tolist()
     return decode
 

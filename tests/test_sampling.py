@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from compgen.checkpoint import save_checkpoint
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
@@ -23,7 +24,6 @@ from compgen.resample import (
     valid_morph,
 )
 from compgen.sampling import beam_search, collect_samples, sample_batch, sample_generator
-from compgen.train import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPGEN = str(ROOT / ".venv" / "bin" / "compgen")

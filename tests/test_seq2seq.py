@@ -165,7 +165,7 @@ def test_checkpoint_round_trip_and_wrong_kinds(tmp_path, jump, vocab):
     source = collate([vocab.encode(x) for x in jump["x"].to_list()[:5]], 45)
     assert torch.equal(greedy_search(model, source), greedy_search(loaded, source))
 
-    from compgen.train import save_checkpoint
+    from compgen.checkpoint import save_checkpoint
 
     other = tmp_path / "gen.pt"
     save_checkpoint(other, model, {}, vocab, "recombine")

@@ -9,7 +9,7 @@ import pytest
 
 from compgen.errors import UserError
 from compgen.export import load_manifest
-from compgen.runtime.cpp import build_runner
+from compgen.export.cpp_runner import build_runner
 from compgen.runtime.sampler import BACKENDS, sample_exported
 from compgen.sampling import scan_quality
 

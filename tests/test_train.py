@@ -7,21 +7,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from compgen.data import load_dataset
-from compgen.data.vocab import SEP, Vocab
-from compgen.errors import UserError
-from compgen.models.recombine import collate_prototypes
-from compgen.sampling import sample_batch
-from compgen.train import (
-    GeneratorData,
+from compgen.checkpoint import (
     apply_overrides,
     build_recombine,
     load_checkpoint,
     load_generator,
     load_preset,
     preset_names,
-    train_generator,
 )
+from compgen.data import load_dataset
+from compgen.data.vocab import SEP, Vocab
+from compgen.errors import UserError
+from compgen.generator_data import GeneratorData
+from compgen.models.recombine import collate_prototypes
+from compgen.sampling import sample_batch
+from compgen.train import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPGEN = str(ROOT / ".venv" / "bin" / "compgen")

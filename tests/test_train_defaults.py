@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.train import default_preset, load_checkpoint
+from compgen.checkpoint import default_preset, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

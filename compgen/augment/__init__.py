@@ -1,4 +1,4 @@
-"""Data augmentation: GECA (``geca.py``)."""
+"""Data augmentation: GECA (``geca/``), CSL (``csl/``), STEM-CORRUPT (``stem_corrupt/``), selection."""
 
 from compgen.augment.geca import GecaConfig, GecaResult, geca_augment, load_preset
 

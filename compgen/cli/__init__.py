@@ -22,7 +22,7 @@ from compgen.cli import (  # noqa: F401
     stem_corrupt,
     train,
 )
-from compgen.cli.common import app, err_console
+from compgen.cli.common import app, check_outputs_first, err_console, out_of_memory
 from compgen.cli.pipeline import parse_seeds
 from compgen.errors import UserError
 
@@ -30,10 +30,24 @@ __all__ = ["app", "main", "parse_seeds"]
 
 
 def main() -> None:
+    import typer.main
+
+    command = typer.main.get_command(app)
+    check_outputs_first(command)
     try:
-        app(prog_name="compgen")  # also under `python -m compgen`: completion and usage lines
+        command(prog_name="compgen")  # also under `python -m compgen`: completion and usage
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except MemoryError as exc:
+        err_console.print(f"error: {out_of_memory(exc)}", markup=False, highlight=False,
+                          soft_wrap=True)
+        sys.exit(2)
+    except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
+        if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
+            raise
+        err_console.print(f"error: {out_of_memory(exc)}", markup=False, highlight=False,
+                          soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted", markup=False)

@@ -35,6 +35,61 @@ DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_
 
 def checkpoint_kind(path: Path) -> str:
     """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
     return load_checkpoint(path).kind
+
+
+# Options that name something the command writes: checked before the command starts, so a
+# long run never fails at its end on an unwritable path. "folder"/"root" in the help text
+# marks an output folder.
+OUTPUT_OPTIONS = {"output", "out", "csv", "markdown", "predictions", "plots"}
+
+
+def check_outputs_first(group) -> None:
+    """Give every output option of every command a callback that checks writability."""
+    from compgen.io import check_output
+
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            check_outputs_first(command)
+            continue
+        for param in command.params:
+            if param.name not in OUTPUT_OPTIONS or getattr(param, "is_flag", False):
+                continue
+            help_text = (getattr(param, "help", "") or "").lower()
+            folder = "folder" in help_text or "root" in help_text
+            option = min(param.opts, key=len)
+
+            def checked(ctx, p, value, previous=param.callback, folder=folder, option=option):
+                if previous is not None:
+                    value = previous(ctx, p, value)
+                if value is not None and not ctx.resilient_parsing:
+                    check_output(value, option, folder)
+                return value
+
+            param.callback = checked
+
+
+def out_of_memory(exc: BaseException) -> str:
+    """One line for a failed allocation: the size asked for when known, the address-space
+    limit (ulimit -v) and the peak memory of this process."""
+    import re
+    import resource
+
+    asked = re.search(r"allocate (\d+) bytes", str(exc))
+    need = f"an allocation of {_size(int(asked.group(1)))} failed" if asked else "out of memory"
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    where_limit = (f"the address-space limit (ulimit -v) is {_size(limit)}"
+                   if limit != resource.RLIM_INFINITY else "no address-space limit is set")
+    return (f"{need} (peak use {_size(peak)}; {where_limit}); free memory, raise the limit "
+            "or use a smaller data set or model")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

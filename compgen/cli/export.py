@@ -13,7 +13,7 @@ from compgen.errors import UserError
 
 @app.command("export")
 def export_cmd(
-    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing)"),
+    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
     parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
@@ -23,14 +23,14 @@ def export_cmd(
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export import export_checkpoint
-    from compgen.runtime.cpp import build_runner
+    from compgen.export.cpp_runner import build_runner
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")
     if prototypes < 1:
         raise UserError("--prototypes must be >= 1")
     # the C++ runner only runs generators: don't build it for a predictor
-    is_generator = checkpoint_kind(checkpoint) == "recombine"
+    is_generator = checkpoint.is_dir() or checkpoint_kind(checkpoint) == "recombine"
     binary = build_runner(log=err_console.print) if cpp and is_generator else None
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
                                  data_dir=data_dir, cpp_binary=binary, log=err_console.print,

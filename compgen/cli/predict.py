@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import app, console
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 
 @app.command("predict")
@@ -29,7 +29,7 @@ def predict_cmd(
         raise UserError("--batch-size must be >= 1 and --beam >= 0")
     if not input.is_file():
         raise UserError(f"--input {input}: no such file")
-    sources = [line.split("\t", 1)[0].split() for line in input.read_text(encoding="utf-8").splitlines()]
+    sources = [line.split("\t", 1)[0].split() for line in read_text(input).splitlines()]
     sources = [s for s in sources if s]
     if not sources:
         raise UserError(f"--input {input}: no inputs (empty file)")

@@ -15,6 +15,7 @@ def sample_cmd(
     checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
     n: int | None = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
     strategy: str | None = typer.Option(None, "--strategy", help="beam | temperature | greedy | mixed"),
+    beam_width: int | None = typer.Option(None, "--beam-width", help="hypotheses kept by beam search (default: the preset's, else 4)"),
     temperature: float | None = typer.Option(None, "--temperature", "-T", help="softmax temperature of temperature/mixed sampling (default: the preset's, else 1.0)"),
     resample: str | None = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
     rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
@@ -23,46 +24,34 @@ def sample_cmd(
     rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
     batch_size: int | None = typer.Option(None, "--batch-size", help="prototype tuples decoded per round (default: the preset's, else 128)"),
     output: Path | None = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
-    backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch; default for checkpoints)"),
+    backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch: on an export folder, the same samples as the others; default for checkpoints)"),
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
     raise_temperature: bool = typer.Option(False, "--raise-temperature", help="when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (off: the sampler runs as asked)"),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: the cores)"),
     seed: int = typer.Option(0, "--seed", help="random seed: prototype order, sampling and dropout; the same seed gives the same samples"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
-    from compgen.runtime.sampler import BACKENDS, sample_exported
-    from compgen.sampling import check_strategy, sample_generator
+    from compgen.runtime.sampler import sample
 
-    exported = checkpoint.is_dir()
-    backend = backend or ("onnx" if exported else "torch")
-    if backend not in BACKENDS:
-        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
-    if not exported and backend != "torch":
-        raise UserError(f"--backend {backend} runs on an export folder: "
-                        f"first run 'compgen export {checkpoint}'")
-    if exported and test_dropout:
-        raise UserError("--test-dropout: exported graphs are deterministic; use --backend torch")
-    if strategy is not None:
-        check_strategy(strategy)
+    if checkpoint.is_dir() and test_dropout:
+        raise UserError("--test-dropout: exported graphs are deterministic; sample the checkpoint")
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
-                        ("--threads", threads), ("--max-rounds", max_rounds)):
+                        ("--threads", threads), ("--max-rounds", max_rounds),
+                        ("--beam-width", beam_width)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1")
-    if exported:
-        run = sample_exported(checkpoint, n, backend=backend, strategy=strategy,
-                              temperature=temperature, resample=resample, rare=rare,
-                              nsamples=nsamples, batch_size=batch_size, seed=seed, out=output,
-                              data_dir=data_dir, threads=threads, max_rounds=max_rounds,
-                              rare_prototypes=rare_prototypes, raise_temperature=raise_temperature,
-                              log=lambda line: err_console.print(line, highlight=False, markup=False))
-    else:
-        run = sample_generator(checkpoint, n, strategy=strategy, temperature=temperature,
-                               resample=resample, rare=rare, nsamples=nsamples,
-                               batch_size=batch_size, seed=seed, out=output, data_dir=data_dir,
-                               threads=threads, test_dropout=test_dropout, max_rounds=max_rounds,
-                               rare_prototypes=rare_prototypes, raise_temperature=raise_temperature,
-                               log=lambda line: err_console.print(line, highlight=False, markup=False))
+    if strategy is not None:
+        from compgen.decoding import check_strategy
+
+        check_strategy(strategy)
+    run = sample(checkpoint, backend, out=output, data_dir=data_dir,
+                 log=lambda line: err_console.print(line, highlight=False, markup=False),
+                 n=n, strategy=strategy, temperature=temperature, resample=resample, rare=rare,
+                 nsamples=nsamples, batch_size=batch_size, seed=seed, threads=threads,
+                 max_rounds=max_rounds, rare_prototypes=rare_prototypes,
+                 raise_temperature=raise_temperature or None, test_dropout=test_dropout,
+                 beam_width=beam_width)
     if output is None:
         for s in run.samples:
             console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}", highlight=False,

@@ -36,6 +36,8 @@ def train_predictor_cmd(
         if threads < 1:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(threads)
+    if resume and not output.is_file():
+        raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
     summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                               log=lambda line: console.print(line, highlight=False))
@@ -69,13 +71,8 @@ def train_generator_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    from compgen.train import (
-        apply_overrides,
-        default_preset,
-        load_checkpoint,
-        load_preset,
-        train_generator,
-    )
+    from compgen.checkpoint import apply_overrides, default_preset, load_checkpoint, load_preset
+    from compgen.train import train_generator
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
                              ("--embed", embed, 1), ("--attdim", attdim, 1),
@@ -85,7 +82,9 @@ def train_generator_cmd(
             raise UserError(f"{name} must be >= {low}")
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
-    saved = load_checkpoint(output, kind="recombine") if resume and output.is_file() else None
+    if resume and not output.is_file():
+        raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
+    saved = load_checkpoint(output, kind="recombine") if resume else None
     data = data or (saved.config.get("data") if saved else None)
     if not data:
         raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")

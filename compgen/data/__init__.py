@@ -17,7 +17,7 @@ from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 __all__ = [
     "Vocab",
@@ -56,26 +56,41 @@ def read_data_file(path: Path) -> pl.DataFrame:
     corpus (one sentence per line)."""
     if not path.is_file():
         raise UserError(f"{path}: no such file (and not a data set name; see 'compgen data list')")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     first = next((line for line in text.splitlines() if line.strip() and not line.startswith("#")),
                  None)
     if first is None:
         raise UserError(f"{path}: empty file")
     if first.startswith("IN: "):
         return make_table(*scan.parse_scan(text, str(path)), "train")
-    n_fields = len(first.split("\t"))
-    if n_fields == 3 and path.suffix == ".tsv":
-        xs, ys, types = cogs.parse_cogs(text, str(path))
-        return make_table(xs, ys, "train").with_columns(pl.Series("type", types))
-    if n_fields == 3:
-        return sigmorphon.make_morph_table(sigmorphon.parse_sigmorphon(text, str(path)), "train")
-    if n_fields == 2:
+    fields = first.split("\t")
+    samples_header = any(line.startswith("#x\t") for line in text.splitlines()[:5])
+    if samples_header or len(fields) == 2 or (len(fields) >= 3 and _is_number(fields[2])):
         from compgen.io import parse_samples_tsv
 
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], "train")
+    if len(fields) == 3 and path.suffix == ".tsv":
+        xs, ys, types = cogs.parse_cogs(text, str(path))
+        return make_table(xs, ys, "train").with_columns(pl.Series("type", types))
+    if len(fields) == 3:
+        return sigmorphon.make_morph_table(sigmorphon.parse_sigmorphon(text, str(path)), "train")
+    if len(fields) > 3:
+        raise UserError(f"{path}: {len(fields)} tab-separated fields on the first line: not SCAN, "
+                        "COGS, SIGMORPHON, a samples TSV or a corpus")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if "\t" in line:
+            raise UserError(f"{path}:{lineno}: a tab in a plain corpus (the first line has none)")
     ys = lm.parse_corpus(text, str(path))
     return make_table([[] for _ in ys], ys, "train")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:

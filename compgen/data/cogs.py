@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 
 SPLITS = ("train", "dev", "test")
 
@@ -45,7 +45,7 @@ def read_cogs_file(path: str | Path, split: str = "train") -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    xs, ys, types = parse_cogs(path.read_text(encoding="utf-8"), str(path))
+    xs, ys, types = parse_cogs(read_text(path), str(path))
     return pl.DataFrame(
         {"x": xs, "y": ys, "split": [split] * len(xs), "type": types},
         schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 SOURCE_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
 EXCLUDED_LEMMAS_FROM = ("train-low", "dev")
@@ -49,7 +49,7 @@ def lemma_split_test(lang: str, data_dir: str | Path | None = None, size: int = 
     for split in SOURCE_SPLITS:
         path = root / "sigmorphon2018" / f"{lang}-{split}"
         if path.is_file():
-            rows = parse_sigmorphon(path.read_text(encoding="utf-8"), str(path))
+            rows = parse_sigmorphon(read_text(path), str(path))
             files[split] = [(lemma, form, ";".join(tags)) for lemma, form, tags in rows]
         elif split in EXCLUDED_LEMMAS_FROM:
             langs = available_languages(root)

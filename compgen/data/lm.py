@@ -8,7 +8,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text
 from compgen.data.table import make_table
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 LANGUAGES = ("kin", "lao", "na", "tok")
 EMBEDDED = {"kin"}  # the package carries kin (207 kB compressed), so the demo runs offline
@@ -26,7 +26,7 @@ def read_corpus(path: str | Path, split: str = "train") -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    ys = parse_corpus(path.read_text(encoding="utf-8"), str(path))
+    ys = parse_corpus(read_text(path), str(path))
     return make_table([[] for _ in ys], ys, split)
 
 

@@ -9,7 +9,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text
 from compgen.data.table import make_table
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 
 LINE = re.compile(r"^IN: (.+?) OUT: (.+)$")
 
@@ -50,7 +50,7 @@ def read_scan_file(path: str | Path, split: str = "train") -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    xs, ys = parse_scan(path.read_text(encoding="utf-8"), str(path))
+    xs, ys = parse_scan(read_text(path), str(path))
     return make_table(xs, ys, split)
 
 
@@ -80,7 +80,7 @@ def load_scan_grammar(data_dir: Path) -> dict[tuple[str, ...], tuple[str, ...]]:
     judge whether a synthesized pair is a correct SCAN example."""
     path = data_dir / "scan" / "tasks.txt"
     if path.is_file():
-        xs, ys = parse_scan(path.read_text(encoding="utf-8"), str(path))
+        xs, ys = parse_scan(read_text(path), str(path))
     else:  # the package embeds a copy (190 kB compressed), so the demo can judge samples
         xs, ys = parse_scan(embedded_text("tasks.txt"), "<embedded tasks.txt>")
     return {tuple(x): tuple(y) for x, y in zip(xs, ys)}

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from compgen.errors import UserError, where
+from compgen.data.sources import default_cache_dir
+from compgen.errors import UserError, read_text, where
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
 PAPER_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -71,7 +72,7 @@ def read_sigmorphon_file(path: str | Path, split: str = "train",
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    return make_morph_table(parse_sigmorphon(path.read_text(encoding="utf-8"), str(path)),
+    return make_morph_table(parse_sigmorphon(read_text(path), str(path)),
                             split, order)
 
 
@@ -196,7 +197,7 @@ def _read_prep_lines(path: Path, lang: str):
     vocab = {tok: i for i, tok in enumerate(PREP_SPECIALS)}
     prefix = f"<{lang}>"
     rows, seqs = [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
         if not line.strip():
             continue
         fields = line.strip().split("\t")
@@ -238,7 +239,7 @@ class _FewshotBuilder:
         return items[rand.permutation(len(items))]
 
     def build(self, hints: int) -> dict:
-        from compgen.neighborhoods import sig_neighborhoods
+        from compgen.neighborhoods.sigmorphon import sig_neighborhoods
 
         val_like = [self._permute(self.test_rand, self.members[t])[:TEST_TAG_TOKENS]
                     for t in self.val_types]
@@ -288,16 +289,6 @@ def _rng_state(rand: np.random.RandomState) -> list:
 def _rng_from(state: list) -> tuple:
     name, key, pos, has_gauss, gauss = state
     return (name, np.array(key, dtype=np.uint32), pos, has_gauss, gauss)
-
-
-def default_cache_dir() -> Path:
-    """``$COMPGEN_CACHE``, else ``$XDG_CACHE_HOME/compgen``, else ``~/.cache/compgen``."""
-    import os
-
-    if os.environ.get("COMPGEN_CACHE"):
-        return Path(os.environ["COMPGEN_CACHE"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "compgen"
 
 
 def _file_digest(path: Path) -> str:

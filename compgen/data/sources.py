@@ -142,3 +142,11 @@ def embedded_text(filename: str, relpath: str | None = None) -> str | None:
         raise UserError(f"<embedded {filename}>: checksum does not match {relpath} "
                         "(a damaged installation; reinstall compgen)")
     return data.decode("utf-8")
+
+
+def default_cache_dir() -> Path:
+    """``$COMPGEN_CACHE``, else ``$XDG_CACHE_HOME/compgen``, else ``~/.cache/compgen``."""
+    if os.environ.get("COMPGEN_CACHE"):
+        return Path(os.environ["COMPGEN_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "compgen"

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 PAD, BOS, EOS, UNK, SEP, COPY = "<pad>", "<s>", "</s>", "<unk>", "<sep>", "<copy>"
 SPECIALS = (PAD, BOS, EOS, UNK, SEP, COPY)
@@ -94,7 +94,7 @@ class Vocab:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocab:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text(Path(path))
         except OSError as exc:
             raise UserError(f"{path}: cannot read vocabulary ({exc.strerror})") from None
         return cls.from_json(text, str(path))

@@ -29,6 +29,7 @@ no artifact is written. Exported graphs are deterministic: test-time dropout
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -36,7 +37,8 @@ import numpy as np
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
-from compgen.errors import UserError
+from compgen.decoding import MODES, Contract, beam, decode
+from compgen.errors import UserError, read_text
 from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's API)
     FORMAT,
     LOGP_FLOOR,
@@ -50,14 +52,25 @@ from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's 
     staged_folder,
     write_vocab,
 )
-from compgen.export.graphs import STATE_NAMES, deterministic, state_shapes
+from compgen.export.graphs import deterministic
 from compgen.export.onnx_export import OPSET, export_onnx
 from compgen.export.ties import compare_outputs
 from compgen.export.torchscript import export_torchscript
 from compgen.models.recombine import format_prototype
-from compgen.sampling import FIRST_STEP_BANNED, LATER_BANNED, beam_search, sample_batch
+from compgen.sampling import BEAM_WIDTH, beam_search, sample_batch
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)
+TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filters
+
+
+def write_training_pairs(path: Path, table) -> None:
+    """The data set's training pairs (x, y, tokens space-joined) as a samples TSV."""
+    import polars as pl
+
+    from compgen.io import write_samples_tsv
+
+    train = table.filter(pl.col("split") == "train")
+    write_samples_tsv(path, zip(train["x"].to_list(), train["y"].to_list()))
 
 
 def write_prototypes(path: Path, tuples, vocab: Vocab, variant: str, max_len: int) -> int:
@@ -74,7 +87,7 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     if nproto == 0:
         return []
     tuples = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         fields = line.split("\t")
         if len(fields) != nproto:
             raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
@@ -84,11 +97,12 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     return tuples
 
 
-def pad_tuples(tuples: list, nproto: int, batch: int) -> torch.Tensor:
-    """Formatted prototype id tuples -> ``(B, K, T)`` (``(B, 0, 1)`` without prototypes)."""
+def pad_tuples(tuples: list, nproto: int, batch: int, width: int = 0) -> torch.Tensor:
+    """Formatted prototype id tuples -> ``(B, K, T)`` (``(B, 0, 1)`` without prototypes);
+    T = ``width`` (the contract's prototype width), else the longest prototype."""
     if nproto == 0:
         return torch.zeros((batch, 0, 1), dtype=torch.long)
-    length = max(len(p) for tup in tuples for p in tup)
+    length = max([width] + [len(p) for tup in tuples for p in tup])
     out = torch.full((len(tuples), nproto, length), PAD_ID, dtype=torch.long)
     for b, tup in enumerate(tuples):
         for k, p in enumerate(tup):
@@ -99,7 +113,7 @@ def pad_tuples(tuples: list, nproto: int, batch: int) -> torch.Tensor:
 def _trim(tokens: np.ndarray) -> list[tuple[int, ...]]:
     """Rows of ids -> tuples up to and including </s> (pads dropped)."""
     rows = []
-    for row in tokens.tolist():
+    for row in (tokens.tolist() if isinstance(tokens, np.ndarray) else tokens):
         out = []
         for t in row:
             if t == PAD_ID:
@@ -122,17 +136,21 @@ def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch
 
 def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
                  cpp_binary: Path | None = None) -> dict:
-    """Greedy outputs and per-step log-probs of every backend against the eager model."""
-    from compgen.runtime.onnx_runtime import OnnxGenerator
+    """Greedy and beam outputs and per-step log-probs of every backend against the eager
+    model, all through the shared decode loop with the manifest's contract."""
+    from compgen.export.onnx_decoder import OnnxGenerator
+    from compgen.export.torchscript_decoder import TorchScriptGenerator
 
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
+    contract = Contract.from_manifest(manifest["decoding"])
+    width = contract.beam_width
     with torch.no_grad():
         eager = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
-        eager_beam = _trim(beam_search(model, protos, 4, max_len, z)[0][:, 0].numpy())
+        eager_beam = _trim(beam_search(model, protos, width, max_len, z)[0][:, 0].numpy())
     # teacher-force the eager greedy outputs (padded) through every backend
-    width = max(len(r) for r in eager) + 1
-    target = torch.full((B, width), PAD_ID, dtype=torch.long)
+    steps = max(len(r) for r in eager) + 1
+    target = torch.full((B, steps), PAD_ID, dtype=torch.long)
     target[:, 0] = BOS_ID
     for b, r in enumerate(eager):
         target[b, 1: len(r) + 1] = torch.tensor(r, dtype=torch.long)
@@ -140,17 +158,13 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         ref = _eager_step_logp(model, protos, z, target).numpy()
 
     figures = {"sets": B, "tolerance": TOLERANCE, "logp_floor": LOGP_FLOOR, "backends": {}}
-    scripted = torch.jit.load(str(folder / "model.ts"))
-    with torch.no_grad():
-        ts_greedy = _trim(scripted.decode(protos, z, max_len, 1.0, 0)[0].numpy())
-        ts_beam = _trim(scripted.beam(protos, z, max_len, 4)[0].numpy())
-        ts_logp = scripted.score(protos, z, target).numpy()
     vocab = Vocab.load(folder / "vocab.json")
 
-    def outputs_agree(greedy, beam) -> dict:
+    def outputs_agree(greedy, beam_best) -> dict:
         """Greedy and beam outputs against the eager model's; near-ties are not failures."""
         found = {mode: compare_outputs(model, protos, z, mine, theirs, TOLERANCE, mode, vocab)
-                 for mode, mine, theirs in (("greedy", eager, greedy), ("beam", eager_beam, beam))}
+                 for mode, mine, theirs in (("greedy", eager, greedy),
+                                            ("beam", eager_beam, beam_best))}
         figures = {}
         for mode, f in found.items():
             figures[f"{mode}_identical"] = not f["disagreements"]
@@ -160,31 +174,32 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
                 figures[f"{mode}_disagreement_count"] = len(f["disagreements"])
         return figures
 
+    p_np, z_np = protos.numpy(), z.numpy()
+
+    def run(stepper_of) -> tuple:
+        greedy = decode(stepper_of(), contract, p_np, z_np, MODES["greedy"], max_len=max_len)[0]
+        best = beam(stepper_of(), contract, p_np, z_np, width, max_len)[0][:, 0]
+        return _trim(greedy), _trim(best)
+
+    scripted = TorchScriptGenerator(folder, manifest)
+    with torch.no_grad():
+        ts_logp = scripted.module.score(protos, z, target).numpy()
     figures["backends"]["torchscript"] = {
-        **outputs_agree(ts_greedy, ts_beam), "max_abs_logp_diff": logp_diff(ts_logp, ref),
+        **outputs_agree(*run(scripted.stepper)), "max_abs_logp_diff": logp_diff(ts_logp, ref),
         "max_rel_logp_diff": logp_rel_diff(ts_logp, ref)}
 
     onnx = OnnxGenerator(folder, manifest)
-    rng = np.random.default_rng(0)
-    ort_greedy = _trim(onnx.decode(protos.numpy(), z.numpy(), max_len, 1.0, 0, rng)[0])
-    ort_beam = _trim(onnx.beam(protos.numpy(), z.numpy(), max_len, 4)[0])
-    ort_logp = onnx.score(protos.numpy(), z.numpy(), target.numpy())
+    ort_logp = onnx.score(p_np, z_np, target.numpy())
     figures["backends"]["onnx"] = {
-        **outputs_agree(ort_greedy, ort_beam), "max_abs_logp_diff": logp_diff(ort_logp, ref),
+        **outputs_agree(*run(onnx.stepper)), "max_abs_logp_diff": logp_diff(ort_logp, ref),
         "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
 
     if cpp_binary is not None:
-        from compgen.runtime.cpp import run_cpp
+        from compgen.export.cpp_runner import decode_with_runner
 
-        out = folder / ".parity-cpp.tsv"
-        run_cpp(cpp_binary, folder, out, n=B, batch_size=B, strategy="greedy", seed=0,
-                max_len=max_len, offset=0)
-        from compgen.runtime.cpp import read_cpp_samples
-
-        cpp_rows = read_cpp_samples(out)
-        out.unlink()
-        eager_text = [_as_pair(vocab, r) for r in eager]
-        figures["backends"]["cpp"] = {"greedy_identical": [(x, y) for x, y, _, _ in cpp_rows] == eager_text}
+        greedy, best = (decode_with_runner(cpp_binary, folder, manifest, p_np, z_np, mode,
+                                           max_len) for mode in ("greedy", "beam"))
+        figures["backends"]["cpp"] = outputs_agree(_trim(greedy), _trim(best))
     return figures
 
 
@@ -202,8 +217,16 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     """Export a generator or predictor checkpoint to ``out`` (default
     ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or test sources (predictor) the validation decodes."""
-    from compgen.train import load_checkpoint
+    from compgen.checkpoint import load_checkpoint
 
+    if Path(checkpoint).is_dir():  # an export folder: exported again in the current format
+        kind = load_manifest(checkpoint).get("kind", "recombine")
+        if kind != "recombine":
+            raise UserError(f"{checkpoint}: re-exporting a '{kind}' export folder is not "
+                            "supported; export its checkpoint")
+        return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
+                                data_dir=data_dir, cpp_binary=cpp_binary, log=log,
+                                max_prototypes=max_prototypes)
     kind = load_checkpoint(checkpoint).kind
     if kind == "seq2seq":
         from compgen.export.predictor import export_predictor
@@ -224,41 +247,75 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
                             max_prototypes=max_prototypes)
 
 
+def eager_model(folder: Path, manifest: dict) -> tuple:
+    """(model, vocab, config) of an export folder: the eager model rebuilt from the
+    manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
+    carry them as ``generator.pt``)."""
+    from compgen.checkpoint import build_recombine, load_generator
+
+    folder = Path(folder)
+    if (folder / "generator.pt").is_file():
+        return load_generator(folder / "generator.pt")
+    vocab = Vocab.load(folder / "vocab.json")
+    model = build_recombine(manifest["config"], len(vocab))
+    prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
+    scripted = torch.jit.load(str(folder / "model.ts")).state_dict()
+    model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
+                           if k.startswith(prefix)})
+    model.eval()
+    return model, vocab, manifest["config"]
+
+
 def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
                      data_dir=None, cpp_binary: Path | None = None, log=print,
                      max_prototypes: int = MAX_PROTOTYPES) -> dict:
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place.
     ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
+    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.sampling import prototype_source
-    from compgen.train import load_generator
 
     if max_prototypes < 1:
         raise UserError(f"--prototypes {max_prototypes}: must be >= 1")
     checkpoint = Path(checkpoint)
     out = Path(out) if out else default_output(checkpoint)
-    model, vocab, config = load_generator(checkpoint)
+    earlier = None  # re-exporting an export folder: its weights and its prototype order
+    if checkpoint.is_dir():
+        earlier = load_manifest(checkpoint)
+        model, vocab, config = eager_model(checkpoint, earlier)
+        stored = (checkpoint / "prototypes.txt").read_text(encoding="utf-8")
+    else:
+        model, vocab, config = load_generator(checkpoint)
     model = deterministic(model)
     cfg = model.cfg
     variant, max_len = cfg.variant, cfg.max_len
     start = time.perf_counter()
 
     table = load_dataset(config["data"], data_dir)
-    draw = prototype_source(config, table, model.nproto, seed)
-    n_proto = min(max_prototypes, MAX_PROTOTYPES) if model.nproto else 0
-    tuples = draw(min(n_proto, _omega_size(draw))) if model.nproto else []
+    tuples = []
+    if earlier is None and model.nproto:
+        draw = prototype_source(config, table, model.nproto, seed)
+        tuples = draw(min(max_prototypes, MAX_PROTOTYPES, _omega_size(draw)))
 
     with staged_folder(out) as tmp:
         torch.manual_seed(seed)
         export_torchscript(model, tmp / "model.ts", max_len)
         graphs = export_onnx(model, tmp, max_len)
         write_vocab(tmp, vocab)
-        n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
+        if earlier is None:
+            n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
+        else:
+            (tmp / "prototypes.txt").write_text(stored, encoding="utf-8")
+            n_written = earlier["decoding"]["prototypes"]
+        width = max((len(p) for tup in read_prototypes(tmp / "prototypes.txt", model.nproto)
+                     for p in tup), default=0)
+        write_training_pairs(tmp / TRAINING_PAIRS, table)
+        beam_width = int(config.get("sample", {}).get("beam_width", BEAM_WIDTH))
         manifest = {
             "format": FORMAT,
             "kind": "recombine",
-            "source_checkpoint": checkpoint.name,
+            "source_checkpoint": earlier["source_checkpoint"] if earlier else checkpoint.name,
             "config": config,
             "model": {"variant": variant, "nproto": model.nproto, "copy": cfg.copy,
                       "vae": cfg.vae, "hidden": model.hidden, "feed_dim": model.feed_dim,
@@ -267,25 +324,22 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
             "opset": OPSET,
             "graphs": graphs,
             "decoding": {
-                "bos": BOS_ID, "eos": EOS_ID, "pad": PAD_ID, "sep": SEP_ID,
-                "max_len": max_len,
-                "first_step_banned": list(FIRST_STEP_BANNED),
-                "later_steps_banned": list(LATER_BANNED),
-                "strategies": {"greedy": 0, "temperature": 1, "mixed": 2, "beam": "beam()"},
+                **Contract.for_model(model, beam_width=beam_width, prototypes=n_written,
+                                     prototype_width=width).to_manifest(),
                 "prototype_format": "ids + </s>" if variant == "scan" else "<s> + ids",
-                "state": {n: list(s) for n, s in state_shapes(model, 1, max_len).items()},
-                "state_order": list(STATE_NAMES),
                 "latent_prior": ("direction ~ uniform on the sphere, norm ~ U(0, max_norm)"
                                  if cfg.vae else "zeros"),
                 "test_time_dropout": False,
-                "prototypes": n_written,
             },
+            "training_pairs": TRAINING_PAIRS,
         }
         k = min(parity_sets, n_written) if model.nproto else parity_sets
         protos = pad_tuples(read_prototypes(tmp / "prototypes.txt", model.nproto)[:k],
-                            model.nproto, k)
+                            model.nproto, k, width)
         figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
         seal(tmp, manifest, figures, checkpoint, start)
+        if earlier is not None and (checkpoint / "README.md").is_file():  # not an artifact
+            shutil.copy2(checkpoint / "README.md", tmp / "README.md")
     return manifest
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
@@ -78,10 +78,16 @@ def parity_failures(figures: dict) -> list[str]:
 @contextmanager
 def staged_folder(out: Path):
     """A temporary folder next to ``out`` that replaces ``out`` only when the block ends
-    without an error: a failed validation leaves no artifact (and keeps an older one)."""
+    without an error: a failed validation leaves no artifact (and keeps an older one).
+    A killed export's staging folder is removed by the next export to ``out``; the folder
+    gets the mode the umask gives (mkdtemp alone would make it 0700)."""
+    from compgen.io import current_umask, remove_stale_staging, staging_prefix
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    remove_stale_staging(out)
+    tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
     try:
+        tmp.chmod(0o777 & ~current_umask())
         yield tmp
         if out.exists():
             shutil.rmtree(out)
@@ -110,7 +116,7 @@ def load_manifest(folder) -> dict:
     if not path.is_file():
         raise UserError(f"{folder}: not an export folder (no manifest.json)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
     if manifest.get("format") != FORMAT:

@@ -10,8 +10,8 @@ exported graphs compute exactly what the eager model computes. Test-time dropout
 (``outdrop_test``) is switched off in exported graphs: they are deterministic functions,
 and all randomness (temperature sampling, the latent prior) lives in the runtimes.
 
-The state layout is what the runtimes need to create an initial state themselves:
-``STATE_NAMES`` in that order, shapes given by ``state_shapes``.
+The state layout is the decoding contract's (``compgen.decoding.state_layout``): the
+runtimes create the initial state from the manifest, ``STATE_NAMES`` in that order.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from compgen.decoding import STATE_NAMES, state_layout
 from compgen.models.recombine import Memory, Recombine, State
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
-STATE_NAMES = ("h", "c", "feed", "step", "past_h", "past_key", "past_tok")
 ENCODER_INPUTS = ("protos", "z")
 ENCODER_OUTPUTS = ("keys", "values", "mask", "h0", "c0")
 STEP_INPUTS = ("token",) + STATE_NAMES + MEMORY_NAMES
@@ -39,11 +39,8 @@ def deterministic(model: Recombine) -> Recombine:
 def state_shapes(model: Recombine, batch: int, max_steps: int) -> dict[str, tuple[int, ...]]:
     """Shapes of the initial state for a batch (the sig self-attention buffers hold
     ``max_steps + 1`` slots; scan has none)."""
-    L = 0 if model.scan else max_steps + 1
-    H = model.hidden
-    return {"h": (batch, H), "c": (batch, H), "feed": (batch, model.feed_dim),
-            "step": (batch,), "past_h": (batch, L, H if L else 0),
-            "past_key": (batch, L, H if L and not model.scan else 0), "past_tok": (batch, L)}
+    layout = state_layout(not model.scan, model.hidden, model.feed_dim, max_steps)
+    return {name: (batch, *shape) for name, (shape, _) in layout.items()}
 
 
 class EncoderGraph(nn.Module):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 from compgen.export.artifact import (
     FORMAT,
     TOLERANCE,
@@ -236,12 +236,12 @@ def load_exported_inflection(folder: Path):
     path = folder / "manifest.json"
     if not path.is_file():
         raise UserError(f"{folder}: not an export folder (no manifest.json)")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = json.loads(read_text(path))
     if manifest.get("format") != FORMAT or manifest.get("kind") != "inflection":
         raise UserError(f"{path}: not an exported inflection model")
     for name, digest in manifest.get("files", {}).items():
         if not (folder / name).is_file() or sha256(folder / name) != digest:
             raise UserError(f"{folder / name}: missing or does not match its checksum")
-    src = CharVocab(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
-    tgt = CharVocab(json.loads((folder / "target_vocab.json").read_text(encoding="utf-8")))
+    src = CharVocab(json.loads(read_text(folder / "vocab.json")))
+    tgt = CharVocab(json.loads(read_text(folder / "target_vocab.json")))
     return manifest, src, tgt

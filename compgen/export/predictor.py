@@ -97,7 +97,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
                            source: torch.Tensor) -> dict:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model, all on the same batch ``source``."""
-    from compgen.runtime.onnx_predictor import OnnxPredictor
+    from compgen.export.onnx_predictor_decoder import OnnxPredictor
 
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():

@@ -110,9 +110,10 @@ def _install_embedded(lang: str, split: str, path: Path) -> bool:
 
 
 def check_corpus(path: Path) -> int:
-    """Number of non-blank lines; an empty corpus is a UserError."""
-    with open(path, "rb") as handle:
-        n = sum(1 for line in handle if line.strip())
+    """Number of non-blank lines; an empty or binary (not UTF-8) corpus is a UserError."""
+    from compgen.errors import read_text
+
+    n = sum(1 for line in read_text(path).splitlines() if line.strip())
     if n == 0:
         raise UserError(f"{path}: empty corpus (no sentences)")
     return n

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 LN10 = math.log(10.0)
 MIXES = ("token", "sentence", "geca")
@@ -58,7 +58,7 @@ def load_model(path: str | os.PathLike, option: str = "model"):
     try:
         with _quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
             return kenlm.Model(str(path), config)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{option} {path}: not a KenLM model ({reason})") from None
 
@@ -83,7 +83,7 @@ def read_sentences(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    return [" ".join(words) for words in parse_corpus(path.read_text(encoding="utf-8"), str(path))]
+    return [" ".join(words) for words in parse_corpus(read_text(path), str(path))]
 
 
 @dataclass

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +97,6 @@ class OovCounts:
 def map_to_base_vocabulary(base, aug, base_vocab: frozenset[str], aug_vocab: frozenset[str]):
     """``aug`` (CorpusScores of the augmented model) mapped onto the base vocabulary, and
     the OovCounts of the corpus. Both scores must carry their ``oov`` flags."""
-    from compgen.lm.perplexity import CorpusScores
-
     if base.oov is None or aug.oov is None:
         raise ValueError("scores without OOV flags")
     shared_by = len(base_vocab - aug_vocab) + 1
@@ -109,4 +107,4 @@ def map_to_base_vocabulary(base, aug, base_vocab: frozenset[str], aug_vocab: fro
     token = aug.token_log10 - math.log10(shared_by) * aug.oov
     sentence = (np.add.reduceat(token, aug.starts) if token.size else
                 np.zeros(0, dtype=np.float64))
-    return CorpusScores(token, sentence, aug.starts, aug.oov), counts
+    return replace(aug, token_log10=token, sentence_log10=sentence), counts

@@ -73,8 +73,12 @@ class RecombineConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> RecombineConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        names = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise ValueError(f"unknown model option(s) {', '.join(unknown)} "
+                             f"(valid: {', '.join(n for n in names if n != 'vocab_size')})")
+        return cls(**d)
 
 
 class Memory(NamedTuple):

@@ -51,10 +51,11 @@ class Seq2SeqConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Seq2SeqConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
+        names = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(d) - set(names))
         if unknown:
-            raise ValueError(f"unknown seq2seq model option(s): {', '.join(sorted(unknown))}")
+            raise ValueError(f"unknown seq2seq model option(s) {', '.join(unknown)} "
+                             f"(valid: {', '.join(n for n in names if n != 'vocab_size')})")
         return cls(**d)
 
 

@@ -2,7 +2,7 @@
 TorchScript, or the eager model the folder was exported from.
 
 ``predict_exported`` takes token lists and returns token lists, like
-``compgen.evaluate.predict`` on a checkpoint: sources are sorted by length and decoded in
+``compgen.scoring.predict`` on a checkpoint: sources are sorted by length and decoded in
 batches (the encoder is batch-independent, so the order does not change a prediction),
 greedy by default or beam search with ``beam_width > 1``.
 """
@@ -29,7 +29,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
     beam = beam_width > 1
 
     if backend == "onnx":
-        from compgen.runtime.onnx_predictor import OnnxPredictor
+        from compgen.export.onnx_predictor_decoder import OnnxPredictor
 
         onnx = OnnxPredictor(folder, manifest, threads)
 

@@ -1,29 +1,48 @@
-"""Sampling from an export folder with any backend: ONNX Runtime, TorchScript, the C++
-runner, or the eager model the folder was exported from.
+"""Sampling from an export folder with any backend, and the one sampling entry.
 
-All backends run the same loop (``compgen.sampling.collect_decoded``) with the same
-filters (validity, uniqueness, novelty, rare-token resampling, ``compgen.resample``);
-only the decoding of a batch differs. Prototype tuples are taken in order from the
-folder's ``prototypes.txt`` (cycling), so backends see the same prototypes.
+``sample`` is what ``compgen sample`` and ``compgen pipeline`` call: the options are
+resolved once (``SampleOptions``) and a checkpoint goes to the eager sampler, an export
+folder to ``sample_exported``. On an export every backend follows the manifest's
+decoding contract: sample i takes the stored prototype tuple i (cycling), its random
+draws are keyed by i, and the filters use the training pairs shipped in the export, so
+torch, onnx, torchscript and cpp keep the same samples for the same seed. The Python
+backends run ``compgen.sampling.collect_decoded`` around the shared decode loop; the C++
+runner does the whole job in one process.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import torch
 
-from compgen.data.vocab import EOS_ID, SEP_ID, Vocab
+from compgen.data.vocab import Vocab
+from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
 from compgen.errors import UserError
-from compgen.export import load_manifest, pad_tuples, read_prototypes
-from compgen.sampling import SampleRun, collect_decoded, make_filter, sampling_options
+from compgen.export import (
+    TRAINING_PAIRS,
+    eager_model,
+    load_manifest,
+    pad_tuples,
+    read_prototypes,
+)
+from compgen.sample_options import SampleOptions
+from compgen.sampling import (
+    EagerStepper,
+    NoSamples,
+    Sample,
+    SampleRun,
+    collect_decoded,
+    make_filter,
+    report_shortfall,
+)
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
-MODES = {"greedy": 0, "temperature": 1, "mixed": 2}
 
 
 class PrototypeCycle:
@@ -38,121 +57,89 @@ class PrototypeCycle:
         return idx
 
 
-def prior_z(rng: np.random.Generator, batch: int, manifest: dict) -> np.ndarray:
-    """The latent the eager model would draw: zeros, or the vMF prior (uniform direction,
-    norm uniform in [0, max_norm])."""
-    model = manifest["model"]
-    if not model["vae"]:
-        return np.zeros((batch, model["latent"]), np.float32)
-    direction = rng.standard_normal((batch, model["latent"]))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    return (direction * rng.uniform(0, model["max_norm"], (batch, 1))).astype(np.float32)
-
-
-def _rows_and_scores(tokens: np.ndarray, logp: np.ndarray) -> tuple[list, list]:
-    return tokens.tolist(), logp.sum(1).tolist()
-
-
-def make_decoder(folder: Path, manifest: dict, backend: str, seed: int,
-                 threads: int | None, log: Callable, batch_size: int = 128) -> Callable:
-    """``decode(prototype indices, strategy, temperature) -> (rows, scores)`` for a backend.
-    (The C++ runner decodes in batches of ``batch_size`` inside one process.)"""
-    nproto, max_len = manifest["model"]["nproto"], manifest["decoding"]["max_len"]
-    tuples = read_prototypes(folder / "prototypes.txt", nproto)
-    rng = np.random.default_rng(seed)
-
-    def batch(idx):
-        chosen = [tuples[i] for i in idx] if nproto else []
-        return pad_tuples(chosen, nproto, len(idx))
-
+def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None):
+    """``() -> Stepper`` for a Python backend of an export folder."""
     if backend == "onnx":
-        from compgen.runtime.onnx_runtime import OnnxGenerator
+        from compgen.export.onnx_decoder import OnnxGenerator
 
-        onnx = OnnxGenerator(folder, manifest, threads)
-
-        def decode(idx, strategy, temperature):
-            protos = batch(idx).numpy()
-            z = prior_z(rng, len(idx), manifest)
-            if strategy == "beam":
-                return _rows_and_scores(*onnx.beam(protos, z, max_len, 4))
-            return _rows_and_scores(*onnx.decode(protos, z, max_len, temperature,
-                                                 MODES[strategy], rng))
-        return decode
-
+        return OnnxGenerator(folder, manifest, threads).stepper
     if backend == "torchscript":
+        from compgen.export.torchscript_decoder import TorchScriptGenerator
+
+        return TorchScriptGenerator(folder, manifest, threads).stepper
+    if backend == "torch":
+        from compgen.export.graphs import deterministic
+
         if threads:
             torch.set_num_threads(threads)
-        torch.manual_seed(seed)
-        scripted = torch.jit.load(str(folder / "model.ts"))
-
-        def decode(idx, strategy, temperature):
-            protos = batch(idx)
-            z = torch.from_numpy(prior_z(rng, len(idx), manifest))
-            with torch.no_grad():
-                if strategy == "beam":
-                    out = scripted.beam(protos, z, max_len, 4)
-                else:
-                    out = scripted.decode(protos, z, max_len, temperature, MODES[strategy])
-            return _rows_and_scores(out[0].numpy(), out[1].numpy())
-        return decode
-
-    if backend == "cpp":
-        from compgen.runtime.cpp import build_runner, read_cpp_samples, run_cpp
-
-        binary = build_runner(log=log)
-        vocab = Vocab.load(folder / "vocab.json")
-        rounds = [0]
-        work = Path(tempfile.mkdtemp(prefix="compgen-cpp-"))
-        max_norm = manifest["model"]["max_norm"] if manifest["model"]["vae"] else 0.0
-
-        def decode(idx, strategy, temperature):
-            out = work / "batch.tsv"
-            rounds[0] += 1
-            run_cpp(binary, folder, out, n=len(idx), batch_size=min(len(idx), batch_size),
-                    strategy=strategy, seed=seed + rounds[0], max_len=max_len,
-                    offset=int(idx[0]) if len(idx) else 0, temperature=temperature,
-                    vae_max_norm=max_norm, threads=threads)
-            rows, scores = [], []
-            for x, y, logp, _ in read_cpp_samples(out):
-                # a row without "<sep> y" is invalid either way; don't invent a separator
-                rows.append(vocab.encode(x) + ([SEP_ID] + vocab.encode(y) if y else []) + [EOS_ID])
-                scores.append(logp)
-            return rows, scores
-        return decode
-
+        model = deterministic(eager_model(folder, manifest)[0])
+        max_len = manifest["decoding"]["max_len"]
+        return lambda: EagerStepper(model, max_len)
     raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
-def eager_model(folder: Path, manifest: dict) -> tuple:
-    """(model, vocab, config) of an export folder for ``--backend torch``: the eager model
-    rebuilt from the manifest's config and the weights stored in ``model.ts`` (folders of
-    earlier versions carry them as ``generator.pt``)."""
-    from compgen.train import build_recombine, load_generator
+def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOptions) -> Callable:
+    """``decode(prototype indices, strategy, temperature, first) -> (rows, scores)``."""
+    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
+    nproto = manifest["model"]["nproto"]
+    tuples = read_prototypes(folder / "prototypes.txt", nproto)
+    new_stepper = make_stepper_factory(folder, manifest, backend, options.threads)
 
-    if (folder / "generator.pt").is_file():
-        return load_generator(folder / "generator.pt")
-    vocab = Vocab.load(folder / "vocab.json")
-    model = build_recombine(manifest["config"], len(vocab))
-    prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
-    scripted = torch.jit.load(str(folder / "model.ts")).state_dict()
-    model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
-                           if k.startswith(prefix)})
-    model.eval()
-    return model, vocab, manifest["config"]
+    def run(idx, strategy, temperature, first):
+        chosen = [tuples[i] for i in idx] if nproto else []
+        protos = pad_tuples(chosen, nproto, len(idx), contract.prototype_width).numpy()
+        ids = first + np.arange(len(idx), dtype=np.int64)
+        z = prior_z(contract, options.seed, ids)
+        tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
+                                    temperature, options.seed, ids, tuple_ids=idx)
+        return tokens.tolist(), scores_of(token_logp).tolist()
+    return run
 
 
-def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
-                    strategy: str | None = None, temperature: float | None = None,
-                    resample: str | None = None, rare: str | None = None,
-                    nsamples: int | None = None, batch_size: int | None = None, seed: int = 0,
-                    out=None, data_dir=None, threads: int | None = None,
-                    max_rounds: int | None = None, rare_prototypes: bool | None = None,
-                    log: Callable[[str], None] = print,
-                    raise_temperature: bool = False) -> SampleRun:
+def shipped_training_table(folder: Path) -> pl.DataFrame:
+    """The training pairs shipped in an export, as the filters read a data set."""
+    from compgen.io import parse_samples_tsv
+
+    path = folder / TRAINING_PAIRS
+    if not path.is_file():
+        raise UserError(f"{path}: missing; this export predates the shipped training pairs, "
+                        f"re-export it (compgen export {folder})")
+    from compgen.resample import split_morph
+
+    pairs = parse_samples_tsv(path.read_text(encoding="utf-8"), str(path))
+    tags = [(split_morph(x) or ([], []))[1] for x, _ in pairs]  # morphology's rare tags
+    return pl.DataFrame({"x": [x for x, _ in pairs], "y": [y for _, y in pairs],
+                         "tags": tags, "split": ["train"] * len(pairs)},
+                        schema={"x": pl.List(pl.String), "y": pl.List(pl.String),
+                                "tags": pl.List(pl.String), "split": pl.String})
+
+
+def sample(source, backend: str | None = None, *, out=None, data_dir=None,
+           log: Callable[[str], None] = print, **asked) -> SampleRun:
+    """The sampling entry of ``compgen sample`` and ``compgen pipeline``: ``source`` is a
+    checkpoint (eager) or an export folder (``backend``, default onnx)."""
+    from compgen.sampling import sample_generator
+
+    source = Path(source)
+    exported = source.is_dir()
+    backend = backend or ("onnx" if exported else "torch")
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    if not exported and backend != "torch":
+        raise UserError(f"--backend {backend} runs on an export folder: "
+                        f"first run 'compgen export {source}'")
+    if exported:
+        return sample_exported(source, backend=backend, out=out, data_dir=data_dir, log=log,
+                               **asked)
+    return sample_generator(source, out=out, data_dir=data_dir, log=log, **asked)
+
+
+def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
+                    data_dir=None, log: Callable[[str], None] = print,
+                    options: SampleOptions | None = None, **asked) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
-    Exported graphs decode the prototype tuples drawn at export time; ``rare_prototypes``
-    (a different Omega) needs ``backend="torch"``."""
-    from compgen.data import load_dataset
+    Exported graphs decode the prototype tuples stored at export time, with the training
+    pairs stored with them (``data_dir`` is not read)."""
     from compgen.io import write_samples_tsv
 
     if backend not in BACKENDS:
@@ -162,36 +149,82 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx",
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
                         "sample (predictors: compgen.runtime.predictor.predict_exported)")
-    if backend == "torch":
-        from compgen.sampling import sample_generator
-
-        return sample_generator(folder, n, strategy=strategy, loaded=eager_model(folder, manifest),
-                                temperature=temperature, resample=resample, rare=rare,
-                                nsamples=nsamples, batch_size=batch_size, seed=seed, out=out,
-                                data_dir=data_dir, threads=threads, max_rounds=max_rounds,
-                                rare_prototypes=rare_prototypes, log=log,
-                                raise_temperature=raise_temperature)
-    if rare_prototypes:
-        raise UserError("--rare-prototypes: an export decodes the prototype tuples drawn at "
-                        "export time; use --backend torch")
     config = manifest["config"]
-    scfg = config.get("sample", {})
-    strategy, n, nsamples, temperature, max_rounds = sampling_options(
-        config, strategy, n, nsamples, temperature, max_rounds)
-    table = load_dataset(config["data"], data_dir)
-    accept = make_filter(config, table, resample or scfg.get("resample", "none"), rare).accept
+    options = options or SampleOptions.resolve(config, n=n, **asked)
+    if options.rare_prototypes:
+        raise UserError("--rare-prototypes: an export decodes the prototype tuples stored at "
+                        "export time; sample the checkpoint instead")
+    if options.test_dropout:
+        raise UserError("--test-dropout: exported graphs are deterministic; sample the "
+                        "checkpoint instead")
+    Contract.from_manifest(manifest["decoding"])  # an old contract: a clear error first
+    table = shipped_training_table(folder)
+    filt = make_filter(config, table, options.resample, options.rare)
     vocab = Vocab.load(folder / "vocab.json")
-    batch_size = batch_size or int(scfg.get("batch_size", 128))
-    decode = make_decoder(folder, manifest, backend, seed, threads, log, batch_size)
-    # one C++ process per round: make rounds large so process start-up is paid rarely
-    round_size = max(batch_size, 4 * nsamples) if backend == "cpp" else batch_size
-    draw = PrototypeCycle(manifest["decoding"]["prototypes"])
     start = time.perf_counter()
-    samples = collect_decoded(decode, vocab, draw, n, nsamples, strategy, temperature, accept,
-                              round_size, max_rounds, log=log,
-                              raise_temperature=raise_temperature)
+    if backend == "cpp":
+        samples = _sample_cpp(folder, manifest, options, filt, vocab, out, log)
+    else:
+        decode_rows = make_decoder(folder, manifest, backend, options)
+        samples = collect_decoded(decode_rows, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
+                                  options.n, options.nsamples, options.strategy,
+                                  options.temperature, filt.accept, options.batch_size,
+                                  options.max_rounds, log=log,
+                                  raise_temperature=options.raise_temperature)
+        if out is not None:
+            write_samples_tsv(out, [(s.x, s.y) for s in samples],
+                              {"logprob": [s.logprob for s in samples]})
     seconds = time.perf_counter() - start
-    if out is not None:
-        write_samples_tsv(out, [(s.x, s.y) for s in samples],
-                          {"logprob": [s.logprob for s in samples]})
     return SampleRun(samples, seconds, str(out) if out else None, config["data"])
+
+
+def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
+                out, log) -> list[Sample]:
+    """The whole job in one C++ runner process; returns what it wrote."""
+    from compgen.export.cpp_runner import build_runner, job_text, run_harness
+    from compgen.io import parse_samples_tsv
+
+    binary = build_runner(log=log)
+    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
+    job = job_text(folder, contract, out=out, mode=MODES[options.strategy],
+                   temperature=options.temperature, seed=options.seed, n=options.n,
+                   nsamples=options.nsamples, batch_size=options.batch_size,
+                   max_rounds=options.max_rounds, threads=options.threads,
+                   raise_temperature=options.raise_temperature,
+                   filter_spec=filter_spec(filt, vocab))
+    result = run_harness(binary, job, log)
+    report_shortfall(result.kept, options.n, result.rounds, options.batch_size,
+                     (options.strategy, options.temperature),
+                     (result.strategy, result.temperature), options.max_rounds,
+                     options.raise_temperature, log)
+    text = Path(out).read_text(encoding="utf-8") if out is not None else result.output
+    scores = [float(line.rsplit("\t", 1)[1]) for line in text.splitlines()
+              if line and not line.startswith("#")]
+    pairs = parse_samples_tsv(text, str(out or "<runner>"))
+    return [Sample(x, y, score) for (x, y), score in zip(pairs, scores)]
+
+
+def filter_spec(filt, vocab: Vocab) -> dict:
+    """A ``SampleFilter`` as the runner's job lines (token ids instead of strings)."""
+    from compgen.resample import is_tag
+
+    spec = {"novel": int(filt.novel), "morphology": int(filt.train_tags is not None)}
+    ids = vocab.index
+    if filt.train_tags is not None:
+        spec["train_tags"] = [ids[t] for t in filt.train_tags if t in ids]
+    spec["is_tag"] = [i for i, t in enumerate(vocab.tokens) if is_tag(t)]
+    spec["tag_shaped"] = [i for i, t in enumerate(vocab.tokens)
+                          if t and all(c.isupper() or c.isdigit() for c in t)]
+    rule = filt.rule
+    if rule is None:
+        spec["rule"] = "none"
+    elif getattr(rule, "phrase", None) is not None:
+        spec["rule"] = ["contains"] + [ids.get(t, -1) for t in rule.phrase]
+    elif getattr(rule, "tags", None) is not None:
+        spec["rule"] = ["tags"] + [ids[t] for t in rule.tags if t in ids]
+    else:
+        raise UserError("--backend cpp: this resampling rule has no C++ form; use onnx")
+    return spec
+
+
+__all__ = ["BACKENDS", "NoSamples", "sample", "sample_exported"]

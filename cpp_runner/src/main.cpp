@@ -1,102 +1,133 @@
-// compgen-sample: batched sampling from an exported compgen generator, without Python.
+// compgen-sample: the whole sampling job on an exported compgen generator, in one process.
 //
-// Reads an export folder (model.ts: the TorchScript sampler; vocab.txt: one token per
-// line, line i = id i; prototypes.txt: one prototype tuple per line, K tab-separated
-// fields of space-separated token ids, already formatted for the model), draws --n
-// samples in batches of --batch-size, and writes the samples TSV
-//   x <TAB> y <TAB> logp <TAB> min_logp
-// (tokens space-joined, a token that is a space written as U+2581; x before <sep>, y after it; logp = sum of the emitted tokens'
-// log-probabilities up to </s>, min_logp = the smallest one; resampling filters use them).
-// Prototype tuples are taken in file order starting at --offset, cycling, like the
-// reference's cycle over a shuffled prototype set. Throughput goes to stderr.
-//
-// --workers W decodes W batches at once, one per thread, each with W-th of the intra-op
-// threads: at small batch sizes one decoder step is too small to keep several cores busy,
-// independent batches are not. Batch i always takes the same prototypes and latent draws
-// and the file keeps batch order, so greedy and beam output does not depend on W; with
-// temperature sampling the token draws come from libtorch's one global generator and
-// depend on thread timing when W > 1.
+// `compgen sample EXPORT --backend cpp` starts this program once and writes the job to its
+// standard input (one "key value..." line each: the decoding contract from manifest.json,
+// the sampling options, the filter). The program loads model.ts once, then runs the
+// sampling loop of compgen/sampling.py (collect_decoded): rounds of --batch-size prototype
+// tuples taken in order from prototypes.txt (cycling), decoded with the loop of
+// compgen/decoding.py (decode.hpp), filtered (valid x <sep> y, the rare-token rule,
+// unique, novel against the training pairs shipped in the export, known tokens) until
+// nsamples are accepted or max_rounds have run, then keeps the n most probable and
+// writes the samples TSV  x <TAB> y <TAB> logprob  (atomically; to stdout without `out`).
+// With `raw 1` it writes every decoded row of one round as ids (export parity checks).
+// The last line on stderr reports what happened: "done kept rounds strategy T seconds".
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
-#include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
-#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
-#include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "decode.hpp"
 
 namespace {
 
-constexpr int64_t kPad = 0, kEos = 2, kSep = 4;
-
-struct Options {
-  std::string folder, out;
-  int64_t n = 400, batch = 128, max_len = 45, seed = 0, offset = 0, beam_width = 4;
-  std::string strategy = "greedy";
-  double temperature = 1.0, vae_max_norm = 0.0;
-  int threads = 0, workers = 1;
-};
+using Ids = std::vector<int64_t>;
 
 [[noreturn]] void fail(const std::string& message) {
   std::cerr << "error: " << message << std::endl;
   std::exit(2);
 }
 
-void usage() {
-  std::cerr << "usage: compgen-sample EXPORT_DIR -o OUT.tsv [--n N] [--batch-size B]\n"
-               "       [--strategy greedy|temperature|mixed|beam] [--temperature T]\n"
-               "       [--beam-width W] [--max-len L] [--seed S] [--offset O]\n"
-               "       [--vae-max-norm M] [--threads K] [--workers W]\n";
+struct Job {
+  std::string folder, out;
+  compgen::Contract contract;
+  int64_t n = 400, nsamples = 400, batch = 128, max_rounds = 200, patience = 3, threads = 0;
+  int64_t seed = 0;
+  int mode = 0;
+  double temperature = 1.0;
+  bool raise_temperature = false, raw = false, zero_latent = false;
+  // filter
+  bool novel = true, morphology = false;
+  std::string rule = "none";  // none | contains | tags
+  Ids rule_ids, train_tags;
+  std::vector<char> is_tag, tag_shaped;  // per vocabulary id (morphology)
+};
+
+Ids numbers(std::istringstream& in) {
+  Ids out;
+  int64_t v;
+  while (in >> v) out.push_back(v);
+  return out;
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  auto value = [&](size_t& i) -> std::string {
-    if (i + 1 >= args.size()) fail("option " + args[i] + " needs a value");
-    return args[++i];
-  };
-  auto number = [&](size_t& i) -> double {
-    std::string name = args[i], text = value(i);
-    char* end = nullptr;
-    double v = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || *end != '\0') fail("option " + name + ": not a number: " + text);
-    return v;
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") { usage(); std::exit(0); }
-    else if (a == "-o" || a == "--out") o.out = value(i);
-    else if (a == "--n") o.n = static_cast<int64_t>(number(i));
-    else if (a == "--batch-size") o.batch = static_cast<int64_t>(number(i));
-    else if (a == "--max-len") o.max_len = static_cast<int64_t>(number(i));
-    else if (a == "--seed") o.seed = static_cast<int64_t>(number(i));
-    else if (a == "--offset") o.offset = static_cast<int64_t>(number(i));
-    else if (a == "--beam-width") o.beam_width = static_cast<int64_t>(number(i));
-    else if (a == "--temperature") o.temperature = number(i);
-    else if (a == "--vae-max-norm") o.vae_max_norm = number(i);
-    else if (a == "--threads") o.threads = static_cast<int>(number(i));
-    else if (a == "--workers") o.workers = static_cast<int>(number(i));
-    else if (a == "--strategy") o.strategy = value(i);
-    else if (!a.empty() && a[0] == '-') fail("unknown option " + a);
-    else if (o.folder.empty()) o.folder = a;
-    else fail("unexpected argument " + a);
+std::vector<char> flags(const Ids& ids, int64_t size) {
+  std::vector<char> out(size, 0);
+  for (auto i : ids)
+    if (i >= 0 && i < size) out[i] = 1;
+  return out;
+}
+
+Job read_job(std::istream& in) {
+  Job job;
+  auto& c = job.contract;
+  std::string line;
+  Ids first, later;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key;
+    if (!(words >> key)) continue;
+    auto number = [&]() {
+      double v;
+      if (!(words >> v)) fail("job line '" + line + "': number expected");
+      return v;
+    };
+    if (key == "folder") std::getline(words >> std::ws, job.folder);
+    else if (key == "out") std::getline(words >> std::ws, job.out);
+    else if (key == "n") job.n = number();
+    else if (key == "nsamples") job.nsamples = number();
+    else if (key == "batch_size") job.batch = number();
+    else if (key == "max_rounds") job.max_rounds = number();
+    else if (key == "patience") job.patience = number();
+    else if (key == "threads") job.threads = number();
+    else if (key == "seed") { words >> job.seed; }
+    else if (key == "mode") job.mode = static_cast<int>(number());
+    else if (key == "temperature") job.temperature = number();
+    else if (key == "raise_temperature") job.raise_temperature = number() != 0;
+    else if (key == "raw") job.raw = number() != 0;
+    else if (key == "zero_latent") job.zero_latent = number() != 0;
+    else if (key == "novel") job.novel = number() != 0;
+    else if (key == "morphology") job.morphology = number() != 0;
+    else if (key == "rule") { words >> job.rule; job.rule_ids = numbers(words); }
+    else if (key == "train_tags") job.train_tags = numbers(words);
+    else if (key == "is_tag") job.is_tag = flags(numbers(words), 1 << 20);
+    else if (key == "tag_shaped") job.tag_shaped = flags(numbers(words), 1 << 20);
+    else if (key == "vocab_size") c.vocab_size = number();
+    else if (key == "max_len") c.max_len = number();
+    else if (key == "latent") c.latent = number();
+    else if (key == "beam_width") c.beam_width = number();
+    else if (key == "prototypes") c.prototypes = number();
+    else if (key == "prototype_width") c.prototype_width = number();
+    else if (key == "vae_max_norm") c.vae_max_norm = number();
+    else if (key == "ids") { c.bos = number(); c.eos = number(); c.pad = number(); c.sep = number(); }
+    else if (key == "first_step_masked") first = numbers(words);
+    else if (key == "later_steps_masked") later = numbers(words);
+    else if (key == "state") {
+      compgen::StateSlot slot;
+      std::string dtype;
+      words >> slot.name >> dtype;
+      slot.is_long = dtype == "int64";
+      slot.shape = numbers(words);
+      c.state.push_back(slot);
+    } else fail("job: unknown key " + key);
   }
-  if (o.folder.empty() || o.out.empty()) { usage(); fail("EXPORT_DIR and -o are required"); }
-  if (o.n < 1 || o.batch < 1 || o.max_len < 1 || o.beam_width < 1)
-    fail("--n, --batch-size, --max-len and --beam-width must be >= 1");
-  if (o.temperature <= 0) fail("--temperature must be > 0");
-  if (o.workers < 1) fail("--workers must be >= 1");
-  if (o.strategy != "greedy" && o.strategy != "temperature" && o.strategy != "mixed" &&
-      o.strategy != "beam")
-    fail("--strategy must be greedy, temperature, mixed or beam, not " + o.strategy);
-  return o;
+  if (job.folder.empty()) fail("job: no export folder");
+  if (c.vocab_size < 6 || c.state.empty()) fail("job: no decoding contract");
+  if (job.n < 1 || job.batch < 1 || job.max_rounds < 1 || c.beam_width < 1 || c.max_len < 1)
+    fail("job: n, batch_size, max_rounds, beam_width and max_len must be >= 1");
+  if (job.temperature <= 0) fail("job: temperature must be > 0");
+  c.first_masked = flags(first, c.vocab_size);
+  c.later_masked = flags(later, c.vocab_size);
+  return job;
 }
 
 std::vector<std::string> read_vocab(const std::string& path) {
@@ -105,15 +136,12 @@ std::vector<std::string> read_vocab(const std::string& path) {
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(in, line)) tokens.push_back(line);
-  if (tokens.size() < 6) fail(path + ": vocabulary too short");
   return tokens;
 }
 
-// prototypes[i][k] = token ids of prototype k of tuple i
-std::vector<std::vector<std::vector<int64_t>>> read_prototypes(const std::string& path,
-                                                                int64_t nproto,
-                                                                int64_t vocab_size) {
-  std::vector<std::vector<std::vector<int64_t>>> tuples;
+std::vector<std::vector<Ids>> read_prototypes(const std::string& path, int64_t nproto,
+                                              int64_t vocab_size) {
+  std::vector<std::vector<Ids>> tuples;
   if (nproto == 0) return tuples;
   std::ifstream in(path);
   if (!in) fail(path + ": cannot open prototype list");
@@ -122,18 +150,15 @@ std::vector<std::vector<std::vector<int64_t>>> read_prototypes(const std::string
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty()) continue;
-    std::vector<std::vector<int64_t>> tuple;
+    std::vector<Ids> tuple;
     std::stringstream fields(line);
     std::string field;
     while (std::getline(fields, field, '\t')) {
-      std::vector<int64_t> ids;
-      std::stringstream words(field);
-      int64_t id;
-      while (words >> id) {
+      std::istringstream words(field);
+      Ids ids = numbers(words);
+      for (auto id : ids)
         if (id < 0 || id >= vocab_size)
           fail(path + ":" + std::to_string(lineno) + ": token id out of range");
-        ids.push_back(id);
-      }
       tuple.push_back(ids);
     }
     if (static_cast<int64_t>(tuple.size()) != nproto)
@@ -145,128 +170,273 @@ std::vector<std::vector<std::vector<int64_t>>> read_prototypes(const std::string
   return tuples;
 }
 
-torch::Tensor prior_z(int64_t batch, int64_t dim, double max_norm, torch::Generator& gen) {
-  if (max_norm <= 0) return torch::zeros({batch, dim});
-  auto direction = torch::randn({batch, dim}, gen);
-  direction = direction / direction.norm(2, {1}, true).clamp_min(1e-12);
-  return direction * (torch::rand({batch, 1}, gen) * max_norm);
-}
+std::string display(const std::string& token) { return token == " " ? "\u2581" : token; }
 
-// One batch: prototypes from the cycle at `cursor`, latent draws from its own generator.
-struct Batch {
-  torch::Tensor protos, z;
+// The training pairs shipped in the export (train.tsv, tokens space-joined).
+struct Training {
+  std::set<Ids> inputs, outputs;
+  std::set<int64_t> input_tokens, output_tokens;
 };
 
-Batch make_batch(const std::vector<std::vector<std::vector<int64_t>>>& tuples, int64_t nproto,
-                 int64_t latent, int64_t cursor, int64_t B, const Options& o, uint64_t seed) {
-  int64_t T = 1;  // pad this batch's prototypes to one length
-  for (int64_t b = 0; b < B && nproto > 0; ++b)
-    for (const auto& p : tuples[(cursor + b) % tuples.size()])
-      T = std::max<int64_t>(T, static_cast<int64_t>(p.size()));
-  auto protos = torch::full({B, nproto, nproto > 0 ? T : 1}, kPad, torch::kLong);
-  auto acc = protos.accessor<int64_t, 3>();
-  for (int64_t b = 0; b < B && nproto > 0; ++b) {
-    const auto& tuple = tuples[(cursor + b) % tuples.size()];
-    for (int64_t k = 0; k < nproto; ++k)
-      for (size_t t = 0; t < tuple[k].size(); ++t) acc[b][k][t] = tuple[k][t];
-  }
-  if (nproto == 0) protos = protos.slice(1, 0, 0);
-  auto gen = at::detail::createCPUGenerator(seed);
-  return {protos, prior_z(B, latent, o.vae_max_norm, gen)};
-}
-
-c10::ivalue::TupleElements decode(torch::jit::script::Module& model, const Batch& batch,
-                                  const Options& o) {
-  if (o.strategy == "beam")
-    return model.get_method("beam")({batch.protos, batch.z, o.max_len, o.beam_width})
-        .toTuple()->elements();
-  const int mode = o.strategy == "greedy" ? 0 : o.strategy == "temperature" ? 1 : 2;
-  return model.get_method("decode")({batch.protos, batch.z, o.max_len, o.temperature, mode})
-      .toTuple()->elements();
-}
-
-// The TSV rows of one decoded batch.
-std::string format_rows(const c10::ivalue::TupleElements& result,
-                        const std::vector<std::string>& vocab) {
-  auto tokens = result[0].toTensor().contiguous();
-  auto logp = result[1].toTensor().contiguous();
-  auto tok = tokens.accessor<int64_t, 2>();
-  auto lp = logp.accessor<float, 2>();
-  std::ostringstream out;
-  for (int64_t b = 0; b < tokens.size(0); ++b) {
-    std::string x, y;
-    bool after_sep = false;
-    double total = 0.0, lowest = 0.0;
-    for (int64_t t = 0; t < tokens.size(1); ++t) {
-      const int64_t id = tok[b][t];
-      if (id == kPad) break;
-      total += lp[b][t];
-      lowest = t == 0 ? lp[b][t] : std::min<double>(lowest, lp[b][t]);
-      if (id == kEos) break;
-      if (id == kSep && !after_sep) { after_sep = true; continue; }
-      std::string& side = after_sep ? y : x;
-      if (!side.empty()) side += ' ';
-      side += vocab[id] == " " ? "\u2581" : vocab[id];  // a space token, as compgen/io.py
+Training read_training(const std::string& path, const std::vector<std::string>& vocab) {
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < vocab.size(); ++i) index[display(vocab[i])] = static_cast<int64_t>(i);
+  std::ifstream in(path);
+  if (!in) fail(path + ": cannot open the training pairs");
+  Training t;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto tab = line.find('\t');
+    if (tab == std::string::npos) fail(path + ": expected x<TAB>y lines");
+    Ids sides[2];
+    std::string texts[2] = {line.substr(0, tab), line.substr(tab + 1)};
+    for (int s = 0; s < 2; ++s) {
+      const auto cut = texts[s].find('\t');
+      std::istringstream words(texts[s].substr(0, cut));
+      std::string w;
+      while (words >> w) {
+        auto it = index.find(w);
+        sides[s].push_back(it == index.end() ? -1 : it->second);
+      }
     }
-    out << x << '\t' << y << '\t' << total << '\t' << lowest << '\n';
+    t.inputs.insert(sides[0]);
+    t.outputs.insert(sides[1]);
+    t.input_tokens.insert(sides[0].begin(), sides[0].end());
+    t.output_tokens.insert(sides[1].begin(), sides[1].end());
   }
-  return out.str();
+  return t;
+}
+
+// compgen.resample.SampleFilter over ids.
+class Filter {
+ public:
+  Filter(const Job& job, Training training) : job_(job), train_(std::move(training)) {
+    tags_.insert(job.train_tags.begin(), job.train_tags.end());
+    wanted_.insert(job.rule_ids.begin(), job.rule_ids.end());
+  }
+
+  bool accept(const Ids& row, Ids& x, Ids& y) {
+    const auto& c = job_.contract;
+    Ids tokens;
+    for (auto id : row) {
+      if (id == c.eos) break;
+      if (id == c.bos || id == c.pad) continue;
+      tokens.push_back(id);
+    }
+    if (std::count(tokens.begin(), tokens.end(), c.sep) != 1) return false;
+    const auto at = std::find(tokens.begin(), tokens.end(), c.sep);
+    x.assign(tokens.begin(), at);
+    y.assign(at + 1, tokens.end());
+    if (x.empty() || y.empty()) return false;
+    Ids tags;
+    const bool morph_ok = split_tags(x, tags);
+    if (job_.morphology) {
+      if (!morph_ok || tags.size() < 2) return false;
+      std::set<int64_t> distinct(tags.begin(), tags.end());
+      if (distinct.size() != tags.size()) return false;
+      for (auto t : tags)
+        if (!tags_.count(t)) return false;
+    }
+    if (job_.rule == "contains" && !contains(x, job_.rule_ids)) return false;
+    if (job_.rule == "tags") {
+      if (!morph_ok) return false;
+      bool any = false;
+      for (auto t : tags) any = any || wanted_.count(t);
+      if (!any) return false;
+    }
+    if (seen_.count({x, y})) return false;
+    if (job_.novel && (train_.inputs.count(x) || train_.outputs.count(y))) return false;
+    for (auto t : x)
+      if (!train_.input_tokens.count(t)) return false;
+    for (auto t : y)
+      if (!train_.output_tokens.count(t)) return false;
+    seen_.insert({x, y});
+    return true;
+  }
+
+ private:
+  // compgen.resample.split_morph: the tags start at the first tag-like token.
+  bool split_tags(const Ids& x, Ids& tags) const {
+    bool shaped = false;
+    for (auto t : x) shaped = shaped || (t < static_cast<int64_t>(job_.tag_shaped.size()) &&
+                                         job_.tag_shaped[t]);
+    if (!shaped) return false;
+    size_t i = 0;
+    while (i < x.size() && !job_.is_tag[x[i]]) ++i;
+    tags.assign(x.begin() + i, x.end());
+    return true;
+  }
+
+  static bool contains(const Ids& x, const Ids& gram) {
+    if (gram.empty()) return true;
+    if (gram.size() > x.size()) return false;
+    for (size_t i = 0; i + gram.size() <= x.size(); ++i)
+      if (std::equal(gram.begin(), gram.end(), x.begin() + i)) return true;
+    return false;
+  }
+
+  const Job& job_;
+  Training train_;
+  std::set<int64_t> tags_, wanted_;
+  std::set<std::pair<Ids, Ids>> seen_;
+};
+
+struct Sample {
+  Ids x, y;
+  double logprob;
+};
+
+std::string join(const Ids& ids, const std::vector<std::string>& vocab) {
+  std::string out;
+  for (auto id : ids) {
+    if (!out.empty()) out += ' ';
+    out += display(vocab[id]);
+  }
+  return out;
+}
+
+std::string format_score(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6g", v);
+  return buffer;
+}
+
+void write_output(const Job& job, const std::string& text) {
+  if (job.out.empty()) {
+    std::cout << text << std::flush;
+    return;
+  }
+  // beside the output, renamed over it: never a half-written file (umask applies)
+  const std::string tmp = job.out + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    if (!out) fail(job.out + ": cannot write");
+    out << text;
+    if (!out) { std::remove(tmp.c_str()); fail(job.out + ": cannot write"); }
+  }
+  if (std::rename(tmp.c_str(), job.out.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(job.out + ": cannot write");
+  }
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
-  const int threads = o.threads > 0 ? o.threads : at::get_num_threads();
-  at::set_num_threads(std::max(1, threads / o.workers));
-  torch::manual_seed(o.seed);
+int main() {
+  Job job = read_job(std::cin);
+  const auto& c = job.contract;
+  at::set_num_threads(job.threads > 0 ? static_cast<int>(job.threads) : at::get_num_threads());
   torch::NoGradGuard no_grad;
+  // The profiling executor would re-specialise the traced graphs for every batch size that
+  // compaction produces (3-10x slower); the traced graphs are what should run.
+  torch::jit::setGraphExecutorOptimize(false);
+  const auto started = std::chrono::steady_clock::now();
 
   torch::jit::script::Module model;
   try {
-    model = torch::jit::load(o.folder + "/model.ts");
-  } catch (const c10::Error& e) {
-    fail(o.folder + "/model.ts: cannot load TorchScript module");
+    model = torch::jit::load(job.folder + "/model.ts");
+  } catch (const c10::Error&) {
+    fail(job.folder + "/model.ts: cannot load TorchScript module");
   }
   model.eval();
   const int64_t nproto = model.attr("nproto").toInt();
-  const int64_t latent = model.attr("latent").toInt();
-  const auto vocab = read_vocab(o.folder + "/vocab.txt");
-  const int64_t vocab_size = static_cast<int64_t>(vocab.size());
-  const auto tuples = read_prototypes(o.folder + "/prototypes.txt", nproto, vocab_size);
+  const auto vocab = read_vocab(job.folder + "/vocab.txt");
+  if (static_cast<int64_t>(vocab.size()) != c.vocab_size) fail("vocab.txt: size differs from the manifest");
+  const auto tuples = read_prototypes(job.folder + "/prototypes.txt", nproto, c.vocab_size);
+  const int64_t cycle = std::max<int64_t>(1, static_cast<int64_t>(tuples.size()));
+  compgen::Stepper stepper(model, c);
 
-  const int64_t n_batches = (o.n + o.batch - 1) / o.batch;
-  auto batch_at = [&](int64_t i) {
-    const int64_t B = std::min(o.batch, o.n - i * o.batch);
-    return make_batch(tuples, nproto, latent, o.offset + i * o.batch, B, o,
-                      static_cast<uint64_t>(o.seed) * 1000003ULL + static_cast<uint64_t>(i) + 1);
+  // One round: rows first .. first + B - 1 of the prototype cycle.
+  auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {
+    Ids ids(B), tuple_ids(B);
+    int64_t width = std::max<int64_t>(1, c.prototype_width);
+    for (int64_t b = 0; b < B; ++b) {
+      ids[b] = first + b;
+      tuple_ids[b] = (first + b) % cycle;
+      for (int64_t k = 0; k < nproto; ++k)
+        width = std::max<int64_t>(width, tuples[tuple_ids[b]][k].size());
+    }
+    auto protos = torch::full({B, nproto, nproto > 0 ? width : 1}, c.pad, torch::kLong);
+    auto acc = protos.accessor<int64_t, 3>();
+    for (int64_t b = 0; b < B && nproto > 0; ++b)
+      for (int64_t k = 0; k < nproto; ++k)
+        for (size_t t = 0; t < tuples[tuple_ids[b]][k].size(); ++t)
+          acc[b][k][t] = tuples[tuple_ids[b]][k][t];
+    auto z = job.zero_latent ? torch::zeros({B, c.latent})
+                             : compgen::prior_z(c, static_cast<uint64_t>(job.seed), ids);
+    if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width, tuple_ids);
+    return compgen::decode(stepper, c, protos, z, mode, temperature,
+                           static_cast<uint64_t>(job.seed), ids, tuple_ids);
   };
-  // The first calls of a TorchScript module profile and optimise its graph; keep that
-  // one-off cost out of the reported throughput.
-  decode(model, batch_at(0), o);
 
-  std::vector<std::string> rows(n_batches);
-  std::atomic<int64_t> next{0};
-  auto work = [&]() {
-    torch::NoGradGuard worker_no_grad;  // grad mode is per thread
-    for (int64_t i = next++; i < n_batches; i = next++)
-      rows[i] = format_rows(decode(model, batch_at(i), o), vocab);
+  double decode_seconds = 0.0;
+  auto timed_round = [&](int64_t first, int64_t B, int mode, double temperature) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = decode_round(first, B, mode, temperature);
+    decode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
   };
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  for (int w = 1; w < o.workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::ofstream out(o.out + ".tmp");
-  if (!out) fail(o.out + ": cannot write");
-  out << "#x\ty\tlogp\tmin_logp\n";
-  for (const auto& r : rows) out << r;
-  out.close();
-  if (!out || std::rename((o.out + ".tmp").c_str(), o.out.c_str()) != 0) fail(o.out + ": cannot write");
-  std::cerr << "sampled " << o.n << " in " << seconds << " s (" << o.n / seconds
-            << " samples/s)" << std::endl;
+  if (job.raw) {  // every decoded row, as ids with its score: rounds of batch_size up to n
+    std::ostringstream text;
+    for (int64_t first = 0; first < job.n; first += job.batch) {
+      auto result = timed_round(first, std::min(job.batch, job.n - first), job.mode,
+                                job.temperature);
+      for (size_t b = 0; b < result.tokens.size(); ++b) {
+        double score = 0.0;
+        for (float v : result.logp[b]) score += v;
+        for (size_t t = 0; t < result.tokens[b].size(); ++t)
+          text << (t ? " " : "") << result.tokens[b][t];
+        text << '\t' << format_score(score) << '\n';
+      }
+    }
+    write_output(job, text.str());
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::cerr << "done " << job.n << " 1 " << job.mode << " " << job.temperature << " "
+              << decode_seconds << " " << total << std::endl;
+    return 0;
+  }
+
+  Filter filter(job, read_training(job.folder + "/train.tsv", vocab));
+  std::vector<Sample> kept;
+  int mode = job.mode;
+  double temperature = job.temperature;
+  int64_t rounds = 0, stalled = 0;
+  const int64_t wanted = std::max(job.nsamples, job.n);
+  while (static_cast<int64_t>(kept.size()) < wanted && rounds < job.max_rounds) {
+    ++rounds;
+    auto result = timed_round((rounds - 1) * job.batch, job.batch, mode, temperature);
+    const size_t before = kept.size();
+    for (size_t b = 0; b < result.tokens.size(); ++b) {
+      Ids x, y;
+      if (!filter.accept(result.tokens[b], x, y)) continue;
+      double score = 0.0;  // double, in step order (compgen.decoding.scores_of)
+      for (float v : result.logp[b]) score += v;
+      kept.push_back({x, y, score});
+    }
+    stalled = kept.size() == before ? stalled + 1 : 0;
+    if (job.raise_temperature && stalled >= job.patience) {
+      if (mode == compgen::kGreedy || mode == compgen::kBeam) mode = compgen::kMixed;
+      else temperature = std::round((temperature + 0.1) * 1000.0) / 1000.0;
+      std::cerr << "raised " << mode << " " << temperature << std::endl;
+      stalled = 0;
+    }
+  }
+  std::stable_sort(kept.begin(), kept.end(),
+                   [](const Sample& a, const Sample& b) { return -a.logprob < -b.logprob; });
+  if (static_cast<int64_t>(kept.size()) > job.n) kept.resize(job.n);
+  if (!kept.empty()) {
+    std::ostringstream text;
+    text << "#x\ty\tlogprob\n";
+    for (const auto& s : kept)
+      text << join(s.x, vocab) << '\t' << join(s.y, vocab) << '\t' << format_score(s.logprob) << '\n';
+    write_output(job, text.str());
+  }
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::cerr << "done " << kept.size() << " " << rounds << " " << mode << " " << temperature << " "
+            << decode_seconds << " " << total << std::endl;
   return 0;
 }

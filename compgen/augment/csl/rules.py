@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 from compgen.io import atomic_open
 
 SEPARATOR = "###"
@@ -115,7 +115,7 @@ def read_grammar(path: str | Path) -> list[Rule]:
     if not path.is_file():
         raise UserError(f"{path}: no such grammar file")
     rules: list[Rule] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         stripped = line.strip()
         if not stripped or (stripped.startswith("#") and not stripped.startswith(SEPARATOR)):
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compgen.augment.csl.rules import is_nt
-from compgen.errors import UserError, where
+from compgen.errors import UserError, read_text, where
 from compgen.io import atomic_open
 
 ARROW = "=>"
@@ -34,7 +34,7 @@ def read_target_cfg(path: str | Path) -> list[CfgRule]:
     if not path.is_file():
         raise UserError(f"{path}: no such target grammar file")
     rules = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compgen.augment.stem_corrupt.aligner import EPSILON, AlignerConfig, CrpAligner
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
 
@@ -138,7 +138,7 @@ def read_triples(path: str | Path) -> list[Triple]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    rows = parse_sigmorphon(path.read_text(encoding="utf-8"), str(path))
+    rows = parse_sigmorphon(read_text(path), str(path))
     return [(lemma, form, ";".join(tags)) for lemma, form, tags in rows]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.runtime.onnx_runtime import open_session
+from compgen.export.onnx_decoder import open_session
 
 STATE = ("h", "c", "feed")
 

@@ -1,0 +1,170 @@
+"""Generation: environment classes of templates, the candidate fragments of each template
+(joins over fragment-set classes) and the seeded draw of ``variants`` per template."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from compgen.augment.geca.arrays import segments, unique
+from compgen.augment.geca.extraction import Corpus, Units
+from compgen.augment.geca.hashing import U64, Hasher, mix
+from compgen.augment.geca.templates import rep_rows
+
+
+def _set_hash(group_sorted: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Order-free hash of the set of values of each group (rows sorted by group, distinct)."""
+    h = np.zeros(n_groups, U64)
+    if len(values):
+        starts = np.flatnonzero(np.r_[True, group_sorted[1:] != group_sorted[:-1]])
+        h[group_sorted[starts]] = np.add.reduceat(mix(values.astype(U64) + U64(7)), starts)
+    return h
+
+
+def window_classes(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int,
+                    chunk: int = 5_000) -> np.ndarray:
+    """Environment class of each template for template_sim window: templates are similar
+    iff the windows T[p-w : p+w+1] around all their wug positions p (in order) are equal.
+    The window is clamped at the start (the reference's slice wraps around there).
+    Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
+    sig = np.zeros(len(rep_units), U64)
+    for begin in range(0, len(rep_units), chunk):
+        sig[begin: begin + chunk] = _window_signatures(c, u, hasher, rep_units[begin: begin + chunk], w)
+    return unique(sig)[2]
+
+
+def _window_signatures(c, u, hasher, rep_units, w):
+    n_t = len(rep_units)
+    ex = u.ex[rep_units[:, 0]]
+    n = (c.off[ex + 1] - c.off[ex]).astype(np.int64)
+    width = int(n.max())
+    pad, dele = -1, -2
+    mat = np.full((n_t, width), pad, np.int32)
+    r, col = segments(n)
+    mat[r, col] = c.flat[c.off[ex][r] + col]
+    inst, pos, length, k = rep_rows(u, rep_units)
+    loc = pos - c.off[ex[inst]]
+    mat[inst, loc] = c.wug0 + k
+    g, within = segments(length - 1)
+    mat[inst[g], loc[g] + 1 + within] = dele
+    keep = mat >= 0
+    newcol = np.cumsum(keep, axis=1, dtype=np.int32) - 1
+    tm = np.full((n_t, width), pad, np.int32)
+    rows = np.broadcast_to(np.arange(n_t, dtype=np.int32)[:, None], mat.shape)
+    tm[rows[keep], newcol[keep]] = mat[keep]
+    tlen = keep.sum(1)
+    wr, wp = np.nonzero(tm >= c.wug0)
+    offs = np.arange(-w, w + 1)
+    cols = wp[:, None] + offs[None, :]
+    inside = (cols >= 0) & (cols < tlen[wr][:, None])
+    win = np.where(inside, tm[wr[:, None], np.clip(cols, 0, width - 1)], c.wug0 + 4)
+    # hash each template's sequence of windows (ordered by position)
+    flat_tok = win.reshape(-1)
+    row_t = np.repeat(wr, 2 * w + 1)
+    t_start = np.searchsorted(row_t, np.arange(n_t))
+    e = np.arange(len(flat_tok)) - t_start[row_t]
+    st = np.flatnonzero(np.r_[True, row_t[1:] != row_t[:-1]])
+    sig = np.zeros(n_t, U64)
+    for h in hasher.h:
+        s = np.zeros(n_t, U64)
+        s[row_t[st]] = np.add.reduceat(h.hv[flat_tok] * h.bp[e], st)
+        sig = sig * U64(0x9E3779B97F4A7C15) ^ mix(s)
+    return sig
+
+
+def candidate_multisets(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
+    """Candidate multiset of every template class key: rows (key, frag, count) and the
+    template -> key map. key = (environment fragment set, own fragment set)."""
+    mult = np.bincount(ta_t, minlength=n_t)
+    own_hash = _set_hash(ta_t, ta_f, n_t)
+    _, own_first, own = unique(own_hash)
+    ta = pl.DataFrame({"t": ta_t, "f": ta_f})
+    own_of = pl.DataFrame({"t": np.arange(n_t), "own": own, "mult": mult})
+    own_members = (pl.DataFrame({"t": own_first, "own": np.arange(len(own_first))})
+                   .join(ta, on="t").select("own", "f"))
+    # T1 side: fragment-set classes with >= 2 fragments, weighted by their template count
+    a_weight = (own_of.filter(pl.col("mult") > 1).group_by("own").agg(pl.len().alias("w"))
+                .rename({"own": "A"}))
+    a_members = own_members.rename({"own": "A"}).join(a_weight, on="A")
+    # T2 side: environment = own fragments (none) or those of the window class (window)
+    if env_class is None:
+        env_of = own_of.select("t", pl.col("own").alias("E"))
+        e_members = own_members.rename({"own": "E"})
+    else:
+        tw = pl.DataFrame({"t": np.arange(n_t), "win": env_class})
+        win_members = ta.join(tw, on="t").select("win", "f").unique()
+        wm = win_members.sort("win", "f")
+        wn = int(env_class.max()) + 1
+        e_hash = _set_hash(wm["win"].to_numpy(), wm["f"].to_numpy(), wn)
+        _, e_first, e_of_win = unique(e_hash)
+        env_of = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class]})
+        e_members = (pl.DataFrame({"win": e_first, "E": np.arange(len(e_first))})
+                     .join(win_members, on="win").select("E", "f"))
+    pairs = e_members.join(a_members.select("A", "f"), on="f").select("E", "A").unique()
+    counts = (pairs.join(a_members, on="A").group_by("E", "f")
+              .agg(pl.col("w").sum().alias("c")))
+    t_key = env_of.join(own_of.select("t", "own"), on="t")
+    keys = t_key.select("E", "own").unique().sort("E", "own").with_row_index("key")
+    t_key = t_key.join(keys, on=["E", "own"]).select("t", "key").sort("t")
+    cand = keys.join(counts, on="E")
+    # overlap(a', own): a' is one of own, or shares an identical span with every one of own
+    g = pl.DataFrame({"f": np.arange(len(frag_grams)), "g0": frag_grams[:, 0],
+                      "g1": frag_grams[:, 1], "g2": frag_grams[:, 2]})
+    chk = (cand.select("key", "own", "f").join(own_members.rename({"f": "b"}), on="own")
+           .join(g, on="f").join(g.rename({"f": "b", "g0": "h0", "g1": "h1", "g2": "h2"}), on="b"))
+    share = pl.lit(False)
+    for i in range(3):
+        for j in range(3):
+            share = share | ((pl.col(f"g{i}") == pl.col(f"h{j}")) & (pl.col(f"g{i}") >= 0))
+    bad = (chk.group_by("key", "f")
+           .agg(((pl.col("f") == pl.col("b")).any() | share.all()).alias("overlap"))
+           .filter(pl.col("overlap")).select("key", "f"))
+    cand = cand.join(bad, on=["key", "f"], how="anti").select("key", "f", "c").sort("key", "f")
+    return cand, t_key
+
+
+def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
+          variants: int | None, rng: np.random.Generator):
+    """(template, fragment, order) rows: for each template (visited in a seeded random
+    order) `variants` draws without replacement from its key's candidate multiset, or
+    every candidate once when variants is None."""
+    ck = cand["key"].to_numpy()
+    cf = cand["f"].to_numpy()
+    cc = cand["c"].to_numpy().astype(np.int64)
+    k_start = np.searchsorted(ck, np.arange(n_keys + 1))
+    t_all = t_key["t"].to_numpy()
+    key_all = t_key["key"].to_numpy()
+    n_cand = k_start[key_all + 1] - k_start[key_all]
+    sel = ok_t[t_all] & (n_cand > 0)
+    t, key = t_all[sel], key_all[sel]
+    rank = np.empty(len(t), np.int64)
+    rank[rng.permutation(len(t))] = np.arange(len(t))
+    if variants is None:
+        cnt = k_start[key + 1] - k_start[key]
+        g, w = segments(cnt)
+        rows_t, rows_f = t[g], cf[k_start[key][g] + w]
+        order = rank[g] * (int(cnt.max(initial=0)) + 1) + w
+    else:
+        cum = np.cumsum(cc)
+        base = np.concatenate([[0], cum])
+        lo = k_start[key]
+        total = base[k_start[key + 1]] - base[lo]
+        drawn = []
+        rows_t, rows_f, order = [], [], []
+        for r in range(variants):
+            live = total - r > 0
+            u_ = np.floor(rng.random(len(t)) * np.maximum(total - r, 1)).astype(np.int64)
+            target = base[lo] + u_
+            idx = np.searchsorted(cum, target, side="right")
+            for _ in range(r + 1):          # skip copies already drawn (fixed point)
+                s = np.zeros(len(t), np.int64)
+                for d in drawn:
+                    s += d <= idx
+                idx = np.searchsorted(cum, target + s, side="right")
+            drawn.append(np.where(live, idx, -1))
+            rows_t.append(t[live])
+            rows_f.append(cf[idx[live]])
+            order.append(rank[live] * variants + r)
+        rows_t, rows_f, order = map(np.concatenate, (rows_t, rows_f, order))
+    o = np.argsort(order, kind="stable")
+    return rows_t[o], rows_f[o]

@@ -1,0 +1,91 @@
+"""GECA options: the config dataclass, the presets in ``compgen/configs/geca_*.toml``, overrides."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+
+from compgen.configs import read_section
+from compgen.errors import UserError
+
+PRESETS = ("scan", "lm", "lm-na", "semparse")
+
+
+@dataclass
+class GecaConfig:
+    wug_limit: int | None = None
+    wug_size: int = 4
+    wug_count: int = 2
+    variants: int | None = 2
+    n_sample: int | None = 1000
+    max_comp_len: int | None = None
+    dedup: bool = False
+    output_only: bool = False
+    template_sim: str = "none"
+    sim_window_size: int = 2
+    holdout: int = 0
+    seed: int = 0
+    reference_offsets: bool = True
+
+    def validate(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise UserError(msg)
+        need(self.wug_size >= 1, f"--wug-size must be >= 1 (got {self.wug_size})")
+        need(self.wug_size <= 8, f"--wug-size must be <= 8 (got {self.wug_size})")
+        need(1 <= self.wug_count <= 3, f"--wug-count must be 1, 2 or 3 (got {self.wug_count})")
+        need(self.wug_limit is None or self.wug_limit >= 1,
+             f"--wug-limit must be >= 1 (got {self.wug_limit})")
+        need(self.variants is None or self.variants >= 1,
+             f"--variants must be >= 1 or 'all' (got {self.variants})")
+        need(self.n_sample is None or self.n_sample >= 1,
+             f"--n-sample must be >= 1 (got {self.n_sample})")
+        need(self.max_comp_len is None or self.max_comp_len >= 1,
+             f"--max-comp-len must be >= 1 (got {self.max_comp_len})")
+        need(self.template_sim in ("none", "window"),
+             f"--template-sim must be 'none' or 'window' (got {self.template_sim!r})")
+        need(0 <= self.sim_window_size <= 16,
+             f"--sim-window-size must be between 0 and 16 (got {self.sim_window_size})")
+        need(self.holdout >= 0, f"--holdout must be >= 0 (got {self.holdout})")
+        need(self.seed >= 0, f"--seed must be >= 0 (got {self.seed})")
+
+
+def load_preset(name: str) -> dict:
+    """Option values of a preset (``compgen/configs/geca_<name>.toml``) as a dict."""
+    if name not in PRESETS:
+        raise UserError(f"unknown GECA preset '{name}' (valid: {', '.join(PRESETS)})")
+    text = resources.files("compgen").joinpath(
+        "configs", f"geca_{name.replace('-', '_')}.toml").read_text()
+    values = tomllib.loads(text)
+    known = sorted(f.name for f in fields(GecaConfig))
+    for key, value in list(values.items()):
+        if key not in known:
+            raise UserError(f"geca_{name.replace('-', '_')}.toml: unknown option '{key}' "
+                            f"(valid: {', '.join(known)})")
+        if value == "all" or value == "none" and key != "template_sim":
+            values[key] = None
+    return values
+
+
+SCAN_HOLDOUT = 640   # the reference's n_batch * 10 validation examples
+
+
+def make_config(preset: str | None = None, overrides: dict | None = None,
+                data: str | None = None, reference_split: bool | None = None) -> GecaConfig:
+    """A config from a preset plus explicit overrides (None values are ignored).
+
+    ``reference_split`` None (auto) holds out the reference's 640 SCAN validation
+    examples exactly when the scan preset runs on a named SCAN data set (``scan/...``);
+    a file such as the reference's own training set is used as it is."""
+    values = load_preset(preset) if preset else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if reference_split is None:
+        reference_split = preset == "scan" and bool(data) and data.startswith("scan/")
+    if reference_split:
+        values.setdefault("holdout", SCAN_HOLDOUT)
+    return read_section(GecaConfig, values, f"GECA preset {preset}" if preset else "GECA options")
+
+
+def config_dict(cfg: GecaConfig) -> dict:
+    return asdict(cfg)

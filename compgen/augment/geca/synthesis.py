@@ -1,0 +1,152 @@
+"""``geca_augment``: the whole GECA run from a training table to synthesized examples."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from compgen.augment.geca.arrays import peak_rss_mb, unique
+from compgen.augment.geca.candidates import candidate_multisets, draw, window_classes
+from compgen.augment.geca.config import GecaConfig
+from compgen.augment.geca.extraction import encode, grams, instances, reference_holdout, units
+from compgen.augment.geca.hashing import Hasher
+from compgen.augment.geca.realisation import materialize, realize_and_filter
+from compgen.augment.geca.templates import template_ids
+from compgen.errors import UserError
+
+SPLIT_NAME = "geca"
+
+
+@dataclass
+class GecaResult:
+    table: pl.DataFrame                       # synthesized examples: x, y, split="geca"
+    stats: dict = field(default_factory=dict)
+    templates: list[tuple[str, str]] = field(default_factory=list)  # per example: (x, y) template text
+    fragments: list[str] = field(default_factory=list)              # per example: substituted fragment
+    train: pl.DataFrame | None = None         # the training examples used (after holdout/dedup)
+
+
+def _timer():
+    start = time.perf_counter()
+    return lambda: time.perf_counter() - start
+
+
+def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress=None) -> GecaResult:
+    """Synthesize examples from the training examples in ``table`` (see the package doc of compgen.augment.geca)."""
+    cfg = config or GecaConfig()
+    cfg.validate()
+    clock = _timer()
+    say = progress or (lambda msg: None)
+    if table.height == 0:
+        raise UserError("no training examples in the data")
+    for col in ("x", "y"):
+        if col not in table.columns:
+            raise UserError(f"the data has no '{col}' column")
+    data = table.select("x", "y")
+    n_raw = data.height
+    data = reference_holdout(data, cfg.holdout, cfg.seed)
+    if cfg.dedup:
+        data = data.unique(maintain_order=True)
+    stats = {"examples_in": n_raw, "training_examples": data.height}
+
+    c = encode(data, cfg)
+    gids, gpos, gram_len, gram_rep, keep = grams(c, cfg)
+    stats["kept_ngrams"] = int(keep.sum())
+    u = units(c, gids, gpos, gram_len, keep)
+    del gids, gpos
+    inst = instances(c, u, cfg)
+    stats["instances"] = len(inst)
+    say(f"{len(inst):,} (example, fragment) instances")
+    max_len = int(np.diff(c.off).max()) * cfg.wug_size + 2
+    hasher = Hasher(c.flat, c.wug0 + 8, max_len)
+
+    if len(inst) == 0:
+        return _empty_result(stats, clock, data)
+    # a fragment is the tuple of its spans' gram ids, packed into one integer key
+    frag_g = np.where(inst >= 0, u.gram[np.maximum(inst, 0)], -1)
+    bits = max(1, int(len(gram_len) + 1).bit_length())
+    if bits * 3 <= 63:
+        fkey = ((frag_g[:, 0] + 1) << (2 * bits)) | ((frag_g[:, 1] + 1) << bits) | (frag_g[:, 2] + 1)
+    else:
+        df = pl.DataFrame({"a": frag_g[:, 0], "b": frag_g[:, 1], "c": frag_g[:, 2]})
+        fkey = df.select(pl.struct("a", "b", "c").rank("dense")).to_series().to_numpy().astype(np.int64)
+    del frag_g
+    stats["fragments"] = pl.Series(fkey).n_unique()
+
+    inst_t, n_t, keep_inst = template_ids(c, u, hasher, inst, fkey, cfg.template_sim == "window")
+    stats["templates"] = n_t
+    say(f"{n_t:,} templates, {stats['fragments']:,} fragments ({clock():.1f}s)")
+    # only templates that can take part in a substitution stay (see template_ids)
+    inst, fkey, inst_t = inst[keep_inst], fkey[keep_inst], inst_t[keep_inst]
+    _, t_first, inst_t = unique(inst_t)
+    _, f_first, inst_f = unique(fkey)
+    frag_grams = np.where(inst[f_first] >= 0, u.gram[np.maximum(inst[f_first], 0)], -1)
+    n_t, n_f = len(t_first), len(f_first)
+    pair = unique(inst_t.astype(np.int64) * n_f + inst_f)[0]
+    ta_t, ta_f = pair // n_f, pair % n_f
+    del pair
+    stats.update(active_templates=n_t, active_fragments=n_f, template_fragment_pairs=len(ta_t))
+    say(f"{n_t:,} templates and {n_f:,} fragments can take part ({clock():.1f}s)")
+
+    rep_units = inst[t_first]
+    t_ex = u.ex[rep_units[:, 0]]
+    sep_pos = c.off[t_ex] + c.nx[t_ex] + 1
+    valid = rep_units >= 0
+    uu = np.maximum(rep_units, 0)
+    has_in = np.any(valid & (u.first[uu] < sep_pos[:, None]), axis=1)
+    has_out = np.any(valid & (u.last[uu] > sep_pos[:, None]), axis=1)
+    ok_t = has_out & (has_in | cfg.output_only)
+    env = None
+    if cfg.template_sim == "window":
+        env = window_classes(c, u, hasher, rep_units, cfg.sim_window_size)
+    del inst
+    cand, t_key = candidate_multisets(ta_t, ta_f, n_t, env, frag_grams, cfg)
+    n_keys = int(t_key["key"].max()) + 1 if t_key.height else 0
+    rng = np.random.default_rng(cfg.seed)
+    rows_t, rows_f = draw(cand, t_key, ok_t, n_keys, cfg.variants, rng)
+    stats["proposals"] = len(rows_t)
+    say(f"{len(rows_t):,} proposals ({clock():.1f}s)")
+    # a fragment fills a template only if its span count equals the template's wug count
+    n_spans_t = valid.sum(1)
+    n_spans_f = (frag_grams >= 0).sum(1)
+    same = n_spans_t[rows_t] == n_spans_f[rows_f]
+    rows_t, rows_f = rows_t[same], rows_f[same]
+
+    chosen_t, chosen_f = realize_and_filter(c, u, hasher, data, rep_units, frag_grams,
+                                             gram_len, gram_rep, rows_t, rows_f, cfg)
+    xs, ys, tx, fx = materialize(c, u, rep_units, frag_grams, gram_len, gram_rep,
+                                  chosen_t, chosen_f)
+    # exact re-check of what the hashes decided (novelty per side, no duplicates)
+    train_x = set(map(tuple, data["x"].to_list()))
+    train_y = set(map(tuple, data["y"].to_list()))
+    seen, keep_i = set(), []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        tx_, ty_ = tuple(x), tuple(y)
+        if (cfg.output_only or tx_ not in train_x) and ty_ not in train_y and (tx_, ty_) not in seen:
+            seen.add((tx_, ty_))
+            keep_i.append(i)
+    if cfg.n_sample is not None:
+        keep_i = keep_i[: cfg.n_sample]
+    out = pl.DataFrame({"x": [xs[i] for i in keep_i], "y": [ys[i] for i in keep_i],
+                        "split": [SPLIT_NAME] * len(keep_i)},
+                       schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
+    stats.update(
+        synthesized=out.height,
+        templates_used=len(set(chosen_t[keep_i].tolist())),
+        fragments_used=len(set(chosen_f[keep_i].tolist())),
+        seconds=round(clock(), 3),
+        peak_rss_mb=round(peak_rss_mb(), 1),
+    )
+    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i], data)
+
+
+def _empty_result(stats, clock, data) -> GecaResult:
+    stats.update(templates=0, fragments=0, active_templates=0, active_fragments=0,
+                 template_fragment_pairs=0, proposals=0, synthesized=0,
+                 templates_used=0, fragments_used=0, seconds=round(clock(), 3),
+                 peak_rss_mb=round(peak_rss_mb(), 1))
+    empty = pl.DataFrame(schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
+    return GecaResult(empty, stats, train=data)

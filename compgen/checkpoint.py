@@ -1,0 +1,300 @@
+"""Presets and the self-describing checkpoint format.
+
+Presets are plain TOML files in ``compgen/configs`` with sections ``[model]``,
+``[train]`` and ``[sample]`` plus a top-level ``kind``; CLI options override single keys.
+
+A checkpoint is ONE safetensors file (any name, e.g. ``recomb2.pt``): tensors
+``model.*`` (weights), ``optim.*`` (Adam moments), ``best.*`` (best-dev weights while
+training), ``rng.torch``; string metadata ``format``, ``kind``, ``config`` (JSON),
+``vocab`` (JSON), ``train_state`` (JSON: step, epoch, position, lr, best ppl, loss
+curve). Loading never executes code. Files are written atomically, so an interrupted
+run leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, SampleConfig, read_section
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+from compgen.io import atomic_open
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+FORMAT = "compgen-checkpoint-1"
+
+
+# ------------------------------------------------------------------ presets
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str) -> dict:
+    """A preset by name (``recombine_scan``) or a TOML file path, checked by
+    :func:`check_preset`."""
+    path = Path(name_or_path)
+    source = str(path)  # a file: named as given
+    if not path.is_file():
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+        source = path.name
+    if not path.is_file():
+        raise UserError(f"unknown config '{name_or_path}' (presets: {', '.join(preset_names())})")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    return check_preset(doc, source)
+
+
+def preset_sections(kind: str) -> dict[str, type]:
+    """Section name -> the dataclass that section is read into, for a preset ``kind``."""
+    from compgen.models.recombine import RecombineConfig
+    from compgen.models.seq2seq import Seq2SeqConfig
+
+    if kind == "recombine":
+        return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleConfig}
+    if kind == "seq2seq":
+        return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
+    raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
+
+
+def check_preset(doc: dict, source: str) -> dict:
+    """``doc`` as it is if every section and key is known and well typed; otherwise a
+    UserError naming the first wrong key (with the valid ones)."""
+    kind = doc.get("kind", "recombine")
+    if not isinstance(kind, str):
+        raise UserError(f"{source}: 'kind' must be a string, not {kind!r}")
+    sections = preset_sections(kind)
+    unknown = [str(k) for k in doc if k != "kind" and k not in sections]
+    if unknown:
+        raise UserError(f"{source}: unknown section(s) {', '.join(unknown)} (valid: kind, "
+                        f"{', '.join(f'[{name}]' for name in sections)})")
+    for name, cls in sections.items():
+        read_section(cls, doc.get(name, {}), f"{source} [{name}]", skip=("vocab_size",))
+    return doc
+
+
+def apply_overrides(config: dict, overrides: dict) -> dict:
+    """``{"model.nproto": 1}`` -> config with that key replaced (None values ignored)."""
+    config = copy.deepcopy(config)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, name = key.partition(".")
+        config.setdefault(section, {})[name] = value
+    return config
+
+
+def default_preset(kind: str, data: str) -> str:
+    """The preset a command uses without --config: the CPU size of the data set's task
+    (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` otherwise; ``seq2seq_*``
+    for predictors)."""
+    task = "sig" if str(data).startswith("sigmorphon") else "scan"
+    return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
+
+
+# ------------------------------------------------------------------ checkpoints
+
+@dataclass
+class Checkpoint:
+    kind: str
+    config: dict
+    vocab: Vocab
+    weights: dict
+    optim: dict = field(default_factory=dict)
+    best: dict = field(default_factory=dict)
+    rng: torch.Tensor | None = None
+    train_state: dict = field(default_factory=dict)
+    path: str = ""
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict, list]:
+    tensors = {}
+    for idx, slots in state["state"].items():
+        for name, value in slots.items():
+            t = value if torch.is_tensor(value) else torch.tensor(value)
+            tensors[f"optim.{idx}.{name}"] = t.detach().clone().contiguous()
+    return tensors, state["param_groups"]
+
+
+def _unflatten_optimizer(tensors: dict, groups: list) -> dict:
+    state: dict = {}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    return {"state": state, "param_groups": groups}
+
+
+def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, kind: str,
+                    optimizer: torch.optim.Optimizer | None = None, best: dict | None = None,
+                    train_state: dict | None = None) -> None:
+    """Write a self-describing checkpoint atomically (generic: any model kind)."""
+    from safetensors.torch import save
+
+    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    groups: list = []
+    if optimizer is not None:
+        opt_tensors, groups = _flatten_optimizer(optimizer.state_dict())
+        tensors.update(opt_tensors)
+    for k, v in (best or {}).items():
+        tensors[f"best.{k}"] = v.detach().contiguous().clone()
+    tensors["rng.torch"] = torch.get_rng_state()
+    metadata = {"format": FORMAT, "kind": kind, "config": json.dumps(config),
+                "vocab": vocab.to_json(), "optim_groups": json.dumps(groups),
+                "train_state": json.dumps(train_state or {})}
+    blob = save(tensors, metadata=metadata)
+    with atomic_open(path, "wb") as f:
+        f.write(blob)
+
+
+def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
+    """Read a checkpoint; ``kind`` (e.g. "recombine") rejects checkpoints of other kinds.
+
+    Everything is checked before a model is built: the metadata (format, kind, JSON
+    fields), and every stored weight against the shape the config implies (the model is
+    laid out on the meta device first, which allocates nothing, so a config asking for a
+    huge model is refused instead of allocated)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    try:
+        raw = path.read_bytes()
+        header_len = int.from_bytes(raw[:8], "little")
+        if header_len > len(raw) - 8:
+            raise ValueError("header longer than the file")
+        header = json.loads(raw[8:8 + header_len])
+        metadata = header.get("__metadata__") or {}
+        tensors = load(raw)
+    except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError,
+            AttributeError, RecursionError, OverflowError):
+        raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else None
+        raise UserError(f"{path}: not a compgen checkpoint (format {found!r})")
+    stored_kind = metadata.get("kind")
+    if stored_kind not in KINDS:
+        raise UserError(f"{path}: unknown checkpoint kind {stored_kind!r} (valid: {', '.join(KINDS)})")
+    if kind is not None and stored_kind != kind:
+        raise UserError(f"{path}: a '{stored_kind}' checkpoint, expected '{kind}'")
+    if "vocab" not in metadata:
+        raise UserError(f"{path}: damaged checkpoint (metadata without 'vocab')")
+    config = _json_field(metadata, "config", dict, path, required=True)
+    groups = _json_field(metadata, "optim_groups", list, path)
+    train_state = _json_field(metadata, "train_state", dict, path)
+    split: dict[str, dict] = {"model": {}, "optim": {}, "best": {}, "rng": {}}
+    for key, value in tensors.items():
+        head, _, rest = key.partition(".")
+        if head not in split or not rest:
+            raise UserError(f"{path}: damaged checkpoint (unexpected tensor {key!r})")
+        split[head][rest] = value
+    try:
+        optim = _unflatten_optimizer(split["optim"], groups) if split["optim"] else {}
+    except ValueError:
+        raise UserError(f"{path}: damaged checkpoint (optimizer tensors)") from None
+    ckpt = Checkpoint(
+        kind=stored_kind, config=config, vocab=Vocab.from_json(metadata["vocab"], str(path)),
+        weights=split["model"], optim=optim, best=split["best"], rng=split["rng"].get("torch"),
+        train_state=train_state, path=str(path))
+    check_weights(ckpt)
+    return ckpt
+
+
+KINDS = ("recombine", "seq2seq", "inflection")
+
+
+def _json_field(metadata: dict, name: str, kind: type, path: Path, required: bool = False):
+    if name not in metadata:
+        if required:
+            raise UserError(f"{path}: damaged checkpoint (metadata without {name!r})")
+        return kind()
+    try:
+        value = json.loads(metadata[name])
+    except (ValueError, TypeError, RecursionError):
+        raise UserError(f"{path}: damaged checkpoint (metadata {name!r} is not JSON)") from None
+    if not isinstance(value, kind):
+        raise UserError(f"{path}: damaged checkpoint (metadata {name!r} is not a "
+                        f"{'JSON object' if kind is dict else 'JSON list'})")
+    return value
+
+
+def model_factory(ckpt: Checkpoint):
+    """A zero-argument function building the checkpoint's model from its config."""
+    config = ckpt.config
+    model = config.get("model")
+    if not isinstance(model, dict):
+        raise UserError(f"{ckpt.path}: damaged checkpoint (config without a [model] table)")
+    if ckpt.kind == "recombine":
+        from compgen.models.recombine import Recombine, RecombineConfig
+
+        cfg = RecombineConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        return lambda: Recombine(cfg)
+    if ckpt.kind == "seq2seq":
+        from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
+
+        cfg = Seq2SeqConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        return lambda: Seq2Seq(cfg)
+    from compgen.data.vocab import SPECIALS
+    from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
+    from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
+
+    target = config.get("target_vocab")
+    if not isinstance(target, list) or not all(isinstance(t, str) for t in target):
+        raise UserError(f"{ckpt.path}: damaged checkpoint (config without 'target_vocab')")
+    source = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])
+    sizes = (len(source), len(CharVocab(target)))
+    return lambda: InflectionTransformer(InflectionConfig(**model), *sizes)
+
+
+def check_weights(ckpt: Checkpoint) -> None:
+    """Every weight the config's model has is stored with its shape, and nothing else."""
+    try:
+        factory = model_factory(ckpt)
+        with torch.device("meta"):
+            skeleton = factory()
+    except UserError:
+        raise
+    except (TypeError, ValueError, KeyError, RuntimeError, OverflowError, AttributeError) as exc:
+        raise UserError(f"{ckpt.path}: bad model config in the checkpoint ({exc})") from None
+    expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    stored = {k: tuple(v.shape) for k, v in ckpt.weights.items()}
+    missing = sorted(set(expected) - set(stored))
+    extra = sorted(set(stored) - set(expected))
+    if missing or extra:
+        what = f"missing weight {missing[0]!r}" if missing else f"unexpected weight {extra[0]!r}"
+        raise UserError(f"{ckpt.path}: weights do not fit the model config ({what})")
+    for name, shape in expected.items():
+        if stored[name] != shape:
+            raise UserError(f"{ckpt.path}: weights do not fit the model config ({name} is "
+                            f"{list(stored[name])}, the config implies {list(shape)})")
+    best = {k: tuple(v.shape) for k, v in ckpt.best.items()}
+    if best and best != expected:
+        raise UserError(f"{ckpt.path}: the best-dev weights do not fit the model config")
+
+
+def build_recombine(config: dict, vocab_size: int):
+    from compgen.models.recombine import Recombine, RecombineConfig
+
+    try:
+        cfg = RecombineConfig.from_dict({**config.get("model", {}), "vocab_size": vocab_size})
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"bad model config: {exc}") from None
+    return Recombine(cfg)
+
+
+def load_generator(path):
+    """(model in eval mode, vocab, config) from a generator checkpoint."""
+    ckpt = load_checkpoint(path, kind="recombine")
+    model = build_recombine(ckpt.config, len(ckpt.vocab))
+    model.load_state_dict(ckpt.weights)
+    model.eval()
+    return model, ckpt.vocab, ckpt.config

@@ -1,0 +1,32 @@
+"""``[train]`` of a generator preset: the Recombine training regime (spec §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GeneratorTrainConfig:
+    batch_size: int = 32
+    lr: float = 0.002
+    gradnorm: float = 0.0            # global L2 clip; 0 = off
+    epochs: int = 1
+    dev_fraction: float = 0.1        # scan: the part of the neighbourhoods held out as dev
+    patience: int = 4                # epochs without dev improvement before lr *= lrdecay
+    lrdecay: float = 0.5
+    restore_best: bool | None = None  # best-dev weights at the end; None = on for scan only
+    seed: int = 0                    # initialisation, batch order, dev split
+    threads: int | None = None       # torch CPU threads; None = torch's default
+    log_every: int = 50              # updates per loss-curve row
+    checkpoint_seconds: float = 120.0  # seconds between resumable checkpoints
+
+    def __post_init__(self):
+        for name in ("batch_size", "epochs", "patience", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1 (got {self.threads})")
+        if not 0.0 <= self.dev_fraction < 1.0:
+            raise ValueError(f"dev_fraction must be in [0, 1) (got {self.dev_fraction})")
+        if self.lr <= 0 or self.lrdecay <= 0 or self.gradnorm < 0 or self.checkpoint_seconds < 0:
+            raise ValueError("lr and lrdecay must be > 0, gradnorm and checkpoint_seconds >= 0")

@@ -1,0 +1,24 @@
+"""``[train]`` of a predictor preset: the seq2seq training regime (spec §6.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compgen.configs.sections import read_section
+
+
+@dataclass
+class PredictorTrainConfig:
+    batch_size: int = 64
+    lr: float = 0.001
+    gradnorm: float = 1.0       # global L2 clip; 0 = off
+    epochs: int = 150
+    patience: int = 10          # epochs without dev improvement before lr *= lrdecay
+    lrdecay: float = 0.5
+    gamma: float = 0.0          # one-off lr *= gamma at epoch epochs // 2; 0 = off
+    dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
+    eval_batch_size: int = 256
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
+        return read_section(cls, d, where)

@@ -1,0 +1,141 @@
+"""The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
+installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
+sources and the torch version). One process does a whole sampling job (decode rounds,
+filters, keeping the most probable, the samples TSV); its job arrives on standard input,
+so nothing is written to a temporary folder."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from compgen.decoding import MODES, STATE_NAMES, Contract
+from compgen.errors import UserError
+
+MODE_NAMES = {v: k for k, v in MODES.items()}
+
+SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
+
+
+def _cache_root() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "compgen" / "cpp_runner"
+
+
+def _source_key() -> str:
+    import torch
+
+    h = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(SOURCE.rglob("*")):
+        if path.is_file() and "build" not in path.parts:
+            h.update(path.relative_to(SOURCE).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_runner(log=print) -> Path:
+    """Path of the ``compgen-sample`` binary, building it first if needed (~1 min)."""
+    import torch.utils
+
+    if not (SOURCE / "CMakeLists.txt").is_file():
+        raise UserError(f"{SOURCE}: C++ runner sources not found (run from a compgen checkout)")
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
+                            "(apt-get install cmake g++) to use --backend cpp")
+    folder = _cache_root() / _source_key()
+    binary = folder / "compgen-sample"
+    if binary.is_file():
+        return binary
+    build = folder / "build"
+    log(f"building the C++ runner in {folder} (once, about a minute)")
+    configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+    for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
+        result = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+            raise UserError("building the C++ runner failed: " + " | ".join(tail))
+    tmp = folder / ".compgen-sample.tmp"
+    shutil.copy2(build / "compgen-sample", tmp)
+    os.replace(tmp, binary)
+    shutil.rmtree(build, ignore_errors=True)
+    return binary
+
+
+@dataclass
+class HarnessResult:
+    kept: int
+    rounds: int
+    strategy: str
+    temperature: float
+    decode_seconds: float
+    seconds: float
+    output: str  # the samples TSV when no file was asked for
+
+
+def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
+             temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
+             max_rounds: int, threads: int | None, raise_temperature: bool = False,
+             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False) -> str:
+    """The runner's job (its standard input): the decoding contract, options, filter."""
+    lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
+             f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
+             f"mode {mode}", f"temperature {temperature!r}",
+             f"raise_temperature {int(raise_temperature)}", f"raw {int(raw)}",
+             f"zero_latent {int(zero_latent)}", f"threads {threads or os.cpu_count() or 1}",
+             f"vocab_size {contract.vocab_size}", f"max_len {contract.max_len}",
+             f"latent {contract.latent}", f"beam_width {contract.beam_width}",
+             f"prototypes {contract.prototypes}", f"prototype_width {contract.prototype_width}",
+             f"vae_max_norm {contract.vae_max_norm!r}",
+             f"ids {contract.bos} {contract.eos} {contract.pad} {contract.sep}",
+             "first_step_masked " + " ".join(map(str, contract.first_step_masked)),
+             "later_steps_masked " + " ".join(map(str, contract.later_steps_masked))]
+    for name in STATE_NAMES:
+        shape, dtype = contract.state[name]
+        lines.append(f"state {name} {dtype} " + " ".join(map(str, shape)))
+    if out is not None:
+        lines.append(f"out {Path(out).resolve()}")
+    for key, value in (filter_spec or {}).items():
+        lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
+                                  else str(value)))
+    return "\n".join(lines) + "\n"
+
+
+def run_harness(binary: Path, job: str, log=print) -> HarnessResult:
+    """Run the whole sampling job in one runner process; its progress lines go to ``log``."""
+    # idle OpenMP threads sleep instead of spinning: on a shared machine spinning threads
+    # wait for descheduled ones at every barrier (3x slower under load, measured)
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
+    result = subprocess.run([str(binary)], input=job, check=False, capture_output=True,
+                            text=True, env=env)
+    lines = result.stderr.strip().splitlines()
+    if result.returncode != 0:
+        message = lines[-1] if lines else f"failed (exit {result.returncode})"
+        raise UserError(f"C++ runner: {message.removeprefix('error: ')}")
+    for line in lines:
+        if line.startswith("raised "):
+            _, mode, temperature = line.split()
+            log(f"no new samples: {MODE_NAMES[int(mode)]} sampling at T {float(temperature):g}")
+    done = next((line.split()[1:] for line in reversed(lines) if line.startswith("done ")), None)
+    if done is None:
+        return HarnessResult(0, 1, "", 0.0, float("nan"), float("nan"), result.stdout)
+    kept, rounds, mode, temperature, decode_seconds, seconds = done
+    return HarnessResult(int(kept), int(rounds), MODE_NAMES[int(mode)], float(temperature),
+                         float(decode_seconds), float(seconds), result.stdout)
+
+
+def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,
+                       max_len: int) -> list[list[int]]:
+    """Decoded rows (ids) of the first ``len(protos)`` stored tuples with a zero latent,
+    as the runner decodes them (export parity checks)."""
+    contract = replace(Contract.from_manifest(manifest["decoding"]), max_len=max_len)
+    job = job_text(folder, contract, out=None, mode=MODES[strategy], temperature=1.0, seed=0,
+                   n=len(protos), nsamples=len(protos), batch_size=len(protos), max_rounds=1,
+                   threads=1, raw=True, zero_latent=True)
+    text = run_harness(binary, job).output
+    return [[int(t) for t in line.split("\t")[0].split()] for line in text.splitlines()]

@@ -1,0 +1,97 @@
+"""Generator training data: (x, prototypes) items from a data set's neighbourhoods.
+
+scan: the reference's neighbourhoods of every training example, shuffled and cut into
+floor(0.9 n) train / floor(0.1 n) dev; sigmorphon: the few-shot splits' stored
+neighbourhoods (train split for training, val_hard for dev).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from compgen.data.vocab import Vocab
+from compgen.errors import UserError
+
+
+@dataclass
+class GeneratorData:
+    """Everything training and sampling need: (x, prototypes) lists, vocab, Omega."""
+    vocab: Vocab
+    train: list          # [(x tokens, [proto tokens, ...]), ...]
+    dev: list
+    task: str            # "scan" | "sig"
+    split_name: str
+    table: pl.DataFrame  # the example table (train/test/... rows)
+
+
+def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed: int,
+                         dev_fraction: float) -> GeneratorData:
+    from compgen.neighborhoods import prototype_sets, scan_neighborhood
+
+    train_rows = table.filter(pl.col("split") == "train")
+    vocab = Vocab.from_table(train_rows)
+    triples = scan_neighborhood(table, split_name, seed)
+    sets = prototype_sets(triples, nproto)
+    items = list(zip(sets["x"].to_list(), sets["protos"].to_list()))
+    # the reference: shuffle, floor(0.9 n) train / floor(0.1 n) dev
+    order = np.random.default_rng(seed).permutation(len(items))
+    n_train = math.floor((1 - dev_fraction) * len(items))
+    n_dev = math.floor(dev_fraction * len(items))
+    train = [items[i] for i in order[:n_train]]
+    dev = [items[i] for i in order[n_train:n_train + n_dev]]
+    return GeneratorData(vocab, train, dev, "scan", split_name, table)
+
+
+def sig_triples(table: pl.DataFrame, rows: pl.DataFrame, nproto: int) -> list:
+    """Stored few-shot neighbourhoods -> (x, prototypes) items, no deduplication: each
+    item yields one entry per stored pair (0-proto: x four times; 1-proto: (x, xp))."""
+    from compgen.neighborhoods import generative_datum
+
+    data = [generative_datum(x, y) for x, y in zip(table["x"].to_list(), table["y"].to_list())]
+    items = []
+    for x, y, pairs in zip(rows["x"].to_list(), rows["y"].to_list(), rows["neighbors"].to_list()):
+        d = generative_datum(x, y)
+        for i1, i2 in pairs:
+            items.append((d, [data[i1], data[i2]][:nproto]))
+    return items
+
+
+def _sig_generator_data(table: pl.DataFrame, name: str, nproto: int) -> GeneratorData:
+    if "neighbors" not in table.columns:
+        raise UserError(f"{name}: no stored neighbourhoods (use a few-shot split such as "
+                        "sigmorphon/turkish/hints-8.0)")
+    vocab = Vocab.from_table(table)  # the reference builds it from all items of the split
+    train = sig_triples(table, table.filter(pl.col("split") == "train"), nproto)
+    dev_split = "val_hard" if "val_hard" in table["split"].unique().to_list() else "train"
+    dev = sig_triples(table, table.filter(pl.col("split") == dev_split), nproto)
+    return GeneratorData(vocab, train, dev, "sig", name, table)
+
+
+def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
+                   data_dir=None) -> GeneratorData:
+    from compgen.data import load_dataset
+
+    table = load_dataset(data, data_dir)
+    if data.startswith("scan/"):
+        return _scan_generator_data(table, data.split("/", 1)[1], nproto, seed, dev_fraction)
+    if data.startswith("sigmorphon/"):
+        return _sig_generator_data(table, data, nproto)
+    raise UserError(f"--data {data}: generators train on scan/<split> or "
+                    "sigmorphon/<lang>/hints-<h>.<i>")
+
+
+def encode_items(items: list, vocab: Vocab) -> list:
+    return [(vocab.encode(x), [vocab.encode(p) for p in protos]) for x, protos in items]
+
+
+def make_batch(encoded: list, idx, variant: str, max_len: int):
+    from compgen.models.recombine import collate_prototypes, collate_targets
+
+    chosen = [encoded[i] for i in idx]
+    target = collate_targets([x for x, _ in chosen], variant, max_len)
+    protos = collate_prototypes([p for _, p in chosen], variant, max_len)
+    return target, protos

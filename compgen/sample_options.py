@@ -1,0 +1,78 @@
+"""The options of one sampling job, resolved once: what the caller (``compgen sample``,
+``compgen pipeline``, a test) asked for, else the generator preset's ``[sample]`` table,
+else the defaults below; checked here, for every backend, before any work starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from compgen.decoding import BEAM_WIDTH, check_strategy
+from compgen.errors import UserError
+
+MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
+RESAMPLE = ("none", "rare")
+
+
+@dataclass(frozen=True)
+class SampleOptions:
+    strategy: str = "greedy"
+    n: int = 400                    # samples kept: the n most probable of nsamples accepted
+    nsamples: int = 400
+    temperature: float = 1.0
+    beam_width: int = BEAM_WIDTH
+    batch_size: int = 128           # prototype tuples decoded per round
+    max_rounds: int = MAX_ROUNDS
+    resample: str = "none"
+    rare: str | None = None
+    rare_prototypes: bool = False
+    raise_temperature: bool = False
+    test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
+    seed: int = 0
+    threads: int | None = None
+
+    @classmethod
+    def resolve(cls, config: dict, **asked) -> SampleOptions:
+        """``asked`` (None = not given) over the preset's ``[sample]`` over the defaults.
+        ``nsamples`` left unset scales with ``n`` as in the preset (400 of 500 -> 800 of
+        1000 for --n 800)."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(asked) - names
+        if unknown:
+            raise TypeError(f"unknown sampling options: {', '.join(sorted(unknown))}")
+        preset = config.get("sample", {})
+        value = {name: asked.get(name) for name in names}
+        for name in names - {"nsamples", "seed", "threads", "test_dropout"}:
+            if value[name] is None and name in preset:
+                value[name] = preset[name]
+        defaults = cls()
+        for name in names - {"nsamples"}:
+            if value[name] is None:
+                value[name] = getattr(defaults, name)
+        n = int(value["n"])
+        if value["nsamples"] is None:
+            value["nsamples"] = max(n, round(n * int(preset.get("nsamples", n))
+                                            / int(preset.get("n", n))))
+        options = cls(**{**value, "n": n, "nsamples": int(value["nsamples"]),
+                         "temperature": float(value["temperature"]),
+                         "beam_width": int(value["beam_width"]),
+                         "batch_size": int(value["batch_size"]),
+                         "max_rounds": int(value["max_rounds"]),
+                         "rare_prototypes": bool(value["rare_prototypes"]),
+                         "raise_temperature": bool(value["raise_temperature"])})
+        options.check()
+        return options
+
+    def check(self) -> None:
+        check_strategy(self.strategy)
+        for name in ("n", "batch_size", "max_rounds", "beam_width"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+        if self.threads is not None and self.threads < 1:
+            raise UserError("--threads must be >= 1")
+        if self.nsamples < self.n:
+            raise UserError(f"--nsamples {self.nsamples} must be >= --n {self.n} (the n most "
+                            "probable of nsamples are kept)")
+        if self.temperature <= 0:
+            raise UserError("--temperature must be > 0")
+        if self.resample not in RESAMPLE:
+            raise UserError(f"--resample {self.resample}: unknown (valid: {', '.join(RESAMPLE)})")

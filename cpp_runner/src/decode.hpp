@@ -1,0 +1,281 @@
+// The decode loop of compgen/decoding.py over model.ts's traced encoder and decoder
+// step: greedy / temperature / mixed / beam, token masks, inverse-CDF draws from the
+// counter-based random stream, finished rows compacted out of the batch, and prototype
+// encodings cached per stored tuple. The contract (ids, masks, widths, state layout) is
+// what compgen/decoding.py writes into manifest.json; Python hands it to the runner.
+#pragma once
+
+#include <torch/script.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "random_stream.hpp"
+
+namespace compgen {
+
+struct StateSlot {
+  std::string name;
+  bool is_long = false;
+  std::vector<int64_t> shape;  // per row
+};
+
+struct Contract {
+  int64_t vocab_size = 0, max_len = 45, latent = 0, beam_width = 4, prototypes = 0;
+  int64_t prototype_width = 0, bos = 1, eos = 2, pad = 0, sep = 4;
+  double vae_max_norm = 0.0;
+  std::vector<char> first_masked, later_masked;  // per vocabulary id
+  std::vector<StateSlot> state;                  // in the step graph's order
+};
+
+constexpr int kGreedy = 0, kTemperature = 1, kMixed = 2, kBeam = 3;
+constexpr float kNeg = -std::numeric_limits<float>::infinity();
+
+// Decoded rows: token ids (pad after </s>) and each token's log-probability.
+struct Decoded {
+  std::vector<std::vector<int64_t>> tokens;
+  std::vector<std::vector<float>> logp;
+};
+
+// The latent of each sample: zeros, or the vMF prior's draw (compgen.decoding.prior_z).
+inline torch::Tensor prior_z(const Contract& c, uint64_t seed, const std::vector<int64_t>& ids) {
+  const int64_t B = static_cast<int64_t>(ids.size()), Z = c.latent;
+  auto z = torch::zeros({B, Z});
+  if (c.vae_max_norm <= 0) return z;
+  auto acc = z.accessor<float, 2>();
+  const int64_t pairs = (Z + 1) / 2;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> u(2 * pairs + 1), normal(2 * pairs);
+    for (int64_t j = 0; j < 2 * pairs + 1; ++j)
+      u[j] = stream_uniform(seed, ids[b], kLatentStep + j);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double radius = std::sqrt(-2.0 * std::log1p(-u[2 * i]));
+      const double angle = 2.0 * M_PI * u[2 * i + 1];
+      normal[i] = radius * std::cos(angle);
+      normal[pairs + i] = radius * std::sin(angle);
+    }
+    double norm = 0.0;
+    for (int64_t j = 0; j < Z; ++j) norm += normal[j] * normal[j];
+    norm = std::max(std::sqrt(norm), 1e-12);
+    for (int64_t j = 0; j < Z; ++j)
+      acc[b][j] = static_cast<float>(normal[j] / norm * c.vae_max_norm * u[2 * pairs]);
+  }
+  return z;
+}
+
+// Inverse-CDF draw from softmax(row / T) (masked entries are -inf), in vocabulary order.
+inline int64_t draw_token(const float* row, int64_t V, double temperature, double u) {
+  double top = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < V; ++i) top = std::max(top, static_cast<double>(row[i]) / temperature);
+  std::vector<double> running(V);
+  double sum = 0.0;
+  for (int64_t i = 0; i < V; ++i) {
+    sum += std::exp(static_cast<double>(row[i]) / temperature - top);
+    running[i] = sum;
+  }
+  const double target = u * sum;
+  int64_t chosen = 0;
+  for (int64_t i = 0; i < V; ++i) chosen += running[i] <= target;
+  return std::min(chosen, V - 1);
+}
+
+inline int64_t argmax(const float* row, int64_t V) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < V; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+class Stepper {
+ public:
+  Stepper(torch::jit::script::Module& model, const Contract& c)
+      : encoder_(model.attr("encoder").toModule()),
+        step_(model.attr("step").toModule()),
+        c_(c) {}
+
+  // Encode (cached per stored tuple id) and set up the initial state.
+  void start(const torch::Tensor& protos, const torch::Tensor& z,
+             const std::vector<int64_t>& tuple_ids) {
+    const int64_t B = protos.size(0);
+    std::vector<int64_t> missing_rows;
+    std::unordered_map<int64_t, bool> queued;
+    for (int64_t b = 0; b < B; ++b)
+      if (!cache_.count(tuple_ids[b]) && !queued.count(tuple_ids[b])) {
+        queued[tuple_ids[b]] = true;
+        missing_rows.push_back(b);
+      }
+    if (!missing_rows.empty()) {
+      auto index = torch::tensor(missing_rows, torch::kLong);
+      auto out = encoder_.forward({protos.index_select(0, index), z.index_select(0, index)})
+                     .toTuple()->elements();
+      for (size_t j = 0; j < missing_rows.size(); ++j) {
+        std::vector<torch::Tensor> row;
+        for (const auto& t : out) row.push_back(t.toTensor()[j].clone());
+        cache_[tuple_ids[missing_rows[j]]] = row;
+      }
+    }
+    std::vector<std::vector<torch::Tensor>> parts(5);
+    for (int64_t b = 0; b < B; ++b)
+      for (int k = 0; k < 5; ++k) parts[k].push_back(cache_[tuple_ids[b]][k]);
+    std::vector<torch::Tensor> enc;
+    for (auto& p : parts) enc.push_back(torch::stack(p));
+    memory_ = {enc[0], enc[1], protos, enc[2], z};  // keys, values, tokens, mask, z
+    state_.clear();
+    for (const auto& slot : c_.state) {
+      std::vector<int64_t> shape{B};
+      shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
+      if (slot.name == "h") state_.push_back(enc[3]);
+      else if (slot.name == "c") state_.push_back(enc[4]);
+      else if (slot.name == "past_tok") state_.push_back(torch::full(shape, c_.pad, torch::kLong));
+      else state_.push_back(torch::zeros(shape, slot.is_long ? torch::kLong : torch::kFloat));
+    }
+  }
+
+  torch::Tensor step(const std::vector<int64_t>& token) {
+    std::vector<c10::IValue> args{torch::tensor(token, torch::kLong)};
+    for (const auto& t : state_) args.push_back(t);
+    for (const auto& t : memory_) args.push_back(t);
+    auto out = step_.forward(args).toTuple()->elements();
+    for (size_t i = 0; i < state_.size(); ++i) state_[i] = out[i + 1].toTensor();
+    return out[0].toTensor().contiguous();
+  }
+
+  void take(const std::vector<int64_t>& rows, bool memory) {
+    auto index = torch::tensor(rows, torch::kLong);
+    for (auto& t : state_) t = t.index_select(0, index);
+    if (memory)
+      for (auto& t : memory_) t = t.index_select(0, index);
+  }
+
+ private:
+  torch::jit::script::Module encoder_, step_;
+  const Contract& c_;
+  std::vector<torch::Tensor> memory_, state_;
+  std::unordered_map<int64_t, std::vector<torch::Tensor>> cache_;
+};
+
+// Greedy / temperature / mixed decoding of one sequence per row (compgen.decoding.decode).
+inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
+                      const torch::Tensor& z, int mode, double temperature, uint64_t seed,
+                      const std::vector<int64_t>& ids, const std::vector<int64_t>& tuple_ids) {
+  const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
+  Decoded out{std::vector<std::vector<int64_t>>(B, std::vector<int64_t>(L, c.pad)),
+              std::vector<std::vector<float>>(B, std::vector<float>(L, 0.0f))};
+  stepper.start(protos, z, tuple_ids);
+  std::vector<int64_t> rows(B), token(B, c.bos);
+  for (int64_t b = 0; b < B; ++b) rows[b] = b;
+  std::vector<char> after_sep(B, 0);
+  std::vector<float> masked(V);
+  int64_t used = 0;
+  for (int64_t t = 0; t < L; ++t) {
+    auto logp = stepper.step(token);
+    const float* data = logp.data_ptr<float>();
+    const auto& mask = t == 0 ? c.first_masked : c.later_masked;
+    std::vector<int64_t> live, next;
+    std::vector<char> next_sep;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int64_t i = 0; i < V; ++i) masked[i] = mask[i] ? kNeg : data[r * V + i];
+      int64_t chosen = argmax(masked.data(), V);
+      if (mode != kGreedy && !(mode == kMixed && after_sep[r]))
+        chosen = draw_token(masked.data(), V, temperature, stream_uniform(seed, ids[rows[r]], t));
+      out.tokens[rows[r]][t] = chosen;
+      out.logp[rows[r]][t] = masked[chosen];
+      if (chosen != c.eos) {
+        live.push_back(static_cast<int64_t>(r));
+        next.push_back(chosen);
+        next_sep.push_back(after_sep[r] || chosen == c.sep);
+      }
+    }
+    used = t + 1;
+    if (live.empty()) break;
+    if (live.size() < rows.size()) {
+      stepper.take(live, true);
+      std::vector<int64_t> kept;
+      for (auto r : live) kept.push_back(rows[r]);
+      rows = kept;
+    }
+    token = next;
+    after_sep = next_sep;
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    out.tokens[b].resize(used);
+    out.logp[b].resize(used);
+  }
+  return out;
+}
+
+// Beam search (compgen.decoding.beam); returns the best hypothesis of each row.
+inline Decoded beam(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
+                    const torch::Tensor& z, int64_t W, const std::vector<int64_t>& tuple_ids) {
+  const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
+  std::vector<int64_t> expanded_ids;
+  for (auto i : tuple_ids)
+    for (int64_t w = 0; w < W; ++w) expanded_ids.push_back(i);
+  stepper.start(protos.repeat_interleave(W, 0), z.repeat_interleave(W, 0), expanded_ids);
+  const double neg = -std::numeric_limits<double>::infinity();
+  std::vector<double> scores(B * W, neg);
+  for (int64_t b = 0; b < B; ++b) scores[b * W] = 0.0;
+  std::vector<std::vector<int64_t>> hist(B * W);
+  std::vector<std::vector<float>> hist_lp(B * W);
+  std::vector<char> done(B * W, 0);
+  std::vector<int64_t> token(B * W, c.bos);
+  std::vector<float> row(V);
+  std::vector<std::pair<double, int64_t>> cand(W * V);
+  for (int64_t t = 0; t < L; ++t) {
+    auto logp = stepper.step(token);
+    const float* data = logp.data_ptr<float>();
+    const auto& mask = t == 0 ? c.first_masked : c.later_masked;
+    std::vector<double> new_scores(B * W);
+    std::vector<std::vector<int64_t>> new_hist(B * W);
+    std::vector<std::vector<float>> new_lp(B * W);
+    std::vector<char> new_done(B * W);
+    std::vector<int64_t> parents(B * W);
+    std::vector<float> chosen_lp(B * W);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> rows_lp(W * V);
+      for (int64_t w = 0; w < W; ++w) {
+        const int64_t r = b * W + w;
+        for (int64_t i = 0; i < V; ++i) {
+          float v = mask[i] ? kNeg : data[r * V + i];
+          if (done[r]) v = i == c.pad ? 0.0f : kNeg;
+          rows_lp[w * V + i] = v;
+          cand[w * V + i] = {scores[r] + static_cast<double>(v), w * V + i};
+        }
+      }
+      std::partial_sort(cand.begin(), cand.begin() + W, cand.end(),
+                        [](const auto& a, const auto& b) {
+                          return a.first > b.first || (a.first == b.first && a.second < b.second);
+                        });
+      for (int64_t k = 0; k < W; ++k) {
+        const int64_t flat = cand[k].second, parent = b * W + flat / V, tok = flat % V;
+        const int64_t r = b * W + k;
+        new_scores[r] = cand[k].first;
+        new_hist[r] = hist[parent];
+        new_hist[r].push_back(tok);
+        new_lp[r] = hist_lp[parent];
+        new_lp[r].push_back(rows_lp[flat]);
+        new_done[r] = done[parent] || tok == c.eos;
+        parents[r] = parent;
+        token[r] = tok;
+      }
+    }
+    scores.swap(new_scores);
+    hist.swap(new_hist);
+    hist_lp.swap(new_lp);
+    done.swap(new_done);
+    if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
+    stepper.take(parents, false);
+  }
+  Decoded out;
+  for (int64_t b = 0; b < B; ++b) {
+    out.tokens.push_back(hist[b * W]);
+    out.logp.push_back(hist_lp[b * W]);
+  }
+  return out;
+}
+
+}  // namespace compgen

@@ -1,0 +1,316 @@
+"""Bad input of any kind: one ``error: FILE[:LINE]: ...`` line on stderr and exit status 2,
+never a traceback. The CLI runs in-process (as ``compgen`` would), so each case is cheap."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from compgen.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BINARY = bytes(range(256)) * 20          # NUL bytes and invalid UTF-8
+LATIN1 = "caf\u00e9 jump\n".encode("latin-1")  # text, but not UTF-8
+
+
+def run(capsys, monkeypatch, *args) -> tuple[int, list[str]]:
+    """(exit status, stderr lines) of ``compgen ARGS``."""
+    monkeypatch.setattr(sys, "argv", ["compgen", *map(str, args)])
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err
+    return stop.value.code, [line for line in err.splitlines() if line.strip()]
+
+
+def assert_one_error(result, *fragments):
+    code, lines = result
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, lines)
+    for fragment in fragments:
+        assert str(fragment) in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("content", [BINARY, LATIN1], ids=["binary", "latin1"])
+@pytest.mark.parametrize("command", [
+    ["data", "stats", "{f}"],
+    ["augment", "geca", "{f}", "-o", "{out}"],
+    ["lm", "train", "{f}", "-o", "{out}.arpa", "--discount_fallback"],
+    ["train", "predictor", "--data", "scan/jump", "--augment", "{f}", "-o", "{out}.pt"],
+], ids=["stats", "geca", "lm-train", "train-augment"])
+def test_text_readers_refuse_binary_input(tmp_path, capsys, monkeypatch, content, command):
+    bad = tmp_path / "g.bin"
+    bad.write_bytes(b"IN: jump OUT: I_JUMP\n" + content)
+    args = [a.format(f=bad, out=tmp_path / "out") for a in command]
+    assert_one_error(run(capsys, monkeypatch, *args), f"{bad}:2:")
+    assert sorted(os.listdir(tmp_path)) == ["g.bin"]
+
+
+def test_samples_tsv_rows_must_have_the_same_width(tmp_path, capsys, monkeypatch):
+    ragged = tmp_path / "s.txt"
+    ragged.write_text("a\tb\nc\td\tV;PST\n")
+    assert_one_error(run(capsys, monkeypatch, "data", "stats", ragged), f"{ragged}:2:",
+                     "3 tab-separated fields, expected 2")
+
+
+def test_samples_tsv_score_columns_are_numbers(tmp_path, capsys, monkeypatch):
+    scored = tmp_path / "s.tsv"
+    scored.write_text("#x\ty\tlogprob\njump twice\tI_JUMP I_JUMP\t-1.5\nwalk\tI_WALK\tlow\n")
+    assert_one_error(run(capsys, monkeypatch, "data", "stats", scored), f"{scored}:3:",
+                     "not a number")
+
+
+def test_a_samples_tsv_with_scores_is_not_read_as_sigmorphon(tmp_path):
+    from compgen.data import read_data_file
+
+    scored = tmp_path / "s.txt"
+    scored.write_text("#x\ty\tlogprob\njump twice\tI_JUMP I_JUMP\t-1.5\n")
+    table = read_data_file(scored)
+    assert table["x"].to_list() == [["jump", "twice"]] and table["y"].to_list() == [["I_JUMP", "I_JUMP"]]
+
+
+# ---------------------------------------------------------------- outputs checked first
+
+@pytest.mark.parametrize("command,output,message", [
+    (["lm", "train", "lm/kin", "--discount_fallback", "-o"], "{folder}", "is a folder"),
+    (["lm", "train", "lm/kin", "--discount_fallback", "-o"], "{file}/kin.arpa", "is not a folder"),
+    (["train", "generator", "--data", "scan/jump", "--max-steps", "1", "-o"], "/proc/g.pt",
+     "cannot write in /proc"),
+    (["augment", "geca", "scan/jump", "--n-sample", "5", "-o"], "{folder}", "is a folder"),
+    (["export", "{file}", "-o"], "{file}", "exists and is not a folder"),
+], ids=["lm-folder", "lm-under-a-file", "train-proc", "geca-folder", "export-onto-a-file"])
+def test_outputs_are_checked_before_the_work(tmp_path, capsys, monkeypatch, command, output,
+                                             message):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x\n")
+    names = {"folder": tmp_path / "folder", "file": tmp_path / "file"}
+    args = [a.format(**names) for a in command] + [output.format(**names)]
+    assert_one_error(run(capsys, monkeypatch, *args), message)
+    assert sorted(os.listdir(tmp_path)) == ["file", "folder"] and not os.listdir(names["folder"])
+
+
+def test_resume_needs_the_checkpoint(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "g.pt"
+    assert_one_error(run(capsys, monkeypatch, "train", "generator", "--data", "scan/jump",
+                         "--max-steps", "1", "--resume", "-o", missing),
+                     f"-o {missing}: no such checkpoint to --resume")
+    assert not missing.exists()
+
+
+# ---------------------------------------------------------------- umask and leftovers
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_outputs_follow_the_umask(tmp_path, mask):
+    from compgen.export.artifact import staged_folder
+    from compgen.io import write_samples_tsv
+
+    before = os.umask(mask)
+    try:
+        write_samples_tsv(tmp_path / "s.tsv", [(["a"], ["b"])])
+        with staged_folder(tmp_path / "export") as folder:
+            (folder / "x").write_text("x")
+    finally:
+        os.umask(before)
+    assert (tmp_path / "s.tsv").stat().st_mode & 0o777 == 0o666 & ~mask
+    assert (tmp_path / "export").stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+def killed_while_writing(tmp_path, code: str):
+    """Start a Python process that runs ``code`` (it stops inside a write), kill -9 it."""
+    import signal
+    import subprocess
+
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", code.format(tmp=tmp_path, ready=ready)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    import time
+
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ready.unlink()
+
+
+def test_a_killed_writer_leaves_nothing_after_the_next_run(tmp_path):
+    from compgen.export.artifact import staged_folder
+    from compgen.io import atomic_open
+
+    killed_while_writing(tmp_path, """
+import pathlib, time
+from compgen.io import atomic_open
+from compgen.export.artifact import staged_folder
+with atomic_open(pathlib.Path("{tmp}") / "out.tsv") as f, staged_folder(pathlib.Path("{tmp}") / "exp") as d:
+    f.write("half"); f.flush(); (d / "model.ts").write_text("half")
+    pathlib.Path("{ready}").touch()
+    time.sleep(60)
+""")
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert len(leftovers) == 2 and all(n.startswith((".out.tsv.", ".exp.")) for n in leftovers)
+    with atomic_open(tmp_path / "out.tsv") as f:
+        f.write("whole\n")
+    with staged_folder(tmp_path / "exp") as folder:
+        (folder / "model.ts").write_text("whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "out.tsv"]
+
+
+def test_a_live_writers_staging_file_is_kept(tmp_path):
+    from compgen.io import atomic_open
+
+    with atomic_open(tmp_path / "out.tsv") as first:
+        first.write("one")
+        with atomic_open(tmp_path / "out.tsv") as second:
+            second.write("two")
+    assert (tmp_path / "out.tsv").read_text() == "one"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.tsv"]
+
+
+# ---------------------------------------------------------------- evaluate, memory
+
+def test_evaluate_reads_a_data_file_as_its_test_set(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from compgen.data import Vocab, load_dataset
+    from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
+    from compgen.train_seq2seq import conditional_pairs, save_predictor
+
+    table = load_dataset("scan/jump")
+    vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
+    torch.manual_seed(0)
+    model = Seq2Seq(Seq2SeqConfig(vocab_size=len(vocab), hidden=16, embed=8, max_len=45))
+    save_predictor(tmp_path / "p.pt", model.eval(), vocab, {"data": "scan/jump", "seed": 0})
+    test = tmp_path / "mine.txt"
+    test.write_text("IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n")
+    code, _ = run(capsys, monkeypatch, "evaluate", tmp_path / "p.pt", "--data", test,
+                  "-o", tmp_path / "r.csv")
+    assert code in (0, None)
+    import polars as pl
+
+    rows = pl.read_csv(tmp_path / "r.csv")
+    assert rows["n"].to_list()[0] == 2 and rows["data"].to_list()[0] == str(test)
+
+
+def test_a_failed_allocation_is_one_line_with_its_size(tmp_path):
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "compgen", "train", "generator", "--data",
+                           "scan/jump", "--hidden", "300000", "--max-steps", "1", "-o",
+                           str(tmp_path / "g.pt")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=limit,
+                          check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("error: an allocation of ") and "GB failed" in lines[0]
+    assert "the address-space limit (ulimit -v) is 6.0 GB" in lines[0]
+
+
+def test_cpp_sampling_leaves_nothing_in_the_temp_folder(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    code, _ = run(capsys, monkeypatch, "sample", ROOT / "exported" / "scan-jump-recomb2",
+                  "--backend", "cpp", "--n", "5", "-o", tmp_path / "s.tsv")
+    assert code in (0, None) and len((tmp_path / "s.tsv").read_text().splitlines()) >= 5
+    assert os.listdir(temp) == []
+
+
+# ---------------------------------------------------------------- checkpoints
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A consistent generator checkpoint on SCAN jump's vocabulary (untrained, tiny)."""
+    import torch
+
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
+    from compgen.data import Vocab, load_dataset
+
+    config = load_preset("recombine_scan_cpu")
+    config["data"] = "scan/jump"
+    config["model"].update(hidden=16, embed=8, attdim=8)
+    vocab = Vocab.from_table(load_dataset("scan/jump"))
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    optimizer = torch.optim.Adam(model.parameters())
+    path = tmp_path_factory.mktemp("ckpt") / "g.pt"
+    save_checkpoint(path, model, config, vocab, "recombine", optimizer,
+                    train_state={"step": 1, "epoch": 0, "batch": 1, "done": False, "curve": []})
+    return path
+
+
+def rewritten(source, target, metadata=None, tensors=None):
+    """A copy of checkpoint ``source`` with metadata keys replaced (None deletes one) and
+    tensors replaced or added (None deletes one): a well-formed safetensors file."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(source), "pt") as f:
+        meta = dict(f.metadata())
+    stored = load_file(str(source))
+    for updates, into in ((metadata or {}, meta), (tensors or {}, stored)):
+        for key, value in updates.items():
+            if value is None:
+                into.pop(key, None)
+            else:
+                into[key] = value
+    save_file(stored, str(target), metadata=meta)
+    return target
+
+
+def huge_hidden(source):
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(source), "pt") as f:
+        config = json.loads(f.metadata()["config"])
+    config["model"]["hidden"] = 1_000_000_000
+    return json.dumps(config)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"metadata": {"kind": None}}, "unknown checkpoint kind None"),
+    ({"metadata": {"config": "{not json"}}, "metadata 'config' is not JSON"),
+    ({"metadata": {"config": "[1, 2]"}}, "'config' is not a JSON object"),
+    ({"metadata": {"config": '{"data": "scan/jump"}'}}, "config without a [model] table"),
+    ({"metadata": {"vocab": '{"tokens": 3}'}}, "'tokens' must be a list"),
+    ({"metadata": {"train_state": "nan]"}}, "'train_state' is not JSON"),
+    ({"metadata": {"optim_groups": "{}"}}, "'optim_groups' is not a JSON list"),
+    ({"metadata": {"config": "HUGE"}}, "bad model config in the checkpoint"),
+    ({"tensors": {"model.decoder.weight_ih": "SMALL"}}, "decoder.weight_ih is [2, 2]"),
+    ({"tensors": {"junk.x": "SMALL"}}, "unexpected tensor 'junk.x'"),
+    ({"tensors": {"model.extra": "SMALL"}}, "unexpected weight 'extra'"),
+], ids=["no-kind", "config-json", "config-list", "no-model", "vocab", "state-json",
+        "groups", "hidden-1e9", "shape", "junk-tensor", "extra-weight"])
+@pytest.mark.parametrize("command", [
+    ["sample", "{ckpt}", "--n", "2", "-o", "{out}.tsv"],
+    ["export", "{ckpt}", "--no-cpp", "-o", "{out}"],
+    ["inspect", "{ckpt}"],
+    ["train", "generator", "--resume", "--max-steps", "2", "-o", "{ckpt}"],
+], ids=["sample", "export", "inspect", "resume"])
+def test_inconsistent_checkpoints_are_one_error(tiny_checkpoint, tmp_path, capsys, monkeypatch,
+                                                change, message, command):
+    import torch
+
+    small = torch.zeros(2, 2)
+    meta = {k: huge_hidden(tiny_checkpoint) if v == "HUGE" else v
+            for k, v in change.get("metadata", {}).items()}
+    tensors = {k: small for k in change.get("tensors", {})}
+    ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", meta, tensors)
+    args = [a.format(ckpt=ckpt, out=tmp_path / "out") for a in command]
+    assert_one_error(run(capsys, monkeypatch, *args), f"{ckpt}: ", message)
+    assert sorted(os.listdir(tmp_path)) == ["bad.pt"]
+
+
+def test_a_damaged_training_state_cannot_be_resumed(tiny_checkpoint, tmp_path, capsys,
+                                                    monkeypatch):
+    ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", {"train_state": '{"step": "seven"}'})
+    assert_one_error(run(capsys, monkeypatch, "train", "generator", "--resume", "--max-steps",
+                         "2", "-o", ckpt), "damaged training state (step = 'seven')")

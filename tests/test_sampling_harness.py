@@ -1,0 +1,100 @@
+"""One seed, one result: the four backends keep the same samples from the shipped export
+for every strategy; the C++ runner does a whole job in one process; sampling and export
+leave nothing in the system's temporary folder."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compgen.export.cpp_runner import build_runner
+from compgen.io import parse_samples_tsv
+from compgen.runtime.sampler import BACKENDS, sample_exported
+
+SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
+STRATEGIES = ("greedy", "temperature", "mixed", "beam")
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return build_runner(log=lambda m: None)
+
+
+def read_rows(path: Path) -> list[tuple[list[str], list[str], float]]:
+    text = path.read_text(encoding="utf-8")
+    scores = [float(line.rsplit("\t", 1)[1]) for line in text.splitlines()
+              if line and not line.startswith("#")]
+    return [(x, y, s) for (x, y), s in zip(parse_samples_tsv(text), scores)]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_backend_keeps_the_same_samples(strategy, runner, tmp_path, one_torch_thread):
+    rows = {}
+    for backend in BACKENDS:
+        out = tmp_path / f"{backend}.tsv"
+        sample_exported(SHIPPED, 12, backend=backend, strategy=strategy, temperature=0.7,
+                        nsamples=12, batch_size=16, seed=5, out=out, threads=1,
+                        log=lambda m: None)
+        rows[backend] = read_rows(out)
+    reference = rows["torch"]
+    assert len(reference) == 12
+    for backend, got in rows.items():
+        assert [(x, y) for x, y, _ in got] == [(x, y) for x, y, _ in reference], backend
+        assert all(abs(a[2] - b[2]) <= 1e-4 for a, b in zip(got, reference)), backend
+
+
+def test_the_seed_decides_the_temperature_samples(runner, tmp_path):
+    found = []
+    for seed in (1, 1, 2):
+        run = sample_exported(SHIPPED, 8, backend="onnx", strategy="temperature", nsamples=8,
+                              batch_size=16, seed=seed, threads=1, log=lambda m: None)
+        found.append([(s.x, s.y) for s in run.samples])
+    assert found[0] == found[1] and found[0] != found[2]
+
+
+def test_cpp_sample_is_one_runner_process(runner, tmp_path, monkeypatch):
+    """Several rounds (batch 8, 40 samples) and still one process: the model is loaded
+    once, the filters run inside it."""
+    started = []
+    real_run = subprocess.run
+
+    def counting_run(cmd, *args, **kwargs):
+        started.append(cmd)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting_run)
+    run = sample_exported(SHIPPED, 40, backend="cpp", strategy="temperature", nsamples=40,
+                          batch_size=8, seed=0, threads=1, out=tmp_path / "s.tsv",
+                          log=lambda m: None)
+    assert len(run.samples) == 40
+    assert [cmd[0] for cmd in started] == [str(runner)]
+
+
+def run_cli(args, tmpdir: Path):
+    env = {**os.environ, "TMPDIR": str(tmpdir), "TEMP": str(tmpdir), "TMP": str(tmpdir)}
+    return subprocess.run([sys.executable, "-m", "compgen", *args], capture_output=True,
+                          text=True, env=env, check=False, timeout=900)
+
+
+def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    out = tmp_path / "s.tsv"
+    ok = run_cli(["sample", str(SHIPPED), "--backend", "cpp", "--n", "8", "--batch-size", "16",
+                  "--threads", "1", "-o", str(out)], system_tmp)
+    assert ok.returncode == 0, ok.stderr
+    failed = run_cli(["sample", str(SHIPPED), "--backend", "cpp", "--n", "8", "--max-rounds",
+                      "1", "--batch-size", "1", "--resample", "rare", "--rare", "no such word",
+                      "--threads", "1"], system_tmp)
+    assert failed.returncode == 2 and failed.stderr.startswith("error: ")
+    again = run_cli(["export", str(SHIPPED), "-o", str(tmp_path / "again"), "--parity-sets",
+                     "8"], system_tmp)
+    assert again.returncode == 0, again.stderr
+    broken = run_cli(["export", str(tmp_path / "missing.pt"), "--no-cpp"], system_tmp)
+    assert broken.returncode == 2
+    # onnxruntime's own library writes one fixed-name file, ".ses", into the temp folder
+    # when it is imported (reused, not one per run); everything else must be gone
+    assert [p.name for p in system_tmp.iterdir() if p.name != ".ses"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "s.tsv", "system-tmp"]
