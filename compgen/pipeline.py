@@ -7,12 +7,9 @@ scored. ``RUNS`` lists them, named ``<data>-<row>``:
 * SCAN (``jump-*``, ``around_right-*``): baseline, geca, basic (recomb-0, the paper's
   "learned aug. (basic)"), basic-resample, recomb1, recomb2 (both with the rare-word
   resampling of the paper's cascade), recomb2-noresample, recomb2-vae, recomb2-nocopy,
-  direct (direct inference with the recomb-2 generator, no predictor).
-* SCAN CSL (``length-*``, ``jump-*``, ``around_right-*``): csl (Qiu et al. 2022: induced
-  QCFG, fitted model, 100,000 samples; compgen.pipelines.csl_step) and csl-uniform (the
-  paper's no-model ablation), plus length-baseline. The paper's predictor is T5-Base; here
-  it is the project's seq2seq (``seq2seq_scan_csl_cpu``), with the samples mixed in at
-  p_aug 0.5 (about as many synthetic as original examples, spec §4.4).
+  direct (direct inference with the recomb-2 generator, no predictor); csl and
+  csl-uniform (CSL's samples, from the fitted model or uniform over the rules: the
+  paper's ablation), also on ``length-*`` (with its baseline).
 * SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
   baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
   The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
@@ -49,9 +46,13 @@ SIG_HINTS = (4, 8, 16)
 # the reference's augmentation probability (predictor) per SCAN split; GECA: its own recipe
 SCAN_P_AUG = {"jump": 0.01, "around_right": 0.2}
 GECA_P_AUG = 0.1
+# CSL (Qiu et al. 2022) fine-tunes T5 on the training set concatenated with 100,000
+# samples; here the project's seq2seq draws a sample with this probability instead, so
+# an epoch stays the size of the training set
 CSL_SPLITS = ("length", "jump", "around_right")
-CSL_P_AUG = 0.5  # original and synthetic about equal in number, as the reference's merge
-CSL_PREDICTOR = "seq2seq_scan_csl_cpu"  # room for SCAN's 48-action outputs
+CSL_P_AUG = 0.5
+CSL_SAMPLES = 100_000
+CSL_PREDICTOR = "seq2seq_scan_csl_cpu"  # max_len 50: room for SCAN's 48-action outputs
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Run:
     name: str
     data: str                   # data set; "{seed}" is replaced by the seed (SIG splits)
     label: str                  # the paper's row name, used in result tables
-    augment: str = "none"       # none | geca | generator | direct | csl | csl-uniform
+    augment: str = "none"       # none | geca | csl | csl-uniform | generator | direct
     generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
     sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
     p_aug: float | None = None  # None: concatenation
@@ -141,14 +142,14 @@ def _sig_runs(language: str, hints: int) -> dict[str, Run]:
 
 def _csl_runs(split: str) -> dict[str, Run]:
     data = f"scan/{split}"
-    rows = {
-        "csl": Run("csl", data, "CSL-Aug", augment="csl", p_aug=CSL_P_AUG, predictor=CSL_PREDICTOR),
-        "csl-uniform": Run("csl-uniform", data, "CSL-Aug (uniform sampling)", augment="csl-uniform",
-                           p_aug=CSL_P_AUG, predictor=CSL_PREDICTOR),
-    }
-    if split not in SCAN_SPLITS:  # the split's baseline, with the CSL rows' predictor
-        rows["baseline"] = Run("baseline", data, "baseline", predictor=CSL_PREDICTOR)
-    return {f"{split}-{k}": replace(r, name=f"{split}-{k}") for k, r in rows.items()}
+    rows = {f"{split}-csl": Run(f"{split}-csl", data, "CSL", augment="csl", p_aug=CSL_P_AUG,
+                                predictor=CSL_PREDICTOR),
+            f"{split}-csl-uniform": Run(f"{split}-csl-uniform", data, "CSL (uniform rules)",
+                                        augment="csl-uniform", p_aug=CSL_P_AUG,
+                                        predictor=CSL_PREDICTOR)}
+    if split not in SCAN_SPLITS:
+        rows[f"{split}-baseline"] = Run(f"{split}-baseline", data, "baseline", predictor=CSL_PREDICTOR)
+    return rows
 
 
 RUNS: dict[str, Run] = {}
@@ -417,17 +418,24 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
 
 
 def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
-    from compgen.pipelines.csl_step import CSL_SAMPLES
-    from compgen.pipelines.csl_step import make_csl as csl_step
-    from compgen.train_seq2seq import load_preset
+    """CSL's samples (``augment.tsv``), the grammar (``grammar.txt``) and a summary with
+    the samples' quality (``augment.quality.json``)."""
+    from compgen.augment.csl.dataset import csl_augment_dataset
 
-    if (folder / "augment.tsv").is_file():
-        return folder / "augment.tsv"
-    max_len = load_preset(opts.predictor_preset or presets(run, opts.size)[1])[0].get("max_len", 45)
+    path = folder / "augment.tsv"
+    if path.is_file():
+        return path
     tic = time.perf_counter()
-    path, _ = csl_step(run.data_for(seed), run.augment == "csl-uniform", seed, folder, max_len,
-                       data_dir=opts.data_dir, n_samples=opts.samples or CSL_SAMPLES, log=lambda line: opts.log(f"[{run.name} seed {seed}] {line}"))
+    done = csl_augment_dataset(run.data_for(seed), path, "scan", CSL_SAMPLES, seed,
+                               uniform=run.augment == "csl-uniform",
+                               grammar_out=folder / "grammar.txt", data_dir=opts.data_dir)
     timer.record("csl", time.perf_counter() - tic)
+    summary = {**done.result.summary, **done.quality,
+               "phases": done.result.phases}
+    with atomic_open(folder / "augment.quality.json", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1, default=str)
+    opts.log(f"[{run.name} seed {seed}] CSL: {done.rows:,} samples, {summary['rules']} rules, "
+             + ", ".join(f"{k} {v:.2%}" for k, v in done.quality.items()))
     return path
 
 
@@ -496,11 +504,11 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
         augment = None
         if run.augment == "geca":
             augment = make_geca(run, seed, folder, opts, timer)
+        elif run.augment in ("csl", "csl-uniform"):
+            augment = make_csl(run, seed, folder, opts, timer)
         elif run.augment == "generator":
             generator = make_generator(run, seed, folder, opts, timer)
             augment = make_samples(run, seed, generator, folder, opts, timer)
-        elif run.augment in ("csl", "csl-uniform"):
-            augment = make_csl(run, seed, folder, opts, timer)
         model = make_predictor(run, seed, augment, folder, opts, timer)
     return evaluate_run(run, seed, model, folder, opts, timer)
 

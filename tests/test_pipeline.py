@@ -294,22 +294,6 @@ def test_rerun_with_other_settings_names_the_difference(tiny_run, tmp_path):
         assert (folder / f"{name}.settings.json").is_file(), name
 
 
-def test_csl_row_runs_every_step(tmp_path, small_scan, one_torch_thread):
-    """jump-csl on 600 training lines: grammar, samples, the kept samples, predictor, metrics."""
-    (tmp_path / "pred.toml").write_text(TINY_PREDICTOR)
-    opts = PipelineOptions(root=tmp_path / "runs", data_dir=small_scan, predictor_preset=str(tmp_path / "pred.toml"),
-                           samples=2000, threads=1, log=lambda line: None)
-    rows = run_pipeline("jump-csl", [0], opts)
-    folder = tmp_path / "runs" / "jump-csl" / "seed0"
-    report = json.loads((folder / "csl.json").read_text())
-    kept = read_samples_tsv(folder / "augment.tsv")
-    assert report["samples"] == len(read_samples_tsv(folder / "samples.tsv")) == 2000
-    assert report["kept_samples"] == len(kept) and all(len(x) <= 45 and len(y) <= 45 for x, y in kept)
-    assert "###" in (folder / "grammar.txt").read_text()
-    assert set(json.loads((folder / "timing.json").read_text())) == {"csl", "predictor", "evaluate"}
-    assert rows and all(r["run"] == "jump-csl" for r in rows)
-
-
 def test_csl_rows_use_their_predictor_preset():
     from compgen.pipeline import presets
 

@@ -104,55 +104,25 @@ def augment_csl(
     data_dir: Path | None = DataDir,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
-    import dataclasses
-
-    from compgen.augment.csl.rules import read_grammar, write_grammar
-    from compgen.augment.csl.run import csl_augment, preset
+    from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data import load_dataset, select_split
-    from compgen.data.table import pairs as table_pairs
-    from compgen.io import write_samples_tsv
 
-    if n < 0:
-        raise UserError(f"--n must be >= 0 (got {n})")
     if threads is not None:
         if threads < 1:
             raise UserError("--threads must be >= 1")
         import torch
 
         torch.set_num_threads(threads)
-    for name, value in (("--states", states), ("--steps", steps)):
-        if value is not None and value < 1:
-            raise UserError(f"{name} must be >= 1 (got {value})")
-    cfg = preset(config)
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(
-        cfg.model, seed=seed, num_types=states or cfg.model.num_types,
-        training_steps=steps or cfg.model.training_steps), sampler=dataclasses.replace(cfg.sampler, seed=seed))
-    rules = read_grammar(grammar) if grammar is not None else None
-    table = load_dataset(data, data_dir)
-    names = table["split"].unique().to_list() if "split" in table.columns else []
-    train = table_pairs(select_split(table, "train")) if "train" in names else table_pairs(table)
-    test = table_pairs(select_split(table, "test")) if "test" in names else []
-    if not train:
-        raise UserError(f"{data}: no training examples")
     with csl_progress() as progress:
-        result = csl_augment(train, cfg, n, test, grammar=rules, uniform=uniform, dedup=dedup,
-                             progress=progress)
-    if grammar_out is not None:
-        write_grammar(grammar_out, result.rules, header=f"CSL grammar induced from {data} (config {config})")
-    rows = write_samples_tsv(output, result.samples)
+        done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
+                                   grammar_out, states, steps, data_dir, progress)
     print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''})",
-                      result.summary, result.phases)
-    if data.startswith("scan/"):
-        from compgen.data.scan import load_scan_grammar, scan_sample_report
-        from compgen.data.sources import resolve_data_dir
-
-        report = scan_sample_report(result.samples, select_split(table, "train"),
-                                    load_scan_grammar(resolve_data_dir(data_dir)))
-        from compgen.data.scan_semantics import correct_share
-
-        console.print(f"samples: {report['novel_share']:.2%} novel, {report['correct_share']:.2%} are SCAN "
-                      f"commands (scan/tasks.txt) with the correct actions, {correct_share(result.samples):.2%} "
+                      done.result.summary, done.result.phases)
+    if done.quality:
+        q = done.quality
+        console.print(f"samples: {q['novel_share']:.2%} novel, {q['scan_grammar_correct_share']:.2%} are SCAN "
+                      f"commands (scan/tasks.txt) with the correct actions, {q['reading_correct_share']:.2%} "
                       "translate correctly by the SCAN reading (any nesting)", highlight=False, markup=False)
+    rows = done.rows
     console.print(f"wrote {rows:,} pairs to {output}" + (f" and the grammar to {grammar_out}" if grammar_out else ""),
                   highlight=False, markup=False)

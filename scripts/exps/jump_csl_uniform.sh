@@ -1,4 +1,4 @@
 #!/usr/bin/env bash
-# SCAN jump, CSL with uniform sampling (no model, the paper's ablation), then the predictor.
+# SCAN jump, CSL without its model: rules sampled uniformly (the paper's ablation).
 source "$(dirname "$0")/run.sh"
 run_row jump-csl-uniform "$@"

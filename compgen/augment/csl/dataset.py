@@ -1,0 +1,68 @@
+"""CSL on a named data set, as `compgen augment csl` and the ``*-csl`` pipeline rows run
+it: induce from the train split (or read a grammar), fit, sample, write the samples TSV
+(and the grammar), and for SCAN measure the samples against the SCAN grammar."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from compgen.augment.csl.run import CslResult, Progress, csl_augment, preset
+from compgen.errors import UserError
+
+
+@dataclass
+class CslDatasetResult:
+    result: CslResult
+    rows: int            # sample lines written
+    quality: dict        # SCAN: novel / correct shares of the samples; else empty
+
+
+def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: int = 100_000,
+                        seed: int = 0, uniform: bool = False, dedup: bool = False,
+                        grammar: str | Path | None = None, grammar_out: str | Path | None = None,
+                        states: int | None = None, steps: int | None = None,
+                        data_dir: str | Path | None = None,
+                        progress: Progress | None = None) -> CslDatasetResult:
+    from compgen.augment.csl.rules import read_grammar, write_grammar
+    from compgen.data import load_dataset, select_split
+    from compgen.data.table import pairs as table_pairs
+    from compgen.io import write_samples_tsv
+
+    if n < 0:
+        raise UserError(f"--n must be >= 0 (got {n})")
+    for name, value in (("--states", states), ("--steps", steps)):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be >= 1 (got {value})")
+    cfg = preset(config)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(
+        cfg.model, seed=seed, num_types=states or cfg.model.num_types,
+        training_steps=steps or cfg.model.training_steps),
+        sampler=dataclasses.replace(cfg.sampler, seed=seed))
+    rules = read_grammar(grammar) if grammar is not None else None
+    table = load_dataset(data, data_dir)
+    names = table["split"].unique().to_list() if "split" in table.columns else []
+    train_table = select_split(table, "train") if "train" in names else table
+    train = table_pairs(train_table)
+    test = table_pairs(select_split(table, "test")) if "test" in names else []
+    if not train:
+        raise UserError(f"{data}: no training examples")
+    result = csl_augment(train, cfg, n, test, grammar=rules, uniform=uniform, dedup=dedup,
+                         progress=progress)
+    if grammar_out is not None:
+        write_grammar(grammar_out, result.rules,
+                      header=f"CSL grammar induced from {data} (config {config})")
+    rows = write_samples_tsv(output, result.samples)
+    quality: dict = {}
+    if data.startswith("scan/"):
+        from compgen.data.scan import load_scan_grammar, scan_sample_report
+        from compgen.data.scan_semantics import correct_share
+        from compgen.data.sources import resolve_data_dir
+
+        report = scan_sample_report(result.samples, train_table,
+                                    load_scan_grammar(resolve_data_dir(data_dir)))
+        quality = {"novel_share": report["novel_share"],
+                   "scan_grammar_correct_share": report["correct_share"],
+                   "reading_correct_share": correct_share(result.samples)}
+    return CslDatasetResult(result, rows, quality)
