@@ -39,7 +39,8 @@ def write_preset(folder: Path, text: str) -> str:
 
 def test_every_shipped_preset_reads_into_its_sections():
     model_presets = [n for n in preset_names() if not n.startswith("geca_")]
-    assert len(model_presets) == 14
+    # the glob finds the shipped files (a wrong folder would make the loop vacuous)
+    assert {"recombine_scan", "proto_scan", "seq2seq_scan_cpu", "seq2seq_scan_csl_cpu"} <= set(model_presets)
     for name in model_presets:
         doc = load_preset(name)
         for section, cls in preset_sections(doc["kind"]).items():
