@@ -79,8 +79,11 @@ def _mentions_missing_data(exc: BaseException | None) -> bool:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if (not HAVE_DATA and report.failed and call.excinfo is not None
-            and _mentions_missing_data(call.excinfo.value)):
+    missing_data = (report.failed and call.excinfo is not None
+                    and _mentions_missing_data(call.excinfo.value))
+    data_skip = (report.skipped and isinstance(report.longrepr, tuple)
+                 and NEEDS_CORPORA in report.longrepr[2])
+    if not HAVE_DATA and (missing_data or data_skip):
         report.outcome = "skipped"
         # one location and one reason: the summary groups every such skip in one line
         report.longrepr = (str(Path(__file__)), 1, f"Skipped: {NEEDS_CORPORA}")
@@ -107,6 +110,17 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def require_data():
+    """``require_data(path)`` skips the test (under the one corpora summary line) when a file
+    or folder of the full data sets is absent."""
+    def require(path: Path) -> Path:
+        if not path.exists():
+            pytest.skip(NEEDS_CORPORA)
+        return path
+    return require
 
 
 @pytest.fixture(scope="session")

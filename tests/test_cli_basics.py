@@ -84,8 +84,8 @@ def test_commands_with_randomness_take_seed():
         assert any("--seed" in o.opts for o in options(by_name[name])), name
 
 
-def test_data_list_names_every_sigmorphon_language_present(data_dir):
-    folder = data_dir / "sigmorphon2018"
+def test_data_list_names_every_sigmorphon_language_present(data_dir, require_data):
+    folder = require_data(data_dir / "sigmorphon2018")
     present = {p.name.split("-train-")[0] for p in folder.glob("*-train-*")} if folder.is_dir() else set()
     if len(present) <= 3:
         pytest.skip("the data folder has no SIGMORPHON languages beyond the paper's")

@@ -98,13 +98,12 @@ def test_sample_rows_is_the_legacy_permutation_prefix():
     assert sample_rows(rows[:10], 1000) == rows[:10]
 
 
-def test_lemma_split_sizes_on_the_shared_data(data_dir):
+def test_lemma_split_sizes_on_the_shared_data(data_dir, require_data):
     from compgen.augment.stem_corrupt import read_triples
     from compgen.data.lemma_split import SOURCE_SPLITS, lemma_split_test
 
     folder = data_dir / "sigmorphon2018"
-    if not (folder / "georgian-train-high").is_file():
-        pytest.skip("SIGMORPHON 2018 georgian not in the data folder")
+    require_data(folder / "georgian-train-high")
     files = {s: read_triples(folder / f"georgian-{s}") for s in SOURCE_SPLITS}
     assert len(lemma_split_candidates(files)) == 8833        # the spec's count
     test = lemma_split_test("georgian", data_dir)

@@ -18,12 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def recipe_models(tmp_path_factory, data_dir):
+def recipe_models(tmp_path_factory, data_dir, require_data):
     """The README's recipe on lm/kin: base = train split, aug = GECA's synthetic sentences."""
     from compgen.augment.geca import augment_file, make_config
 
-    if not (data_dir / "lm" / "kin" / "train.txt").is_file():
-        pytest.skip("lm/kin is not in the data folder")
+    require_data(data_dir / "lm" / "kin" / "train.txt")
     folder = tmp_path_factory.mktemp("recipe")
     config = make_config("lm", {"seed": 0}, "lm/kin")
     config.validate()

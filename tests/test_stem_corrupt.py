@@ -134,10 +134,8 @@ def test_pool_errors():
         StemCorruptConfig(pool_size=0).validate()
 
 
-def test_real_language_pool(data_dir):
-    path = data_dir / "sigmorphon2018" / "georgian-train-low"
-    if not path.is_file():
-        pytest.skip("SIGMORPHON 2018 georgian not in the data folder")
+def test_real_language_pool(data_dir, require_data):
+    path = require_data(data_dir / "sigmorphon2018" / "georgian-train-low")
     triples = read_triples(path)
     pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=1000, seed=0))
     assert len(pool) == 1000

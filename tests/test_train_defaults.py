@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from compgen.checkpoint import default_preset, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +44,9 @@ def test_default_presets_follow_the_data_set():
     assert default_preset("predictor", "scan/around_right") == "seq2seq_scan_cpu"
 
 
-def test_sigmorphon_generator_without_config_then_resume_without_data(tmp_path, data_dir):
-    if not (data_dir / "sigmorphon2018").is_dir():
-        pytest.skip("SIGMORPHON 2018 is not in the data folder")
+def test_sigmorphon_generator_without_config_then_resume_without_data(tmp_path, data_dir,
+                                                                     require_data):
+    require_data(data_dir / "sigmorphon2018")
     out = tmp_path / "sig.pt"
     proc = compgen("train", "generator", "--data", "sigmorphon/turkish/hints-8.0", "--max-steps", "1",
                    "--quiet", "--threads", "1", "-o", str(out), data_dir=data_dir)
