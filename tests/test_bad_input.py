@@ -210,6 +210,25 @@ def test_a_failed_allocation_is_one_line_with_its_size(tmp_path):
     assert "the address-space limit (ulimit -v) is 6.0 GB" in lines[0]
 
 
+def test_a_limit_too_low_for_torch_and_polars_is_refused_before_any_work(tmp_path):
+    # at 1.5 GB generator training used to abort inside Polars (exit 134)
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+
+    out = tmp_path / "g.pt"
+    proc = subprocess.run([sys.executable, "-m", "compgen", "train", "generator", "--data",
+                           "scan/jump", "--max-steps", "1", "-o", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          preexec_fn=limit, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("error: the address-space limit (ulimit -v) is 1.40 GB")
+    assert not out.exists()
+
+
 def test_cpp_sampling_leaves_nothing_in_the_temp_folder(tmp_path, capsys, monkeypatch):
     import tempfile
 

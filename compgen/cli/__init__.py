@@ -29,29 +29,41 @@ from compgen.errors import UserError
 __all__ = ["app", "main", "parse_seeds"]
 
 
+def _out_of_memory_exit(exc: BaseException) -> None:
+    # plain write: with memory exhausted, rich's lazy imports would fail inside the handler
+    exc.__traceback__ = None
+    sys.stderr.write(f"error: {out_of_memory(exc)}\n")
+    sys.exit(2)
+
+
 def main() -> None:
     import typer.main
+
+    from compgen.memory import address_space_limit, check_address_space
 
     command = typer.main.get_command(app)
     check_outputs_first(command)
     try:
+        check_address_space()
         command(prog_name="compgen")  # also under `python -m compgen`: completion and usage
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except MemoryError as exc:
-        err_console.print(f"error: {out_of_memory(exc)}", markup=False, highlight=False,
-                          soft_wrap=True)
-        sys.exit(2)
+        _out_of_memory_exit(exc)
     except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
         if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
             raise
-        err_console.print(f"error: {out_of_memory(exc)}", markup=False, highlight=False,
-                          soft_wrap=True)
-        sys.exit(2)
+        _out_of_memory_exit(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted", markup=False)
         sys.exit(130)
+    except BaseException as exc:
+        # Polars reports a failed allocation under a limit as a Rust panic (PanicException,
+        # a BaseException) whose text does not say memory
+        if type(exc).__name__ != "PanicException" or address_space_limit() is None:
+            raise
+        _out_of_memory_exit(exc)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,7 @@ def scan_neighborhood(
 
     from compgen.data.sources import default_cache_dir
     from compgen.io import atomic_open
+    from compgen.memory import check_headroom
 
     if part not in ("train", "test"):
         raise ValueError(f"part must be 'train' or 'test', not {part!r}")
@@ -221,6 +222,8 @@ def scan_neighborhood(
     digest = hashlib.sha256(repr((long_short, part, seed, trn, queries)).encode()).hexdigest()
     path = Path(cache_dir or default_cache_dir()) / "neighborhoods" / f"{digest[:32]}.parquet"
     if use_cache and path.is_file():
+        # a parquet file expands several-fold in memory (measured about 6x for these tables)
+        check_headroom(8 * path.stat().st_size, f"the cached neighbourhoods {path}")
         try:
             return pl.read_parquet(path)
         except (OSError, pl.exceptions.PolarsError):
