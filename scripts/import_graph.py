@@ -21,8 +21,8 @@ from pathlib import Path
 
 # (layer, {group: module prefixes}) from the bottom up
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
-    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.plots",
-                       "compgen.configs")}),
+    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.memory",
+                       "compgen.plots", "compgen.configs")}),
     ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment",
                        "compgen.resample")}),
     # neural models, KenLM n-gram models, the decoding contract and the options it takes

@@ -24,7 +24,10 @@ def _find_data() -> Path | None:
     if os.environ.get("COMPGEN_TEST_DATA"):
         candidates = [Path(os.environ["COMPGEN_TEST_DATA"])]
     else:
-        candidates = [ROOT.parent / "shared" / "data", default_data_dir()]
+        # the user's cache counts once a corpus was fetched into it: `lm experiment kin`
+        # also writes the embedded kin corpus there, which is not a data folder
+        fetched = default_data_dir()
+        candidates = [ROOT.parent / "shared" / "data"] + ([fetched] if (fetched / "scan").is_dir() else [])
     return next((path for path in candidates if path.is_dir()), None)
 
 
