@@ -480,7 +480,9 @@ class Recombine(nn.Module):
                 y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
                 ys.append(y)
                 scores.append(score)
-            joint = self._scan_joint(torch.stack(ys, 1), torch.stack(scores, 1))  # (B, T-1, J)
+            with torch.autocast("cpu", enabled=False):  # softmax and losses in fp32 under bf16
+                joint = self._scan_joint(torch.stack(ys, 1).float(),
+                                         torch.stack(scores, 1).float())  # (B, T-1, J)
             scan_copy = self.copy and self.nproto > 0
             if scan_copy and self.training:
                 loss = self._writedrop_nll(joint, memory.tokens, gold).sum() / B
