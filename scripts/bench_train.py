@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(128, "recombine_scan_cpu"), (256, "recombine_scan_h256_cpu"), (512, "recombine_scan")]
 DATA = "scan/jump"
+# each lever of the new trainer switched off on its own ([train] settings), for --ablate
+LEVERS = {"length_buckets": 0, "unique_prototypes": False, "prefetch": False}
 
 
 def cpu_flags() -> str:
@@ -49,7 +51,8 @@ def worker(spec: dict) -> None:
     from compgen.generator_data import generator_data
     from compgen.train import train_generator
 
-    cfg = apply_overrides(load_preset(spec["preset"]), {"train.threads": spec["threads"]})
+    cfg = apply_overrides(load_preset(spec["preset"]),
+                          {"train.threads": spec["threads"], **spec.get("overrides", {})})
     prepared = generator_data(DATA, cfg["model"]["nproto"], 0, 0.1, None)
     out = Path(spec["out"])
     quiet = {"progress": False, "log": lambda line: None, "prepared": prepared}
@@ -118,6 +121,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed updates first")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, nargs="*", default=[h for h, _ in SIZES])
+    parser.add_argument("--ablate", action="store_true",
+                        help="also time the new trainer with each lever off (no loss)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,6 +150,11 @@ def main() -> None:
                         "warmup": args.warmup, "out": str(Path(tmp) / f"{name}{hidden}.pt")}
                 result = run_tree(tree, spec)
                 row[name] = {**result, "loss": fixed_loss(Path(spec["out"]))}
+            for lever, off in LEVERS.items() if args.ablate else ():
+                spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
+                        "warmup": args.warmup, "out": str(Path(tmp) / f"{lever}{hidden}.pt"),
+                        "overrides": {f"train.{lever}": off}}
+                row.setdefault("without", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
             row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
             row["loss_rel_diff"] = row["new"]["loss"] / row["base"]["loss"] - 1
             rows.append(row)
@@ -167,6 +177,13 @@ def main() -> None:
         print(f"| {r['hidden']} | {r['preset']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
               f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {b['loss']:.4f} | "
               f"{n['loss']:.4f} | {100 * r['loss_rel_diff']:+.1f} % |")
+    if args.ablate:
+        print()
+        print("| H | new ex/s | " + " | ".join(f"without {lever}" for lever in LEVERS) + " |")
+        print("|---|---|" + "---|" * len(LEVERS))
+        for r in rows:
+            print(f"| {r['hidden']} | {r['new']['examples_per_s']:.1f} | " + " | ".join(
+                f"{r['without'][lever]:.1f}" for lever in LEVERS) + " |")
 
 
 if __name__ == "__main__":
