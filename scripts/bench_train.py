@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(128, "recombine_scan_cpu"), (256, "recombine_scan_h256_cpu"), (512, "recombine_scan")]
 DATA = "scan/jump"
-# each lever of the new trainer switched off on its own ([train] settings), for --ablate
-LEVERS = {"length_buckets": 0, "unique_prototypes": False, "prefetch": False}
+# each lever of the new trainer toggled on its own ([train] settings), for --ablate
+LEVERS = {"length_buckets": 50, "unique_prototypes": False, "prefetch": False}
 
 
 def cpu_flags() -> str:
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, nargs="*", default=[h for h, _ in SIZES])
     parser.add_argument("--ablate", action="store_true",
-                        help="also time the new trainer with each lever off (no loss)")
+                        help="also time the new trainer with each lever toggled (no loss)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -154,7 +154,7 @@ def main() -> None:
                 spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
                         "warmup": args.warmup, "out": str(Path(tmp) / f"{lever}{hidden}.pt"),
                         "overrides": {f"train.{lever}": off}}
-                row.setdefault("without", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
+                row.setdefault("toggled", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
             row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
             row["loss_rel_diff"] = row["new"]["loss"] / row["base"]["loss"] - 1
             rows.append(row)
@@ -179,11 +179,12 @@ def main() -> None:
               f"{n['loss']:.4f} | {100 * r['loss_rel_diff']:+.1f} % |")
     if args.ablate:
         print()
-        print("| H | new ex/s | " + " | ".join(f"without {lever}" for lever in LEVERS) + " |")
+        print("| H | new ex/s | " + " | ".join(f"{lever} = {value}" for lever, value in LEVERS.items())
+              + " |")
         print("|---|---|" + "---|" * len(LEVERS))
         for r in rows:
             print(f"| {r['hidden']} | {r['new']['examples_per_s']:.1f} | " + " | ".join(
-                f"{r['without'][lever]:.1f}" for lever in LEVERS) + " |")
+                f"{r['toggled'][lever]:.1f}" for lever in LEVERS) + " |")
 
 
 if __name__ == "__main__":
