@@ -95,3 +95,30 @@ def make_batch(encoded: list, idx, variant: str, max_len: int):
     target = collate_targets([x for x, _ in chosen], variant, max_len)
     protos = collate_prototypes([p for _, p in chosen], variant, max_len)
     return target, protos
+
+
+def epoch_batches(lengths, batch_size: int, seed: int, epoch: int, pool: int) -> list:
+    """One epoch's batches of item indices, every item exactly once. ``pool`` > 0:
+    length-bucketed: shuffle, sort runs of ``pool`` batches by length, cut them into
+    batches and shuffle the batch order (batches then hold similar lengths, so little
+    padding); 0: plain shuffled batches. Depends only on (seed, epoch), for resuming."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    if pool > 0:
+        lengths = np.asarray(lengths)
+        run = pool * batch_size  # a multiple of the batch size: only the last batch is short
+        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
+                                for chunk in np.split(order, range(run, len(order), run))]
+                               ) if len(order) else order
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    if pool > 0:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def batch_lengths(encoded: list) -> np.ndarray:
+    """Sort key of each item for length bucketing: its length, then its longest prototype's
+    (the decoder's and the encoder's step counts)."""
+    longest = max([len(p) for _, protos in encoded for p in protos] + [0]) + 1
+    return np.array([len(x) * longest + max([len(p) for p in protos] + [0])
+                     for x, protos in encoded])

@@ -14,23 +14,33 @@ an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from compgen.checkpoint import Checkpoint, build_recombine, load_checkpoint, save_checkpoint
 from compgen.configs import GeneratorTrainConfig, read_section
 from compgen.errors import UserError
-from compgen.generator_data import GeneratorData, encode_items, generator_data, make_batch
+from compgen.generator_data import (
+    GeneratorData,
+    batch_lengths,
+    encode_items,
+    epoch_batches,
+    generator_data,
+    make_batch,
+)
 from compgen.io import atomic_open
 from compgen.models.recombine import RecombineConfig
+from compgen.precision import resolve_precision
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
                 "elapsed_s"]
@@ -128,6 +138,11 @@ class _GeneratorRun:
         self.log_every = settings.log_every
         self.ckpt_every = settings.checkpoint_seconds
         self.curve_path = Path(str(out) + ".loss.csv")
+        self.length_buckets = settings.length_buckets
+        self.lengths = batch_lengths(self.train_enc) if settings.length_buckets else None
+        self.unique_prototypes = settings.unique_prototypes
+        self.prefetch = settings.prefetch
+        self.bf16 = resolve_precision(settings.precision, "[train] precision") == "bf16"
 
         torch.manual_seed(seed)
         self.model = build_recombine(config, len(vocab))
@@ -199,10 +214,21 @@ class _GeneratorRun:
         with atomic_open(self.curve_path, "w", encoding="utf-8") as f:
             f.write(_curve_csv(self.state["curve"]))
 
-    def update(self, idx, window: _Window) -> None:
-        """One Adam step on the examples ``idx``."""
-        target, protos = make_batch(self.train_enc, idx, self.variant, self.max_len)
-        loss, nll, ntok = self.model.loss(target, protos)
+    def epoch_batches(self, epoch: int) -> list:
+        lengths = self.lengths if self.lengths is not None else [0] * len(self.train_enc)
+        return epoch_batches(lengths, self.B, self.seed, epoch, self.length_buckets)
+
+    def collate(self, idx):
+        return make_batch(self.train_enc, idx, self.variant, self.max_len)
+
+    def update(self, idx, batch, window: _Window) -> None:
+        """One Adam step on the examples ``idx``, collated as ``batch``."""
+        target, protos = batch
+        # bf16 autocast runs the matmuls in bf16; weights and gradients stay fp32
+        precision = (torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16
+                     else contextlib.nullcontext())
+        with precision:
+            loss, nll, ntok = self.model.loss(target, protos, self.unique_prototypes)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.gradnorm > 0:
@@ -305,17 +331,31 @@ class _Progress:
 def _run_epochs(run: _GeneratorRun, max_steps: int | None, time_budget: float | None,
                 progress: _Progress | None) -> bool:
     """Train until the epochs are done or a limit stops the run; True if a limit did."""
-    state, n, B = run.state, len(run.train_enc), run.B
+    with ThreadPoolExecutor(1) as pool:
+        return _run_batches(run, max_steps, time_budget, progress, pool if run.prefetch else None)
+
+
+def _run_batches(run: _GeneratorRun, max_steps: int | None, time_budget: float | None,
+                 progress: _Progress | None, pool: ThreadPoolExecutor | None) -> bool:
+    """``_run_epochs``; with a ``pool``, the next batch is collated there while the current
+    one trains (torch releases the GIL in its kernels)."""
+    state = run.state
     last_ckpt = time.perf_counter()
     window = _Window()
     while state["epoch"] < run.epochs and not state["done"]:
-        order = np.random.default_rng([run.seed, state["epoch"]]).permutation(n)
+        batches = run.epoch_batches(state["epoch"])
+        pending = None
         while state["batch"] < run.batches_per_epoch:
             if max_steps is not None and state["step"] >= max_steps:
                 return True
             if time_budget is not None and time.perf_counter() - run.start >= time_budget:
                 return True
-            run.update(order[state["batch"] * B:(state["batch"] + 1) * B], window)
+            idx = batches[state["batch"]]
+            batch = pending.result() if pending is not None else run.collate(idx)
+            following = state["batch"] + 1
+            pending = (pool.submit(run.collate, batches[following])
+                       if pool is not None and following < len(batches) else None)
+            run.update(idx, batch, window)
             if state["step"] % run.log_every == 0:
                 run.log_window(window, progress)
             if progress is not None:
@@ -345,8 +385,9 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     out = Path(out)
     given = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
     # seed, batch size and threads are this run's (given) settings, also on resume
-    if given.threads:
-        torch.set_num_threads(given.threads)
+    # threads default to the cores this process may use (torch's default may differ)
+    torch.set_num_threads(given.threads or len(os.sched_getaffinity(0)))
+    resolve_precision(given.precision, "[train] precision")  # refused before any work
 
     saved = _saved_run(out, config, data) if resume and out.is_file() else None
     if saved:

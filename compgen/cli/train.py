@@ -65,13 +65,15 @@ def train_generator_cmd(
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT (with --epochs: train a finished run longer)"),
     max_steps: int | None = typer.Option(None, "--max-steps", help="stop once the run has made this many updates in all, counting those before a --resume (resumable)"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads (default: the cores this process may use)"),
+    precision: str | None = typer.Option(None, "--precision", help="auto (bf16 autocast where the CPU has AMX / AVX512-BF16, else fp32), fp32 or bf16; the checkpoint stays fp32 (default: the preset's, auto)"),
     quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of initialisation, batches and dev split (default: the preset's, else 0)"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     from compgen.checkpoint import apply_overrides, default_preset, load_checkpoint, load_preset
+    from compgen.precision import resolve_precision
     from compgen.train import train_generator
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
@@ -80,6 +82,8 @@ def train_generator_cmd(
                              ("--max-steps", max_steps, 0)):
         if value is not None and value < low:
             raise UserError(f"{name} must be >= {low}")
+    if precision is not None:
+        resolve_precision(precision)
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
     if resume and not output.is_file():
@@ -100,7 +104,8 @@ def train_generator_cmd(
     cfg = apply_overrides(preset, {
         "model.nproto": nproto, "model.vae": vae, "model.copy": copy, "model.hidden": hidden,
         "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
-        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads})
+        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
+        "train.precision": precision})
     result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
                              epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
                              log=lambda line: console.print(line, highlight=False, markup=False))

@@ -227,10 +227,20 @@ class Recombine(nn.Module):
             self.z_emb = nn.Linear(K * H if K > 0 else summary, Zl)
 
     # -------------------------------------------------------------- encoder
-    def _encode_prototypes(self, protos: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _encode_prototypes(self, protos: Tensor,
+                           unique: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(B, K, T)`` -> outputs ``(B, K, T, 2H)`` (sig: projected to H), summaries
-        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan)."""
+        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan).
+        ``unique`` (scan): encode each distinct prototype of the batch once and gather
+        (training batches repeat prototypes several times; duplicates then share one
+        dropout mask, which leaves the objective's expectation unchanged)."""
         B, K, T = protos.shape
+        if unique and self.scan:
+            distinct, inverse = torch.unique(protos.reshape(B * K, T), dim=0, return_inverse=True)
+            enc, summaries, _, _ = self._encode_prototypes(distinct[:, None, :])
+            zeros = enc.new_zeros(B, self.hidden)
+            return (enc[inverse].view(B, K, T, -1), summaries[inverse].view(B, K, -1),
+                    zeros, zeros)
         H = self.hidden
         flat = protos.reshape(B * K, T)
         if self.scan:  # pad embeddings are not zeroed (reference); dropout on inputs
@@ -310,6 +320,21 @@ class Recombine(nn.Module):
                                  memory: Memory) -> tuple[Tensor, State, Tensor]:
         """``_scan_step`` and the attention weights ``(B, K, T)`` of every prototype
         (zeros ``(B, 0, 0)`` without prototypes)."""
+        y, scores, alpha, new = self._scan_recurrence(token, state, memory)
+        return self._scan_joint(y, scores), new, alpha
+
+    def _scan_joint(self, y: Tensor, scores: Tensor) -> Tensor:
+        """Output features ``(..., E)`` and copy scores ``(..., K, T)`` -> the joint
+        log-softmax; one call for all steps of a teacher-forced sequence."""
+        logits = y @ self.embed.weight.t()  # tied output layer, no bias
+        if self.copy and self.nproto > 0:
+            logits = torch.cat([logits, scores.flatten(-2)], -1)
+        return torch.log_softmax(logits, dim=-1)
+
+    def _scan_recurrence(self, token: Tensor, state: State,
+                         memory: Memory) -> tuple[Tensor, Tensor, Tensor, State]:
+        """The recurrent part of a scan step: output feature ``y`` ``(B, E)``, attention
+        scores and weights ``(B, K, T)`` and the new State (the output layer is apart)."""
         e = F.dropout(self.embed(token), self.pdrop, self.training)
         parts = [e, memory.z]
         if self.feed_dim > 0:
@@ -325,20 +350,19 @@ class Recombine(nn.Module):
             scores = alpha = memory.keys.new_zeros(h.size(0), 0, 0)
             y = self.out(h_out)
         feed = F.dropout(y, self.pdrop, self.training) if self.feed_dim > 0 else state.feed
-        logits = y @ self.embed.weight.t()  # tied output layer, no bias
-        if self.copy and self.nproto > 0:
-            logits = torch.cat([logits, scores.flatten(1)], 1)
         new = State(h, c, feed, state.step + 1, state.past_h, state.past_key, state.past_tok)
-        return torch.log_softmax(logits, dim=1), new, alpha
+        return y, scores, alpha, new
 
     def _marginalise(self, joint: Tensor, proto_tokens: Tensor) -> Tensor:
-        """Joint log-probs -> log p(token): the vocabulary entry plus every prototype
-        position holding that token."""
-        if joint.size(1) == self.vocab_size:
+        """Joint log-probs ``(B, [L,] V + K*T)`` -> log p(token): the vocabulary entry plus
+        every prototype position holding that token."""
+        if joint.size(-1) == self.vocab_size:
             return joint
         p = joint.exp()
-        marginal = p[:, : self.vocab_size].scatter_add(1, proto_tokens.flatten(1),
-                                                      p[:, self.vocab_size:])
+        sources = proto_tokens.flatten(1)
+        if joint.dim() == 3:
+            sources = sources[:, None, :].expand(-1, joint.size(1), -1)
+        marginal = p[..., : self.vocab_size].scatter_add(-1, sources, p[..., self.vocab_size:])
         return marginal.clamp_min(1e-30).log()
 
     def _sig_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
@@ -428,14 +452,15 @@ class Recombine(nn.Module):
         return vmf_kl(self.cfg.kappa, self.latent) + math.log(self.cfg.max_norm / self.cfg.eps)
 
     # -------------------------------------------------------------- training loss
-    def loss(self, target: Tensor, protos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def loss(self, target: Tensor, protos: Tensor,
+             unique_prototypes: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         """Teacher-forced loss of ``target`` ``(B, T)`` (``<s> d </s>``) given prototypes.
         Returns (loss to minimise, summed NLL of the exact marginal, number of tokens).
         scan: summed over tokens / B (with write-drop when training with copying);
-        sig: mean over tokens."""
+        sig: mean over tokens. ``unique_prototypes``: see ``_encode_prototypes``."""
         B, T = target.shape
         if self.nproto > 0:
-            enc, summaries, h0, c0 = self._encode_prototypes(protos)
+            enc, summaries, h0, c0 = self._encode_prototypes(protos, unique_prototypes)
         else:
             enc = torch.zeros(B, 0, 1, 1, device=target.device)
             summaries = enc.new_zeros(B, 0, 1)
@@ -446,39 +471,44 @@ class Recombine(nn.Module):
         state = self._initial_state(h0, c0, T)
         gold = target[:, 1:]
         valid = is_real(gold)
-        nll_steps, train_steps = [], []
-        scan_copy = self.scan and self.copy and self.nproto > 0
-        for t in range(T - 1):
-            y = gold[:, t]
-            if self.scan:
-                joint, state = self._scan_step(target[:, t], state, memory)
-                logp = self._marginalise(joint, memory.tokens)
-            else:
-                logp, state = self._sig_step(target[:, t], state, memory)
-            nll = -logp.gather(1, y[:, None])[:, 0]
-            nll_steps.append(nll)
-            if scan_copy and self.training:
-                train_steps.append(self._writedrop_nll(joint, memory.tokens, y))
-        nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
         ntok = valid.sum()
-        if scan_copy and self.training:
-            loss = torch.stack(train_steps, 1).sum() / B
-        elif self.scan:
-            loss = nll.sum() / B
-        else:
-            loss = nll.sum() / ntok.clamp(min=1)
-        return loss, nll.sum().detach(), ntok
+        if self.scan:
+            # only the recurrence runs step by step; the output layer, the softmax and
+            # the losses run once over all steps
+            ys, scores = [], []
+            for t in range(T - 1):
+                y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
+                ys.append(y)
+                scores.append(score)
+            with torch.autocast("cpu", enabled=False):  # softmax and losses in fp32 under bf16
+                joint = self._scan_joint(torch.stack(ys, 1).float(),
+                                         torch.stack(scores, 1).float())  # (B, T-1, J)
+            scan_copy = self.copy and self.nproto > 0
+            if scan_copy and self.training:
+                loss = self._writedrop_nll(joint, memory.tokens, gold).sum() / B
+                with torch.no_grad():  # the exact marginal is only reported
+                    nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0]
+                return loss, (nll * valid).sum(), ntok
+            nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0] * valid
+            return nll.sum() / B, nll.sum().detach(), ntok
+        nll_steps = []
+        for t in range(T - 1):
+            logp, state = self._sig_step(target[:, t], state, memory)
+            nll_steps.append(-logp.gather(1, gold[:, t, None])[:, 0])
+        nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
+        return nll.sum() / ntok.clamp(min=1), nll.sum().detach(), ntok
 
     def _writedrop_nll(self, joint: Tensor, proto_tokens: Tensor, y: Tensor) -> Tensor:
         """-log of the joint mass on {write index (kept with prob 1 - writedrop)} and every
-        prototype position holding y; positions with an empty set contribute 0."""
-        B, V = y.size(0), self.vocab_size
-        keep = torch.rand(B, device=y.device) >= self.cfg.writedrop
-        write = F.one_hot(y, V).bool() & (keep & is_real(y))[:, None]
-        copy = (proto_tokens.flatten(1) == y[:, None]) & (y != PAD_ID)[:, None]
-        chosen = torch.cat([write, copy], 1)
-        lse = torch.logsumexp(joint.masked_fill(~chosen, float("-inf")), dim=1)
-        has = chosen.any(1)
+        prototype position holding y; positions with an empty set contribute 0.
+        ``joint`` ``(B, L, V + K*T)``, ``y`` ``(B, L)``."""
+        V = self.vocab_size
+        keep = torch.rand(y.shape, device=y.device) >= self.cfg.writedrop
+        write = F.one_hot(y, V).bool() & (keep & is_real(y))[..., None]
+        copy = (proto_tokens.flatten(1)[:, None, :] == y[..., None]) & (y != PAD_ID)[..., None]
+        chosen = torch.cat([write, copy], -1)
+        lse = torch.logsumexp(joint.masked_fill(~chosen, float("-inf")), dim=-1)
+        has = chosen.any(-1)
         return torch.where(has, -lse, torch.zeros_like(lse))
 
 

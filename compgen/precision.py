@@ -1,0 +1,39 @@
+"""Training precision: fp32, or bf16 autocast where the CPU has bf16 units.
+
+bf16 matmuls pay only on CPUs with AMX or AVX512-BF16; elsewhere torch emulates them and
+training gets slower, so ``auto`` picks bf16 only where those units exist, and forcing
+``bf16`` on a CPU without them is refused. Weights, optimizer and checkpoint stay fp32.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compgen.errors import UserError
+
+PRECISIONS = ("auto", "fp32", "bf16")
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when the CPU flags list AMX-BF16 or AVX512-BF16."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return any(flag in line.split(":", 1)[1].split() for flag in BF16_FLAGS)
+    return False
+
+
+def resolve_precision(requested: str, option: str = "--precision") -> str:
+    """``auto`` | ``fp32`` | ``bf16`` -> the precision to train in (``fp32`` or ``bf16``)."""
+    if requested not in PRECISIONS:
+        raise UserError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
+    if requested == "auto":
+        return "bf16" if cpu_has_bf16() else "fp32"
+    if requested == "bf16" and not cpu_has_bf16():
+        raise UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
+                        "in /proc/cpuinfo); use --precision fp32 or auto")
+    return requested

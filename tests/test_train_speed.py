@@ -1,0 +1,143 @@
+"""The fast generator trainer: length-bucketed batches, the batched teacher-forced loss,
+distinct-prototype encoding, bf16 autocast and the --precision option."""
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from compgen.data.vocab import BOS_ID, EOS_ID
+from compgen.generator_data import epoch_batches
+from compgen.models.recombine import Recombine, RecombineConfig
+from compgen.precision import cpu_has_bf16, resolve_precision
+
+ROOT = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("pool", [0, 3, 50])
+@pytest.mark.parametrize("n", [1, 37, 200])
+def test_every_training_tuple_is_in_exactly_one_batch_per_epoch(pool, n):
+    lengths = np.random.default_rng(n).integers(1, 40, n)
+    for epoch in range(3):
+        batches = epoch_batches(lengths, 8, seed=5, epoch=epoch, pool=pool)
+        seen = np.concatenate(batches)
+        assert sorted(seen.tolist()) == list(range(n))
+        assert len(batches) == math.ceil(n / 8)
+        assert sum(len(b) < 8 for b in batches) <= 1  # only one batch may be short
+    again = epoch_batches(lengths, 8, seed=5, epoch=2, pool=pool)  # resuming: same order
+    assert [b.tolist() for b in again] == [b.tolist() for b in batches]
+
+
+def test_bucketed_batches_cut_padding():
+    lengths = np.random.default_rng(0).integers(1, 46, 3200)
+
+    def padded(batches):
+        return sum(len(b) * lengths[b].max() for b in batches)
+
+    plain = padded(epoch_batches(lengths, 32, 0, 0, pool=0))
+    bucketed = padded(epoch_batches(lengths, 32, 0, 0, pool=50))
+    assert bucketed < 0.7 * plain
+    assert padded(epoch_batches(lengths, 32, 0, 0, pool=50)) >= lengths.sum()
+
+
+def scan_model(**kw):
+    cfg = RecombineConfig(variant="scan", vocab_size=20, nproto=2, hidden=32, embed=16,
+                          attdim=16, zdim=2, kpos=4, **kw)
+    torch.manual_seed(0)
+    return Recombine(cfg)
+
+
+def fixed_batch(B=6, T=7, Tp=5, seed=0):
+    """Targets and prototypes with repeated prototypes and some padding."""
+    g = torch.Generator().manual_seed(seed)
+    protos = torch.randint(6, 20, (B, 2, Tp), generator=g)
+    protos[0, :, 3:] = 0
+    protos[3] = protos[1]  # the same prototypes twice, as in training batches
+    protos[4, 0] = protos[2, 1]
+    target = torch.randint(6, 20, (B, T), generator=g)
+    target[:, 0], target[:, -1] = BOS_ID, EOS_ID
+    target[1, 4:] = 0
+    return target, protos
+
+
+def test_batched_loss_is_the_sum_of_the_decoder_steps():
+    """The loss runs the output layer once over all steps; its NLL must be the one
+    decode_step gives step by step (the sampling path)."""
+    model = scan_model(outdrop_test=False).eval()
+    target, protos = fixed_batch()
+    with torch.no_grad():
+        _, nll, ntok = model.loss(target, protos)
+        memory, state = model.encode(protos, model.prior_z(6), 8)
+        stepwise = torch.zeros(())
+        for t in range(target.size(1) - 1):
+            logp, state = model.decode_step(target[:, t], state, memory)
+            gold = target[:, t + 1]
+            stepwise -= (logp.gather(1, gold[:, None])[:, 0] * (gold != 0)).sum()
+    assert int(ntok) == int((target[:, 1:] != 0).sum())
+    assert torch.allclose(nll, stepwise, rtol=1e-5)
+
+
+def test_distinct_prototype_encoding_gives_the_same_loss_and_gradients():
+    model = scan_model(outdrop_test=False).eval()  # no dropout: both must agree exactly
+    target, protos = fixed_batch()
+    grads = []
+    for unique in (False, True):
+        model.zero_grad()
+        loss, nll, _ = model.loss(target, protos, unique_prototypes=unique)
+        loss.backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+        grads[-1].insert(0, nll.detach())
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_bf16_and_fp32_training_steps_give_the_same_loss():
+    """A numerics check of bf16 autocast (torch emulates bf16 where the CPU lacks units):
+    the training loss on a fixed batch with one fixed dropout stream."""
+    model = scan_model().train()
+    target, protos = fixed_batch()
+    torch.manual_seed(1)
+    fp32, _, _ = model.loss(target, protos, unique_prototypes=True)
+    torch.manual_seed(1)
+    # without bf16 units oneDNN has no bf16 LSTM: torch's own kernels then emulate bf16
+    native = contextlib.nullcontext() if cpu_has_bf16() else torch.backends.mkldnn.flags(False)
+    with native, torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16, _, _ = model.loss(target, protos, unique_prototypes=True)
+    assert bf16.dtype == torch.float32  # the loss (and the weights) stay fp32
+    assert float(fp32) > 1.0
+    assert abs(float(bf16) / float(fp32) - 1) < 0.02
+    bf16.backward()
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+
+
+def test_precision_auto_follows_the_cpu():
+    assert resolve_precision("auto") == ("bf16" if cpu_has_bf16() else "fp32")
+    assert resolve_precision("fp32") == "fp32"
+
+
+def test_cpu_has_bf16_reads_the_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu avx2 fma amx_bf16 amx_tile\n")
+    assert cpu_has_bf16(info)
+    info.write_text("processor : 0\nflags : fpu avx2 fma avx512f\n")
+    assert not cpu_has_bf16(info)
+
+
+@pytest.mark.skipif(cpu_has_bf16(), reason="this CPU has bf16 units: --precision bf16 is valid")
+def test_precision_bf16_without_bf16_units_is_one_error_line(tmp_path):
+    out = tmp_path / "g.pt"
+    proc = subprocess.run([sys.executable, "-m", "compgen", "train", "generator", "--data",
+                           "scan/jump", "-o", str(out), "--precision", "bf16"],
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --precision bf16")
+    assert not out.exists()
