@@ -19,8 +19,9 @@ from compgen.sample_options import SampleOptions
 from compgen.train import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN_KEYS = ("batch_size, checkpoint_seconds, dev_fraction, epochs, gradnorm, log_every, lr, "
-              "lrdecay, patience, restore_best, seed, threads")
+TRAIN_KEYS = ("batch_size, checkpoint_seconds, dev_fraction, epochs, gradnorm, length_buckets, "
+              "log_every, lr, lrdecay, patience, precision, prefetch, restore_best, seed, threads, "
+              "unique_prototypes")
 
 
 def compgen(*args, cwd):
