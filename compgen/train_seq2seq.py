@@ -17,7 +17,9 @@ as the reference's conditional run does it.
   > 0); after every epoch the dev exact match is measured: an improvement above 1e-4
   resets the patience, otherwise the patience counts down and at 0 the lr is multiplied
   by ``lrdecay`` (``patience = 0`` turns this off). The final model is the last epoch's
-  (the reference never restores the best one).
+  (the reference never restores the best one); ``restore_best = true`` ends with the
+  weights of the epoch with the best dev exact match instead (kept in the checkpoint's
+  ``best.*`` tensors while training, so a resumed run keeps them).
 * Checkpoint: the project's format (``compgen.checkpoint.save_checkpoint``: one safetensors
   file, loading executes no code) of kind "seq2seq", holding the model and training
   config, the run description, the vocabulary and the learning curve. It is rewritten
@@ -165,12 +167,12 @@ class MixedStream:
 
 def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
                    train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
-                   train_state: dict | None = None) -> None:
+                   train_state: dict | None = None, best: dict | None = None) -> None:
     from compgen.checkpoint import save_checkpoint
 
     model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
     config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
-    save_checkpoint(path, model, config, vocab, CHECKPOINT_KIND, optimizer,
+    save_checkpoint(path, model, config, vocab, CHECKPOINT_KIND, optimizer, best=best,
                     train_state=train_state or {})
 
 
@@ -228,16 +230,16 @@ def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
 
 def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         augmented: list[Pair], tcfg: PredictorTrainConfig, *, p_aug: float = 0.0, seed: int = 0,
-        morphology: bool = False, save: Callable[[dict, dict], None] | None = None,
-        resume: tuple[dict, dict] | None = None,
-        log: Callable[[str], None] | None = None) -> list[dict]:
+        morphology: bool = False, save: Callable[..., None] | None = None,
+        resume=None, log: Callable[[str], None] | None = None) -> list[dict]:
     """Train ``model`` in place; returns the learning curve (one dict per epoch).
-    ``save(meta, extra_tensors)`` is called after every epoch; ``resume`` = (meta,
-    tensors) of such a save."""
+    ``save(optimizer, train_state, best)`` is called after every epoch (``best``: the
+    best-dev weights when ``restore_best``); ``resume`` = the checkpoint of such a save."""
     stream = MixedStream(train, augmented, p_aug, seed)
     n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size)
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
+    best_weights: dict | None = None
     if resume is not None:
         try:
             s = resume.train_state["state"]
@@ -246,6 +248,7 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
             stream.restore(s["stream"])
             optimizer.load_state_dict(resume.optim)
             torch.set_rng_state(resume.rng)
+            best_weights = dict(resume.best) or None
         except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
             raise UserError(f"{resume.path}: damaged training state, cannot resume ({exc!r})") from None
     for epoch in range(start + 1, tcfg.epochs + 1):
@@ -280,6 +283,8 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         acc = scores.get("exact_match", float("nan"))
         if dev and acc - best_acc > 1e-4:
             best_acc, patience = acc, tcfg.patience
+            if tcfg.restore_best:
+                best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         elif dev and tcfg.patience > 0:
             patience -= 1
             if patience == 0:
@@ -295,7 +300,13 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         if save:
             state = {"epoch": epoch, "best_acc": best_acc, "patience": patience, "lr": lr,
                      "stream": stream.state()}
-            save(optimizer, {"state": state, "curve": curve})
+            save(optimizer, {"state": state, "curve": curve}, best_weights)
+    if tcfg.restore_best and best_weights is not None:
+        model.load_state_dict(best_weights)
+        if log:
+            epoch = max(curve, key=lambda r: r["dev_exact_match"])["epoch"]
+            log(f"restored the best dev epoch's weights (epoch {epoch}, dev exact match "
+                f"{best_acc:.4f})")
     return curve
 
 
@@ -363,8 +374,8 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
                 or "state" not in resume_from.train_state):
             raise UserError(f"{out}: cannot resume (different data, or a finished run)")
 
-    def save(optimizer: torch.optim.Optimizer, train_state: dict) -> None:
-        save_predictor(out, model, vocab, run, train_cfg, optimizer, train_state)
+    def save(optimizer: torch.optim.Optimizer, train_state: dict, best: dict | None = None) -> None:
+        save_predictor(out, model, vocab, run, train_cfg, optimizer, train_state, best)
 
     tic = time.perf_counter()
     curve = fit(model, vocab, train, dev, augmented, tcfg, p_aug=p_aug, seed=seed,

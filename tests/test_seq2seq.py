@@ -262,3 +262,48 @@ def test_decode_step_compiles_to_torchscript(vocab, copy):
     for compiled in (torch.jit.script(step), torch.jit.trace(step, args)):
         for got, want in zip(compiled(*args), expected):
             assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_restore_best_ends_with_the_best_dev_epoch_also_after_a_resume(tmp_path, jump):
+    lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
+             zip(jump["x"].to_list()[:400], jump["y"].to_list()[:400]) if len(y) <= 8]
+    data = tmp_path / "tiny.txt"
+    data.write_text("\n".join(lines) + "\n")
+    preset = {"model": TINY["model"],
+              "train": {**TINY["train"], "epochs": 5, "dev_fraction": 0.2, "restore_best": True}}
+    _, dev = split_train_dev(load_dataset(str(data)), 0.2, 1)
+
+    def final_dev_accuracy(path):
+        model, vocab, meta = load_predictor(path)
+        return evaluate_pairs(model, vocab, dev, False)["exact_match"], meta["curve"]
+
+    train_predictor(str(data), {**preset, "train": {**preset["train"], "restore_best": False}},
+                    tmp_path / "last.pt", seed=1)
+    last, curve = final_dev_accuracy(tmp_path / "last.pt")
+    best = max(r["dev_exact_match"] for r in curve)
+    assert last == curve[-1]["dev_exact_match"] and best > last  # this seed peaks before the end
+
+    train_predictor(str(data), preset, tmp_path / "best.pt", seed=1)
+    assert final_dev_accuracy(tmp_path / "best.pt")[0] == best
+
+    import compgen.train_seq2seq as ts
+
+    real_save, calls = ts.save_predictor, []
+
+    def save_then_stop(path, *args, **kw):
+        real_save(path, *args, **kw)
+        calls.append(path)
+        if len(calls) == 4:  # killed after epoch 4, past the best epoch
+            raise KeyboardInterrupt
+
+    ts.save_predictor = save_then_stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_predictor(str(data), preset, tmp_path / "resumed.pt", seed=1)
+    finally:
+        ts.save_predictor = real_save
+    train_predictor(str(data), preset, tmp_path / "resumed.pt", seed=1, resume=True)
+    a, _, _ = load_predictor(tmp_path / "best.pt")
+    b, _, _ = load_predictor(tmp_path / "resumed.pt")
+    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
+        assert torch.allclose(v, w, atol=1e-6)

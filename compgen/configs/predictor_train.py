@@ -18,6 +18,7 @@ class PredictorTrainConfig:
     gamma: float = 0.0          # one-off lr *= gamma at epoch epochs // 2; 0 = off
     dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
     eval_batch_size: int = 256
+    restore_best: bool = False  # end with the best-dev epoch's weights (the reference: last)
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
