@@ -3,6 +3,7 @@ side by side in one run, at H 128, 256 and 512 (SCAN jump, recomb-2, each preset
 size), plus the loss both reach after the same number of updates.
 
     .venv/bin/python scripts/bench_train.py --base-ref COMMIT [--steps 30] [--json]
+    .venv/bin/python scripts/bench_train.py --base-ref COMMIT --set length_buckets=50 --steps 300
 
 The base trainer runs from a detached ``git worktree`` of ``--base-ref`` (created in
 ``--base-dir`` when missing), each trainer in its own subprocess with its own PYTHONPATH,
@@ -121,6 +122,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed updates first")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, nargs="*", default=[h for h, _ in SIZES])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [train] setting of the new trainer, e.g. length_buckets=50")
     parser.add_argument("--ablate", action="store_true",
                         help="also time the new trainer with each lever toggled (no loss)")
     parser.add_argument("--json", action="store_true")
@@ -134,6 +137,12 @@ def main() -> None:
     unknown = sorted(set(args.hidden) - {h for h, _ in SIZES})
     if unknown or args.steps < 1 or args.warmup < 1:
         sys.exit(f"error: --hidden takes {[h for h, _ in SIZES]}, --steps and --warmup >= 1")
+    settings = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            sys.exit(f"error: --set {item!r}: expected KEY=VALUE")
+        settings[f"train.{key}"] = json.loads(value) if value[:1] in "0123456789-tf[" else value
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -147,13 +156,14 @@ def main() -> None:
             row = {"hidden": hidden, "preset": preset}
             for name, tree in (("base", base), ("new", ROOT)):
                 spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(Path(tmp) / f"{name}{hidden}.pt")}
+                        "warmup": args.warmup, "out": str(Path(tmp) / f"{name}{hidden}.pt"),
+                        "overrides": settings if name == "new" else {}}
                 result = run_tree(tree, spec)
                 row[name] = {**result, "loss": fixed_loss(Path(spec["out"]))}
             for lever, off in LEVERS.items() if args.ablate else ():
                 spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
                         "warmup": args.warmup, "out": str(Path(tmp) / f"{lever}{hidden}.pt"),
-                        "overrides": {f"train.{lever}": off}}
+                        "overrides": {**settings, f"train.{lever}": off}}
                 row.setdefault("toggled", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
             row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
             row["loss_rel_diff"] = row["new"]["loss"] / row["base"]["loss"] - 1
@@ -161,14 +171,16 @@ def main() -> None:
         if args.base_dir is None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)
-    report = {"base_ref": args.base_ref, "steps": args.steps, "warmup": args.warmup,
+    report = {"base_ref": args.base_ref, "new_settings": settings, "steps": args.steps,
+              "warmup": args.warmup,
               "threads": args.threads, "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
               "python": platform.python_version(), "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
         return
     print(f"generator training, {DATA} recomb-2, base {args.base_ref}, {args.steps} timed "
-          f"updates after {args.warmup}, {args.threads} thread(s); CPU flags: {report['cpu_flags']}")
+          f"updates after {args.warmup}, {args.threads} thread(s); CPU flags: {report['cpu_flags']}"
+          + (f"; new trainer with {settings}" if settings else ""))
     print()
     print("| H | preset | batch | base ex/s | new ex/s | speed-up | base loss | new loss | diff |")
     print("|---|---|---|---|---|---|---|---|---|")
