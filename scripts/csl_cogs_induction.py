@@ -1,7 +1,7 @@
-"""Induce a CSL grammar on COGS (variable-free targets, target CFG checker, no seed rules)
-and report its size, time, peak memory and the coverage of dev and test.
+"""Induce a CSL grammar on COGS (variable-free targets, target CFG checker, the IBM-1 seed
+rules) and report its size, time, peak memory and the coverage of dev and test.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/csl_cogs_induction.py [-o cogs.g.txt] [--data-dir DIR]
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/csl_cogs_induction.py [-o cogs.g.txt] [--data-dir DIR] [--no-seeds]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from compgen.augment.csl import induction
 from compgen.augment.csl.cogs_lf import to_variable_free
 from compgen.augment.csl.rules import write_grammar
 from compgen.augment.csl.run import derivable_share
+from compgen.augment.csl.seed_rules import cogs_seed_rules
 from compgen.augment.csl.target_cfg import TargetChecker, cogs_target_cfg
 from compgen.data.sources import resolve_data_dir
 
@@ -22,6 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", default="cogs.g.txt")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--no-seeds", action="store_true", help="induce without the seed rules")
     args = parser.parse_args()
     root = resolve_data_dir(args.data_dir) / "cogs"
 
@@ -32,12 +34,17 @@ def main() -> None:
     train, dev, test = read("train"), read("dev"), read("test")
     checker = TargetChecker(cogs_target_cfg([y for _, y in train]))
     start = time.perf_counter()
-    result = induction.induce(train, induction.INDUCTION_PRESETS["cogs"], target_ok=checker.can_parse,
-                              progress=lambda info: print(info, flush=True))
+    seeds = [] if args.no_seeds else cogs_seed_rules(train)
+    print(f"seed rules {len(seeds)} ({time.perf_counter() - start:.0f} s)", flush=True)
+    result = induction.induce(train, induction.INDUCTION_PRESETS["cogs"], seeds=seeds,
+                              target_ok=checker.can_parse, progress=lambda info: print(info, flush=True))
     seconds = time.perf_counter() - start
-    write_grammar(args.output, result.rules, header="CSL grammar induced from COGS train (no seed rules)")
+    write_grammar(args.output, result.rules, header="CSL grammar induced from COGS train "
+                  + ("(no seed rules)" if args.no_seeds else f"({len(seeds)} seed rules)"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"rules {len(result.rules)}, induction {seconds:.0f} s, peak RSS {peak:.0f} MB")
+    kept = sum(rule in set(result.rules) for rule in seeds)
+    print(f"rules {len(result.rules)} ({kept} of {len(seeds)} seeds kept), seeds + induction "
+          f"{seconds:.0f} s, peak RSS {peak:.0f} MB")
     for name, data in (("dev", dev), ("test", test)):
         print(f"{name} derivable {derivable_share(result.rules, data, max_unary=2):.2%}")
 
