@@ -91,7 +91,7 @@ def augment_geca(
 def augment_csl(
     data: str = typer.Argument(..., help="data set name (scan/length, ...) or data file; its train split is induced from"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    config: str = typer.Option("scan", "--config", help="scan (the reference's SCAN settings)"),
+    config: str | None = typer.Option(None, "--config", help="scan or cogs: the reference's settings for SCAN or COGS (seed rules, target CFG, joint sampling) (default: cogs for the cogs data set, else scan)"),
     n: int = typer.Option(100_000, "--n", help="synthetic pairs to sample"),
     grammar: Path | None = typer.Option(None, "--grammar", help="reuse this grammar file instead of inducing one"),
     grammar_out: Path | None = typer.Option(None, "--grammar-out", help="write the grammar (source ### target, one rule a line)"),
@@ -113,6 +113,7 @@ def augment_csl(
         import torch
 
         torch.set_num_threads(threads)
+    config = config or ("cogs" if data == "cogs" else "scan")
     with csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress)

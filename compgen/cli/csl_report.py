@@ -39,9 +39,13 @@ def print_csl_summary(console: Console, title: str, summary: dict, phases: list[
     table = Table(title=title)
     table.add_column("")
     table.add_column("value", justify="right")
-    labels = {"train_pairs": "training pairs", "test_pairs": "test pairs", "rules": "rules",
+    labels = {"train_pairs": "training pairs", "test_pairs": "test pairs",
+              "seed_rules": "seed rules (kept by induction)", "rules": "rules",
               "train_coverage": "train derivable", "test_coverage": "test derivable",
-              "unparsed_train_pairs": "distinct train pairs without a parse", "samples": "samples",
+              "unparsed_train_pairs": "distinct train pairs without a parse",
+              "rules_without_a_target_parse": "rules not sampled (target not in the target CFG)",
+              "samples": "samples",
+              "samples_without_a_logical_form": "samples dropped (no logical form)",
               "test_exact_match": "parser exact match (test)", "train_exact_match": "parser exact match (train)"}
     for key, label in labels.items():
         if key in summary:

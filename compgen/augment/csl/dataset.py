@@ -1,6 +1,12 @@
 """CSL on a named data set, as `compgen augment csl` and the ``*-csl`` pipeline rows run
 it: induce from the train split (or read a grammar), fit, sample, write the samples TSV
-(and the grammar), and for SCAN measure the samples against the SCAN grammar."""
+(and the grammar), and for SCAN measure the samples against the SCAN grammar.
+
+COGS: the grammar is induced over variable-free targets (``cogs_lf``) with the IBM-1
+seed rules and the COGS target CFG; the samples are turned back into COGS logical forms
+(variables joined as ``x_1``, as ``compgen.data`` reads COGS), so the samples TSV trains
+the predictor as it stands; samples without a logical form (one-word targets) are dropped
+and counted."""
 
 from __future__ import annotations
 
@@ -48,8 +54,23 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     test = table_pairs(select_split(table, "test")) if "test" in names else []
     if not train:
         raise UserError(f"{data}: no training examples")
+    seeds, target_cfg, lemmas = (), None, None
+    if data == "cogs":
+        from compgen.augment.csl.cogs_lf import lemma_table
+        from compgen.augment.csl.seed_rules import cogs_seed_rules
+        from compgen.augment.csl.target_cfg import cogs_target_cfg
+
+        lemmas = lemma_table((x, " ".join(y)) for x, y in train)
+        train, test = _variable_free(train), _variable_free(test)
+        seeds = cogs_seed_rules(train) if rules is None else ()
+        target_cfg = cogs_target_cfg([y for _, y in train])
     result = csl_augment(train, cfg, n, test, grammar=rules, uniform=uniform, dedup=dedup,
-                         progress=progress)
+                         seeds=seeds, target_cfg=target_cfg, progress=progress)
+    if lemmas is not None:
+        drawn = len(result.samples)
+        result.samples = _logical_forms(result.samples, lemmas)
+        result.summary["samples"] = len(result.samples)
+        result.summary["samples_without_a_logical_form"] = drawn - len(result.samples)
     if grammar_out is not None:
         write_grammar(grammar_out, result.rules,
                       header=f"CSL grammar induced from {data} (config {config})")
@@ -66,3 +87,24 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                    "scan_grammar_correct_share": report["correct_share"],
                    "reading_correct_share": correct_share(result.samples)}
     return CslDatasetResult(result, rows, quality)
+
+
+def _variable_free(pairs):
+    from compgen.augment.csl.cogs_lf import to_variable_free
+
+    return [(x, to_variable_free(x, " ".join(y)).split()) for x, y in pairs]
+
+
+def _logical_forms(samples, lemmas: dict[str, str]):
+    """Variable-free COGS samples -> (sentence, logical form with joined variables)."""
+    from compgen.augment.csl.cogs_lf import from_variable_free
+
+    out = []
+    for x, y in samples:
+        if len(y) < 2:
+            continue  # a one-word target is a primitive: no logical form without its lambda
+        try:
+            out.append((x, from_variable_free(x, " ".join(y), lemmas).replace(" _ ", "_").split()))
+        except (ValueError, UserError):
+            continue
+    return out

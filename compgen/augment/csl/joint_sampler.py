@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from compgen.augment.csl.forest import context_offsets
 from compgen.augment.csl.rules import Rule, is_nt, nt_index
-from compgen.augment.csl.sampler import SamplerConfig
+from compgen.augment.csl.sampler import SamplerConfig, draw_samples
 from compgen.augment.csl.target_cfg import NT_MARK, CfgRule
 from compgen.errors import UserError
 
@@ -150,6 +150,10 @@ class JointSampler:
             except _TooDeep:
                 continue
         raise UserError(f"no sample within the depth limit after {max_tries} tries")
+
+    def samples(self, n: int, dedup: bool = False,
+                progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
+        return draw_samples(self.sample, n, dedup, progress)
 
 
 class _TooDeep(Exception):

@@ -19,6 +19,7 @@ from compgen.augment.csl.induction import (
     induce,
     sorted_examples,
 )
+from compgen.augment.csl.joint_sampler import JointSampler
 from compgen.augment.csl.model import (
     MODEL_PRESETS,
     ModelConfig,
@@ -34,6 +35,7 @@ from compgen.augment.csl.sampler import (
     model_weights,
     uniform_weights,
 )
+from compgen.augment.csl.target_cfg import CfgRule, TargetChecker
 from compgen.errors import UserError
 
 Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]
@@ -49,11 +51,8 @@ class CslConfig:
 
 
 def preset(name: str) -> CslConfig:
-    if name == "cogs":
-        raise UserError("--config cogs: the COGS target CFG, seed rules and joint sampler are not "
-                        "available yet (use --config scan)")
     if name not in INDUCTION_PRESETS:
-        raise UserError(f"unknown CSL config '{name}' (valid: scan)")
+        raise UserError(f"unknown CSL config '{name}' (valid: {', '.join(INDUCTION_PRESETS)})")
     return CslConfig(INDUCTION_PRESETS[name], MODEL_PRESETS[name], SAMPLER_PRESETS[name])
 
 
@@ -143,15 +142,23 @@ class CslResult:
 
 def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
                 grammar: Sequence[Rule] | None = None, uniform: bool = False, dedup: bool = False,
+                seeds: Sequence[Rule] = (), target_cfg: Sequence[CfgRule] | None = None,
                 progress: Progress | None = None) -> CslResult:
-    """Induce (unless ``grammar`` is given) -> fit (unless ``uniform``) -> sample."""
+    """Induce (unless ``grammar`` is given) -> fit (unless ``uniform``) -> sample.
+    ``seeds``: rules induction starts from and keeps; ``target_cfg`` (COGS): induction
+    only proposes targets the CFG parses, and sampling keeps every target derivable from
+    its ROOT."""
     if n_samples < 0:
         raise UserError(f"--n must be >= 0 (got {n_samples})")
     phases = Phases()
     summary: dict = {"train_pairs": len(train), "test_pairs": len(test)}
     if grammar is None:
-        result = induce(train, cfg.induction, progress=None if progress is None else
+        checker = TargetChecker(target_cfg) if target_cfg is not None else None
+        result = induce(train, cfg.induction, seeds=seeds,
+                        target_ok=None if checker is None else checker.can_parse,
+                        progress=None if progress is None else
                         (lambda info: progress("induce", info["partition"] + 1, info["partitions"])))
+        summary["seed_rules"] = len(seeds)
         rules = result.rules
         phases.done("induce", steps=len(result.steps))
     else:
@@ -172,7 +179,12 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
         summary["train_coverage"] = (distinct - missing) / distinct
         summary["unparsed_train_pairs"] = missing
         weights = model_weights(model, cfg.sampler)
-    sampler = QcfgSampler(rules, weights, cfg.sampler)
+    if target_cfg is None:
+        sampler = QcfgSampler(rules, weights, cfg.sampler)
+    else:
+        sampler = JointSampler(rules, weights, cfg.sampler, target_cfg,
+                               max_unary=cfg.sampler.max_single_nt_applications)
+        summary["rules_without_a_target_parse"] = sampler.dropped
     samples = sampler.samples(n_samples, dedup=dedup, progress=None if progress is None else
                               (lambda done: progress("sample", done, n_samples)))
     phases.done("sample", samples=len(samples))

@@ -24,6 +24,7 @@ class SamplerConfig:
     temperature: float = 1.0
     nonterminal_bias: float = 0.0
     min_nonterminal_rule_arity: int = 1
+    max_single_nt_applications: int = 1  # unary target-CFG rules per cell (joint sampler)
     seed: int = 0
 
     def validate(self) -> None:
@@ -36,7 +37,8 @@ class SamplerConfig:
 
 SAMPLER_PRESETS = {
     "scan": SamplerConfig(),
-    "cogs": SamplerConfig(max_recursions=20, nonterminal_bias=6.0, min_nonterminal_rule_arity=2),
+    "cogs": SamplerConfig(max_recursions=20, nonterminal_bias=6.0, min_nonterminal_rule_arity=2,
+                          max_single_nt_applications=2),
 }
 
 
@@ -114,19 +116,25 @@ class QcfgSampler:
 
     def samples(self, n: int, dedup: bool = False,
                 progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
-        out, seen = [], set()
-        attempts = 0
-        while len(out) < n:
-            attempts += 1
-            if dedup and attempts > 100 * n + 1000:
-                raise UserError(f"could not draw {n} distinct samples (got {len(out)})")
-            x, y = self.sample()
-            if dedup:
-                key = (tuple(x), tuple(y))
-                if key in seen:
-                    continue
-                seen.add(key)
-            out.append((x, y))
-            if progress is not None and len(out) % 1000 == 0:
-                progress(len(out))
-        return out
+        return draw_samples(self.sample, n, dedup, progress)
+
+
+def draw_samples(sample: Callable[[], tuple[list[str], list[str]]], n: int, dedup: bool = False,
+                 progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
+    """``n`` pairs from ``sample()``; ``dedup``: distinct pairs only."""
+    out, seen = [], set()
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if dedup and attempts > 100 * n + 1000:
+            raise UserError(f"could not draw {n} distinct samples (got {len(out)})")
+        x, y = sample()
+        if dedup:
+            key = (tuple(x), tuple(y))
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append((x, y))
+        if progress is not None and len(out) % 1000 == 0:
+            progress(len(out))
+    return out

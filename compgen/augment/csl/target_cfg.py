@@ -102,8 +102,13 @@ class TargetChecker:
         return hit
 
     def _parse(self, tokens: tuple[str, ...]) -> bool:
+        return bool(self.spanning_categories(tokens))
+
+    def spanning_categories(self, tokens: Sequence[str]) -> set[str]:
+        """The categories that derive the whole of ``tokens`` (empty: no parse)."""
+        tokens = tuple(tokens)
         if not tokens or any(not is_nt(t) and t not in self.terminals for t in tokens):
-            return False
+            return set()
         present = set(tokens)
         usable = [r for r in self.structural
                   if all(s.startswith(NT_MARK) or s in present for s in r.rhs)]
@@ -147,4 +152,4 @@ class TargetChecker:
                     cell |= new
                 if cell:
                     cells[(i, j)] = cell
-        return bool(cells.get((0, n)))
+        return cells.get((0, n), set())
