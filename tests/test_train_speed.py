@@ -111,8 +111,8 @@ def test_bf16_and_fp32_training_steps_give_the_same_loss():
     with native, torch.autocast("cpu", dtype=torch.bfloat16):
         bf16, _, _ = model.loss(target, protos, unique_prototypes=True)
     assert bf16.dtype == torch.float32  # the loss (and the weights) stay fp32
-    assert float(fp32) > 1.0
-    assert abs(float(bf16) / float(fp32) - 1) < 0.02
+    assert fp32.item() > 1.0
+    assert abs(bf16.item() / fp32.item() - 1) < 0.02
     bf16.backward()
     assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
 
