@@ -3,10 +3,13 @@
 bf16 matmuls pay only on CPUs with AMX or AVX512-BF16; elsewhere torch emulates them and
 training gets slower, so ``auto`` picks bf16 only where those units exist, and forcing
 ``bf16`` on a CPU without them is refused. Weights, optimizer and checkpoint stay fp32.
+The flags are read from /proc/cpuinfo, or from the file ``$COMPGEN_CPUINFO`` names (to
+run as on another CPU, e.g. to check the refusal on a machine that has the units).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from compgen.errors import UserError
@@ -15,8 +18,10 @@ PRECISIONS = ("auto", "fp32", "bf16")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
-def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:
     """True when the CPU flags list AMX-BF16 or AVX512-BF16."""
+    if cpuinfo is None:
+        cpuinfo = Path(os.environ.get("COMPGEN_CPUINFO") or "/proc/cpuinfo")
     try:
         text = cpuinfo.read_text()
     except OSError:
@@ -35,5 +40,5 @@ def resolve_precision(requested: str, option: str = "--precision") -> str:
         return "bf16" if cpu_has_bf16() else "fp32"
     if requested == "bf16" and not cpu_has_bf16():
         raise UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
-                        "in /proc/cpuinfo); use --precision fp32 or auto")
+                        "in the CPU flags); use --precision fp32 or auto")
     return requested
