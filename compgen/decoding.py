@@ -25,14 +25,16 @@ this module:
   ``max_norm * u``, drawn from the stream at steps ``LATENT_STEP + j``;
 * state layout: the decoder state's names, per-row shapes and dtypes;
 * prototypes: how many tuples the export stores in ``prototypes.txt`` (sample index i
-  takes tuple i modulo that number) and the width every tuple is padded to before it is
-  encoded, so that a tuple's encoding never depends on the batch it is decoded in (the
-  prototype encoder runs unpacked, as the reference's does).
+  takes tuple i modulo that number) and the width every prototype is padded to before it
+  is encoded, so that a prototype's encoding never depends on the batch it is decoded in
+  (the prototype encoder runs unpacked, as the reference's does) and each distinct
+  prototype is encoded once (``PrototypeCache``).
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -49,6 +51,9 @@ FIRST_STEP_MASKED = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID)
 LATER_STEPS_MASKED = (PAD_ID, BOS_ID, UNK_ID, COPY_ID)
 BEAM_WIDTH = 4
 STATE_NAMES = ("h", "c", "feed", "step", "past_h", "past_key", "past_tok")
+# how an export's graphs encode prototypes: one padded prototype per row of the prototype
+# graph, then the encoder graph over the results gathered per tuple
+PROTOTYPE_ENCODING = "per prototype (prototypes graph), gathered per tuple (encoder graph)"
 NEG = -np.inf
 
 
@@ -90,6 +95,7 @@ class Contract:
     later_steps_masked: tuple = LATER_STEPS_MASKED
     modes: dict = field(default_factory=lambda: dict(MODES))
     random_stream: str = STREAM_NAME
+    prototype_encoding: str = PROTOTYPE_ENCODING
 
     @classmethod
     def for_model(cls, model, *, beam_width: int = BEAM_WIDTH, prototypes: int = 0,
@@ -109,9 +115,11 @@ class Contract:
 
     @classmethod
     def from_manifest(cls, decoding: dict) -> Contract:
-        if decoding.get("random_stream") != STREAM_NAME:
+        if (decoding.get("random_stream") != STREAM_NAME
+                or decoding.get("prototype_encoding") != PROTOTYPE_ENCODING):
             raise UserError("manifest.json: the export's decoding contract predates the "
-                            "shared random stream; re-export it (compgen export FOLDER)")
+                            "shared random stream or the per-prototype encoder graph; "
+                            "re-export it (compgen export FOLDER)")
         known = {k: v for k, v in decoding.items() if k in cls.__dataclass_fields__}
         known["state"] = {k: (list(v["shape"]), v["dtype"]) for k, v in decoding["state"].items()}
         for key in ("first_step_masked", "later_steps_masked"):
@@ -137,9 +145,8 @@ class Contract:
 class Stepper(Protocol):
     """A backend's step function over a batch it keeps (state and memory)."""
 
-    def start(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> None:
-        """Encode prototypes ``(B, K, T)`` and latent ``(B, 2Z)``; initial state.
-        ``tuple_ids`` name the stored tuples (for an encoding cache), or None."""
+    def start(self, protos: np.ndarray, z: np.ndarray) -> None:
+        """Encode prototypes ``(B, K, T)`` and latent ``(B, 2Z)``; initial state."""
 
     def step(self, token: np.ndarray) -> np.ndarray:
         """Feed ``(B,)`` tokens; log p of the next token ``(B, V)`` float32."""
@@ -192,19 +199,17 @@ def scores_of(token_logp: np.ndarray) -> np.ndarray:
 
 def decode(stepper: Stepper, contract: Contract, protos: np.ndarray, z: np.ndarray, mode: int,
            temperature: float = 1.0, seed: int = 0, sample_ids: np.ndarray | None = None,
-           max_len: int | None = None, compact: bool = True,
-           tuple_ids=None) -> tuple[np.ndarray, np.ndarray]:
+           max_len: int | None = None, compact: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Greedy / temperature / mixed decoding of one sequence per row. Returns tokens
     ``(B, L)`` (``<pad>`` after ``</s>``) and each token's log p ``(B, L)`` float32.
     Finished rows are compacted out of the batch (``compact``)."""
     if mode == MODES["beam"]:
-        tokens, token_logp, _ = beam(stepper, contract, protos, z, contract.beam_width, max_len,
-                                     tuple_ids)
+        tokens, token_logp, _ = beam(stepper, contract, protos, z, contract.beam_width, max_len)
         return tokens[:, 0], token_logp[:, 0]
     B = protos.shape[0]
     L = max_len or contract.max_len
     ids = np.arange(B, dtype=np.int64) if sample_ids is None else np.asarray(sample_ids, np.int64)
-    stepper.start(protos, z, tuple_ids)
+    stepper.start(protos, z)
     out = np.full((B, L), contract.pad, np.int64)
     out_logp = np.zeros((B, L), np.float32)
     rows = np.arange(B)                   # batch rows still decoding
@@ -245,14 +250,13 @@ def decode(stepper: Stepper, contract: Contract, protos: np.ndarray, z: np.ndarr
 
 
 def beam(stepper: Stepper, contract: Contract, protos: np.ndarray, z: np.ndarray, width: int,
-         max_len: int | None = None, tuple_ids=None
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         max_len: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Beam search. Returns hypotheses ``(B, W, L)``, their per-token log-probs ``(B, W, L)``
     and scores ``(B, W)`` (double), best first."""
     B, W, V = protos.shape[0], width, contract.vocab_size
     L = max_len or contract.max_len
-    stepper.start(np.repeat(protos, W, 0), np.repeat(z, W, 0),
-                  None if tuple_ids is None else np.repeat(np.asarray(tuple_ids), W))
+    stepper.start(protos, z)
+    stepper.take(np.repeat(np.arange(B), W))  # W copies of each row: encoded once
     finished_row = np.full(V, NEG)
     finished_row[contract.pad] = 0.0
     scores = np.full((B, W), NEG)
@@ -287,30 +291,57 @@ def beam(stepper: Stepper, contract: Contract, protos: np.ndarray, z: np.ndarray
 
 # ------------------------------------------------------------------ prototype encodings
 
-class EncodingCache:
-    """The prototype encoder's outputs per stored tuple, computed once: an export decodes
-    a fixed list of tuples, all padded to the contract's ``prototype_width`` (so a
-    tuple's encoding does not depend on its batch), and a tuple met again (a later round,
-    cycling) costs nothing. ``encode(protos, z)`` -> dict of arrays (``keys``,
-    ``values``, ``mask``, ``h``, ``c``, batch first); the encoder does not read z."""
+class PrototypeCache:
+    """The prototype encoder's results per distinct prototype, computed once: prototypes
+    are encoded row by row (``Recombine.encode_sequences``), each padded to the contract's
+    ``prototype_width``, so one met again - in the same batch, in another tuple, in a
+    later round - costs nothing; the encoder graph then gathers them per tuple.
+    ``encode_sequences(seqs)`` ``(N, T)`` -> (encoded, h_final, c_final) arrays, one row
+    per prototype; ``encode_tuples(encoded, h_final, c_final, protos, z)`` (the first
+    three gathered to ``(B, K, ...)``) -> dict of ``keys``, ``values``, ``mask``, ``h``,
+    ``c``. At most ``budget`` bytes are kept, the least recently used dropped first;
+    ``encoded`` counts the prototypes the encoder ran on."""
 
-    def __init__(self, encode, limit: int = 20_000):
-        self.encode, self.limit, self.store = encode, limit, {}
+    def __init__(self, encode_sequences, encode_tuples, budget: int = 256 << 20):
+        self.encode_sequences, self.encode_tuples, self.budget = (encode_sequences,
+                                                                  encode_tuples, budget)
+        self.store: OrderedDict[bytes, tuple] = OrderedDict()
+        self.size = self.encoded = 0
 
-    def __call__(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> dict:
-        if tuple_ids is None or self.limit == 0:
-            return self.encode(protos, z)
-        ids = [int(i) for i in tuple_ids]
-        missing = {}
-        for row, i in enumerate(ids):
-            if i not in self.store:
-                missing.setdefault(i, row)
+    def __call__(self, protos: np.ndarray, z: np.ndarray) -> dict:
+        B, K, T = protos.shape
+        if K == 0:  # nothing to encode: the encoder graph does not read these
+            empty = np.zeros((B, 0, 1), np.float32)
+            return self.encode_tuples(empty[..., None], empty, empty, protos, z)
+        distinct, inverse = np.unique(protos.reshape(B * K, T), axis=0, return_inverse=True)
+        names = [row.tobytes() for row in distinct]
+        missing = [j for j, name in enumerate(names) if name not in self.store]
+        fresh = {}
         if missing:
-            rows = np.fromiter(missing.values(), np.int64)
-            fresh = self.encode(np.ascontiguousarray(protos[rows]), z[rows])
-            if len(self.store) + len(missing) > self.limit:
-                return self.encode(protos, z)
-            for j, i in enumerate(missing):
-                self.store[i] = {k: v[j] for k, v in fresh.items()}
-        names = self.store[ids[0]].keys()
-        return {k: np.stack([self.store[i][k] for i in ids]) for k in names}
+            results = self.encode_sequences(np.ascontiguousarray(distinct[missing]))
+            self.encoded += len(missing)
+            for n, j in enumerate(missing):  # copies: a kept row must not hold the batch
+                fresh[names[j]] = tuple(np.array(a[n]) for a in results)
+        rows = []
+        for name in names:
+            if name in fresh:
+                rows.append(fresh[name])
+            else:
+                rows.append(self.store[name])
+                self.store.move_to_end(name)
+        for name, row in fresh.items():
+            self._keep(name, row)
+        order = inverse.ravel()
+        gathered = [np.stack([rows[j][i] for j in order]).reshape(B, K, *rows[0][i].shape)
+                    for i in range(3)]
+        return self.encode_tuples(*gathered, protos, z)
+
+    def _keep(self, name: bytes, row: tuple) -> None:
+        size = sum(a.nbytes for a in row)
+        if size > self.budget:
+            return
+        while self.size + size > self.budget:
+            _, dropped = self.store.popitem(last=False)
+            self.size -= sum(a.nbytes for a in dropped)
+        self.store[name] = row
+        self.size += size

@@ -1,8 +1,11 @@
-"""Training precision: fp32, or bf16 autocast where the CPU has bf16 units.
+"""Training precision: fp32, or bf16 autocast where the CPU has bf16 units; sampling
+precision of an export: fp32 (the default), bf16 or int8, opt-in.
 
 bf16 matmuls pay only on CPUs with AMX or AVX512-BF16; elsewhere torch emulates them and
 training gets slower, so ``auto`` picks bf16 only where those units exist, and forcing
 ``bf16`` on a CPU without them is refused. Weights, optimizer and checkpoint stay fp32.
+Sampling in bf16 (TorchScript, the C++ runner) is refused the same way; int8 (ONNX
+Runtime's int8 kernels) needs no special units.
 The flags are read from /proc/cpuinfo, or from the file ``$COMPGEN_CPUINFO`` names (to
 run as on another CPU, e.g. to check the refusal on a machine that has the units).
 """
@@ -16,6 +19,9 @@ from compgen.errors import UserError
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+# sampling precision -> the backends that run it
+SAMPLE_PRECISIONS = {"fp32": ("onnx", "torchscript", "cpp", "torch"),
+                     "bf16": ("torchscript", "cpp"), "int8": ("onnx",)}
 
 
 def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:
@@ -42,3 +48,17 @@ def resolve_precision(requested: str, option: str = "--precision") -> str:
         raise UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
                         "in the CPU flags); use --precision fp32 or auto")
     return requested
+
+
+def check_sample_precision(precision: str, backend: str) -> None:
+    """Refuse a sampling precision the backend or the CPU cannot run."""
+    if precision not in SAMPLE_PRECISIONS:
+        raise UserError(f"--precision {precision}: unknown (valid: {', '.join(SAMPLE_PRECISIONS)})")
+    backends = SAMPLE_PRECISIONS[precision]
+    if backend not in backends:
+        raise UserError(f"--precision {precision} runs on --backend {' or '.join(backends)} "
+                        f"(not {backend})")
+    if precision == "bf16" and not cpu_has_bf16():
+        raise UserError(f"--precision bf16: this CPU has no bf16 units (no "
+                        f"{' or '.join(BF16_FLAGS)} in the CPU flags); use --precision fp32 "
+                        "or int8 (--backend onnx)")

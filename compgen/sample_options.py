@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 from compgen.decoding import BEAM_WIDTH, check_strategy
 from compgen.errors import UserError
+from compgen.precision import SAMPLE_PRECISIONS
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
 RESAMPLE = ("none", "rare")
@@ -29,6 +30,7 @@ class SampleOptions:
     test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
     seed: int = 0
     threads: int | None = None
+    precision: str = "fp32"         # exports: fp32 | bf16 | int8 (compgen.precision)
 
     @classmethod
     def resolve(cls, config: dict, **asked) -> SampleOptions:
@@ -41,7 +43,7 @@ class SampleOptions:
             raise TypeError(f"unknown sampling options: {', '.join(sorted(unknown))}")
         preset = config.get("sample", {})
         value = {name: asked.get(name) for name in names}
-        for name in names - {"nsamples", "seed", "threads", "test_dropout"}:
+        for name in names - {"nsamples", "seed", "threads", "test_dropout", "precision"}:
             if value[name] is None and name in preset:
                 value[name] = preset[name]
         defaults = cls()
@@ -74,5 +76,8 @@ class SampleOptions:
                             "probable of nsamples are kept)")
         if self.temperature <= 0:
             raise UserError("--temperature must be > 0")
+        if self.precision not in SAMPLE_PRECISIONS:
+            raise UserError(f"--precision {self.precision}: unknown (valid: "
+                            f"{', '.join(SAMPLE_PRECISIONS)})")
         if self.resample not in RESAMPLE:
             raise UserError(f"--resample {self.resample}: unknown (valid: {', '.join(RESAMPLE)})")

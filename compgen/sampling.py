@@ -75,7 +75,7 @@ class EagerStepper:
         self.model, self.max_len, self.record = model, max_len, record
 
     @torch.no_grad()
-    def start(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> None:
+    def start(self, protos: np.ndarray, z: np.ndarray) -> None:
         self.memory, self.state = self.model.encode(torch.from_numpy(protos),
                                                     torch.from_numpy(z), self.max_len)
 

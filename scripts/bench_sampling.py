@@ -1,25 +1,29 @@
 """Sampling throughput of every backend, side by side, on one recomb-2 SCAN generator.
 
     .venv/bin/python scripts/bench_sampling.py [--checkpoint recomb2.pt] [--batches 1,32,256,1024]
-        [--quality-export exported/scan-jump-recomb2] [--json bench.json]
+        [--quality-export exported/scan-jump-recomb2] [--threads N] [--json bench.json]
 
 Without --checkpoint a generator of the reference size (recombine_scan: H 512, E 64,
 A 128) is initialised at random and exported; throughput does not depend on training as
 long as every backend decodes the same number of steps, so decoding runs greedy for
 ``--steps`` steps (a random model rarely emits </s>). Every backend runs the same
-decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples
-(consecutive stored tuples, as a sampling run takes them), so the per-tuple encoding
-cache of the exported backends only pays when tuples come round again.
+decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples:
+consecutive stored tuples, as a sampling run takes them, and never a tuple an earlier
+measurement of that backend decoded. The exported backends encode each distinct
+prototype once (``PrototypeCache``); the eager model encodes every prototype of every
+tuple. The share of prototypes the ONNX backend really encoded is printed per batch size.
 
 Prints the CPU's flags, the machine's fp32 matmul rate (best 1024^3 rate, measured in
 the same run), samples/s for eager PyTorch, TorchScript and ONNX Runtime (from Python),
-the C++ runner (its own decode time, model load excluded) and int8 ONNX Runtime
-(dynamically quantised weights), each backend's ratio to eager and the fraction of the
-matmul rate reached (matrix-product FLOPs per sample of the eager model, prototype
-encoder included). Reduced precision: without AVX512-BF16 / AMX units bf16 is not
-measured and int8 stands in; its quality is the share of greedy outputs equal to fp32's
-(the benchmark model) and the share of correct SCAN pairs among greedy samples of a
-trained jump generator (``--quality-export``, default the shipped export), fp32 vs int8.
+the C++ runner (its own decode time, model load excluded), and the reduced-precision
+paths of ``compgen.export.reduced``: int8 ONNX Runtime (dynamically quantised weights)
+and, on a CPU with AVX512-BF16 or AMX units, bf16 TorchScript and the bf16 C++ runner;
+each backend's ratio to eager and the fraction of the matmul rate reached (matrix-product
+FLOPs per sample of the eager model, prototype encoder included: for the exported
+backends an effective rate, since they skip the encodings they reuse). Quality of reduced
+precision: the share of greedy outputs equal to fp32's (the benchmark model), and the
+share of correct SCAN pairs among greedy samples of a trained jump generator
+(``--quality-export``, default the shipped export), fp32 against each reduced path.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_pr
 from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_decoder import OnnxGenerator
+from compgen.export.reduced import bf16_sampler
 from compgen.export.torchscript_decoder import TorchScriptGenerator
+from compgen.precision import cpu_has_bf16
 from compgen.sampling import EagerStepper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,17 +110,6 @@ def rate(fn, batch: int, min_seconds: float) -> float:
             return batch * calls / elapsed
 
 
-def int8_copy(folder: Path, out: Path) -> Path:
-    """The export folder with both ONNX graphs dynamically quantised to int8 weights
-    (activations quantised per call); everything else as it is."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    shutil.copytree(folder, out, dirs_exist_ok=True)
-    for name in ("encoder.onnx", "decoder_step.onnx"):
-        quantize_dynamic(folder / name, out / name, weight_type=QuantType.QInt8)
-    return out
-
-
 def random_checkpoint(path: Path, data: str) -> None:
     from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import load_dataset
@@ -133,30 +128,46 @@ def _cut(row, eos: int) -> list[int]:
     return ids[: ids.index(eos) + 1] if eos in ids else ids
 
 
-class Batches:
-    """Fresh consecutive stored tuples on every call (a sampling run's order)."""
+class TupleStream:
+    """Consecutive stored tuples (a sampling run's order), never the same twice: one
+    stream per backend goes on across batch sizes, so a backend's encoding cache never
+    holds a tuple of an earlier measurement (it would pay for work done before)."""
 
-    def __init__(self, tuples, nproto: int, width: int, batch: int):
-        self.tuples, self.nproto, self.width, self.batch, self.cursor = tuples, nproto, width, batch, 0
+    def __init__(self, tuples, nproto: int, width: int):
+        self.tuples, self.nproto, self.width, self.cursor = tuples, nproto, width, 0
 
-    def __call__(self):
-        idx = (self.cursor + np.arange(self.batch)) % len(self.tuples)
-        self.cursor += self.batch
+    def __call__(self, batch: int):
+        idx = (self.cursor + np.arange(batch)) % len(self.tuples)
+        self.cursor += batch
         chosen = [self.tuples[i] for i in idx]
-        return pad_tuples(chosen, self.nproto, self.batch, self.width).numpy(), idx
+        return pad_tuples(chosen, self.nproto, batch, self.width).numpy(), idx
 
 
-def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads: int) -> float:
+def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads: int,
+             model: Path | None = None) -> float:
+    """Samples/s of the C++ runner (``model``: the bf16 sampler instead of model.ts)."""
     n = max(batch, min(4096, 8 * batch))
     job = job_text(folder, contract, out=None, mode=MODES["greedy"], temperature=1.0, seed=0,
                    n=n, nsamples=n, batch_size=batch, max_rounds=1, threads=threads, raw=True,
-                   zero_latent=True)
+                   zero_latent=True, model=model)
     result = run_harness(binary, job)
     return n / result.decode_seconds
 
 
-def greedy_quality(folder: Path, manifest: dict, n: int, threads: int) -> dict:
-    """Greedy samples of an export (fp32 and int8 ONNX): correct SCAN pairs, equal outputs."""
+def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
+    """The Python backends of an export that decode through ``compgen.decoding``: fp32
+    TorchScript and ONNX, int8 ONNX, and bf16 TorchScript where the CPU has the units."""
+    gens = {"torchscript": TorchScriptGenerator(folder, manifest, threads),
+            "onnx": OnnxGenerator(folder, manifest, threads),
+            "onnx_int8": OnnxGenerator(folder, manifest, threads, "int8")}
+    if bf16:
+        gens["torchscript_bf16"] = TorchScriptGenerator(folder, manifest, threads, "bf16")
+    return gens
+
+
+def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: bool) -> dict:
+    """Greedy samples of a trained export, fp32 ONNX against each reduced-precision path:
+    the share of correct SCAN pairs, and the share of outputs equal to fp32's."""
     from compgen.data.scan import load_scan_grammar, scan_sample_report
     from compgen.data.sources import resolve_data_dir
     from compgen.data.vocab import Vocab
@@ -171,27 +182,23 @@ def greedy_quality(folder: Path, manifest: dict, n: int, threads: int) -> dict:
     z = np.zeros((len(tuples), contract.latent), np.float32)
     train = shipped_training_table(folder)
     grammar = load_scan_grammar(resolve_data_dir(None))
-    work = Path(tempfile.mkdtemp(prefix="bench-int8-"))
-    try:
-        out = {}
-        rows = {}
-        for name, path in (("fp32", folder), ("int8", int8_copy(folder, work / "int8"))):
-            gen = OnnxGenerator(path, manifest, threads)
-            tokens = []
-            for start in range(0, len(tuples), 256):
-                part = slice(start, start + 256)
-                tokens += decode(gen.stepper(), contract, protos[part], z[part], MODES["greedy"],
-                                 tuple_ids=np.arange(len(tuples))[part])[0].tolist()
-            rows[name] = [_cut(r, contract.eos) for r in tokens]
-            pairs = [p for p in (split_datum(vocab.decode(r)) for r in tokens) if p]
-            report = scan_sample_report(pairs, train, grammar, "jump")
-            out[f"{name}_correct_share"] = report["correct_share"] * len(pairs) / len(tokens)
-        out["int8_greedy_equal_share"] = float(np.mean([a == b for a, b in
-                                                        zip(rows["fp32"], rows["int8"])]))
-        out["samples"] = len(tuples)
-        return out
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    gens = generators(folder, manifest, threads, bf16)
+    out, rows = {"samples": len(tuples)}, {}
+    for name in ("onnx", "onnx_int8", "torchscript_bf16"):
+        if name not in gens:
+            continue
+        tokens = []
+        for start in range(0, len(tuples), 256):
+            part = slice(start, start + 256)
+            tokens += decode(gens[name].stepper(), contract, protos[part], z[part],
+                             MODES["greedy"])[0].tolist()
+        rows[name] = [_cut(r, contract.eos) for r in tokens]
+        pairs = [p for p in (split_datum(vocab.decode(r)) for r in tokens) if p]
+        report = scan_sample_report(pairs, train, grammar, "jump")
+        out[f"{name}_correct_share"] = report["correct_share"] * len(pairs) / len(tokens)
+        out[f"{name}_greedy_equal_share"] = float(np.mean([a == b for a, b in
+                                                          zip(rows["onnx"], rows[name])]))
+    return out
 
 
 def main() -> None:
@@ -234,84 +241,101 @@ def main() -> None:
     model.cfg.max_len = steps  # a model that never stops decodes exactly `steps` steps
     manifest["decoding"]["max_len"] = steps
     contract = Contract.from_manifest(manifest["decoding"])
-    scripted = TorchScriptGenerator(folder, manifest, threads)
-    onnx = OnnxGenerator(folder, manifest, threads)
-    onnx_int8 = OnnxGenerator(int8_copy(folder, work / "export-int8"), manifest, threads)
+    bf16 = cpu_has_bf16()
+    gens = generators(folder, manifest, threads, bf16)
+    bf16_model = bf16_sampler(folder, manifest) if bf16 else None
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     width = contract.prototype_width
+    steppers = {"eager": lambda: EagerStepper(model, steps),
+                **{name: gen.stepper for name, gen in gens.items()}}
+    streams = {name: TupleStream(tuples, model.nproto, width) for name in steppers}
 
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
         z = np.zeros((batch, model.latent), np.float32)
-        protos0, _ = Batches(tuples, model.nproto, width, batch)()
+        protos0, _ = TupleStream(tuples, model.nproto, width)(batch)
         flops = count_flops(lambda: decode(EagerStepper(model, steps), contract, protos0, z,
                                            MODES["greedy"])) / batch
         result = {"batch": batch, "gflop_per_sample": flops / 1e9}
 
-        def runner(make_stepper, cached: bool):
-            batches = Batches(tuples, model.nproto, width, batch)
-
+        def runner(make_stepper, stream: TupleStream):
             def call():
-                protos, idx = batches()
-                return decode(make_stepper(), contract, protos, z, MODES["greedy"],
-                              tuple_ids=idx if cached else None)
+                protos, _ = stream(batch)
+                return decode(make_stepper(), contract, protos, z, MODES["greedy"])
             return call
 
-        backends = {"eager": runner(lambda: EagerStepper(model, steps), False),
-                    "torchscript": runner(scripted.stepper, True),
-                    "onnx": runner(onnx.stepper, True),
-                    "onnx_int8": runner(onnx_int8.stepper, True)}
-        for name, fn in backends.items():
-            result[name] = rate(fn, batch, args.seconds)
+        for name, make_stepper in steppers.items():
+            cursor, encoded = streams[name].cursor, gens["onnx"].cache.encoded
+            result[name] = rate(runner(make_stepper, streams[name]), batch, args.seconds)
+            if name == "onnx":  # prototypes really encoded / prototypes decoded
+                result["onnx_encoded_share"] = ((gens[name].cache.encoded - encoded)
+                                                / ((streams[name].cursor - cursor) * model.nproto))
         result["cpp"] = cpp_rate(binary, folder, contract, batch, threads)
-        # int8 against fp32 on the benchmark model: greedy outputs cut at </s>
-        fp32 = decode(onnx.stepper(), contract, protos0, z, MODES["greedy"])[0]
-        int8 = decode(onnx_int8.stepper(), contract, protos0, z, MODES["greedy"])[0]
-        result["int8_greedy_equal_share"] = float(np.mean(
-            [_cut(a, contract.eos) == _cut(b, contract.eos) for a, b in zip(fp32, int8)]))
+        if bf16_model is not None:
+            result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_model)
+        # reduced precision against fp32 on the benchmark model: greedy outputs cut at </s>
+        fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, MODES["greedy"])[0]
+        for name in REDUCED:
+            if name in gens:
+                mine = decode(gens[name].stepper(), contract, protos0, z, MODES["greedy"])[0]
+                result[f"{name}_greedy_equal_share"] = float(np.mean(
+                    [_cut(a, contract.eos) == _cut(b, contract.eos) for a, b in zip(fp32, mine)]))
         rows.append(result)
-        print(f"batch {batch}: " + ", ".join(f"{k} {v:.1f}" for k, v in result.items()
+        print(f"batch {batch}: " + ", ".join(f"{k} {v:.2f}" for k, v in result.items()
                                               if isinstance(v, float)), file=sys.stderr)
 
     gflops_peak = max(gflops_peak, matmul_gflops())
     quality = None
     if args.quality_export and (args.quality_export / "manifest.json").is_file():
         quality = greedy_quality(args.quality_export, load_manifest(args.quality_export),
-                                 args.quality_samples, threads)
-    names = ("eager", "torchscript", "onnx", "cpp", "onnx_int8")
+                                 args.quality_samples, threads, bf16)
+    names = [n for n in ("eager", "torchscript", "onnx", "cpp", "onnx_int8", "torchscript_bf16",
+                         "cpp_bf16") if n in rows[0]]
     for r in rows:
         r["ratio_to_eager"] = {n: r[n] / r["eager"] for n in names}
         r["matmul_fraction"] = {n: r[n] * r["gflop_per_sample"] / gflops_peak for n in names}
+    report(rows, names, quality, flags, model, steps, threads, gflops_peak, args.quality_export)
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": flags, "threads": threads, "steps": steps,
+                                         "hidden": model.hidden, "matmul_gflops": gflops_peak,
+                                         "load_average": os.getloadavg(), "rows": rows,
+                                         "reduced_quality": quality}, indent=1))
 
+
+REDUCED = ("onnx_int8", "torchscript_bf16")  # the Python reduced paths (cpp_bf16 = the bf16 TorchScript)
+FP32 = ("torchscript", "onnx", "cpp")
+
+
+def report(rows, names, quality, flags, model, steps, threads, gflops_peak, quality_export):
     print(f"\nCPU {flags['model']}, {flags['cores']} cores, flags: "
           + " ".join(f for f in FLAGS if flags[f])
           + ("" if flags["avx512_bf16"] or flags["amx_bf16"] else
-             " (no AVX512-BF16 / AMX: reduced precision here is int8)"))
+             " (no AVX512-BF16 / AMX: reduced precision here is int8)")
+          + "; load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
     print(f"recomb-2 SCAN generator: H {model.hidden}, vocab {model.vocab_size}, greedy, "
           f"{steps} decoder steps; threads {threads}; fp32 matmul (1024^3) "
           f"{gflops_peak:.1f} GFLOP/s\n")
     print("| batch | GFLOP/sample | " + " | ".join(f"{n} samples/s" for n in names)
           + " | " + " | ".join(f"{n} / eager" for n in names[1:])
-          + " | best fp32 % of matmul rate |")
-    print("|---:|---:|" + "---:|" * (2 * len(names) - 1) + "---:|")
+          + " | best fp32 % of matmul rate | prototypes encoded (onnx) |")
+    print("|---:|---:|" + "---:|" * (2 * len(names) - 1) + "---:|---:|")
     for r in rows:
-        best = max(r["matmul_fraction"][n] for n in names[:4])
+        best = max(r["matmul_fraction"][n] for n in FP32)
         print(f"| {r['batch']} | {r['gflop_per_sample']:.4f} | "
               + " | ".join(f"{r[n]:,.1f}" for n in names) + " | "
               + " | ".join(f"{r['ratio_to_eager'][n]:.2f}x" for n in names[1:])
-              + f" | {100 * best:.1f}% |")
-    print("\nint8 (ONNX Runtime dynamic quantisation): greedy outputs equal to fp32 on the "
-          "benchmark model: " + ", ".join(f"batch {r['batch']} {100 * r['int8_greedy_equal_share']:.1f}%"
-                                          for r in rows))
+              + f" | {100 * best:.1f}% | {100 * r['onnx_encoded_share']:.0f}% |")
+    for name in REDUCED:
+        if f"{name}_greedy_equal_share" in rows[0]:
+            print(f"\n{name}: greedy outputs equal to fp32 on the benchmark model: "
+                  + ", ".join(f"batch {r['batch']} {100 * r[f'{name}_greedy_equal_share']:.1f}%"
+                              for r in rows))
     if quality:
-        print(f"trained jump generator ({args.quality_export.name}), {quality['samples']} "
-              f"greedy samples: correct SCAN pairs fp32 {100 * quality['fp32_correct_share']:.1f}%, "
-              f"int8 {100 * quality['int8_correct_share']:.1f}%; outputs equal "
-              f"{100 * quality['int8_greedy_equal_share']:.1f}%")
-    if args.json:
-        args.json.write_text(json.dumps({"cpu": flags, "threads": threads, "steps": steps,
-                                         "hidden": model.hidden, "matmul_gflops": gflops_peak,
-                                         "rows": rows, "int8_quality": quality}, indent=1))
+        print(f"\ntrained jump generator ({quality_export.name}), {quality['samples']} greedy "
+              f"samples, correct SCAN pairs: fp32 (onnx) {100 * quality['onnx_correct_share']:.1f}%"
+              + "".join(f", {n} {100 * quality[f'{n}_correct_share']:.1f}% (outputs equal to "
+                        f"fp32 {100 * quality[f'{n}_greedy_equal_share']:.1f}%)"
+                        for n in REDUCED if f"{n}_correct_share" in quality))
 
 
 if __name__ == "__main__":

@@ -381,6 +381,7 @@ def perturbed_model(folder):
     (lambda m: m.update(files={}), None, "no file checksums"),
     (lambda m: m["decoding"].update(max_len=10**9), None, "decoding.max_len = 1000000000"),
     (lambda m: m["model"].update(vocab_size="25"), None, "model.vocab_size = '25'"),
+    (lambda m: m["decoding"].pop("prototype_encoding"), None, "per-prototype encoder graph"),
     (None, {"model.ts": BINARY}, "cannot load the TorchScript model"),
     (None, {"model.ts": perturbed_model}, "model.ts and the ONNX graphs disagree"),
     (None, {"decoder_step.onnx": lambda f: (f / "encoder.onnx").read_bytes()},
@@ -390,7 +391,7 @@ def perturbed_model(folder):
     (None, {"prototypes.txt": b"1 2 999\t3 4\n"}, "token ids outside the vocabulary"),
     (None, {"vocab.json": LATIN1}, "vocab.json:1: not UTF-8"),
     (None, {"extra.bin": b"x"}, None),
-], ids=["no-files", "empty-files", "max-len", "vocab-size-type", "binary-model",
+], ids=["no-files", "empty-files", "max-len", "vocab-size-type", "old-contract", "binary-model",
         "foreign-model", "foreign-step-graph", "binary-encoder", "binary-prototypes",
         "prototype-ids", "latin1-vocab", "rehashed-extra"])
 def test_export_folders_are_verified_on_load(tmp_path, capsys, monkeypatch, edit, files,

@@ -52,8 +52,8 @@ def exported(tmp_path_factory, small_scan, runner):
 def test_export_writes_a_validated_artifact(exported):
     _, folder, manifest = exported
     names = {p.name for p in folder.iterdir()}
-    assert {"manifest.json", "model.ts", "encoder.onnx", "decoder_step.onnx", "vocab.json",
-            "vocab.txt", "prototypes.txt", "train.tsv"} <= names
+    assert {"manifest.json", "model.ts", "prototypes.onnx", "encoder.onnx",
+            "decoder_step.onnx", "vocab.json", "vocab.txt", "prototypes.txt", "train.tsv"} <= names
     contract = Contract.from_manifest(manifest["decoding"])  # the contract round-trips
     assert contract.to_manifest() == {k: v for k, v in manifest["decoding"].items()
                                       if k in contract.to_manifest()}
@@ -68,6 +68,8 @@ def test_export_writes_a_validated_artifact(exported):
         assert parity["backends"][name]["max_abs_logp_diff"] <= parity["tolerance"]
     inputs = {i["name"]: i for i in manifest["graphs"]["decoder_step.onnx"]["inputs"]}
     assert inputs["keys"]["shape"][0] == "batch" and inputs["keys"]["shape"][2] == "proto_len"
+    rows = manifest["graphs"]["prototypes.onnx"]["inputs"][0]  # one prototype per row
+    assert rows["name"] == "seqs" and rows["shape"] == ["sequences", "proto_len"]
 
 
 @pytest.mark.parametrize("variant,nproto,vae", [("scan", 0, False), ("scan", 1, True),

@@ -126,3 +126,39 @@ def test_beam_width_one_is_greedy_and_the_width_is_used(runner):
     assert kept(strategy="beam", beam_width=1) == greedy
     wide = kept(strategy="beam", beam_width=4)
     assert wide != greedy
+
+
+def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
+    """A prototype shared by tuples, met twice in a batch or again in a later batch runs
+    through the prototype encoder once; a cache of one prototype's size keeps only the
+    last; either way the memory equals the eager model's encoding of the batch."""
+    import numpy as np
+    import torch
+
+    from compgen.export import eager_model, load_manifest, pad_tuples, read_prototypes
+    from compgen.export.onnx_decoder import OnnxGenerator
+
+    manifest = load_manifest(SHIPPED)
+    width = manifest["decoding"]["prototype_width"]
+    tuples = read_prototypes(SHIPPED / "prototypes.txt", 2)[:16]
+    protos = pad_tuples(tuples + tuples[:4], 2, 20, width).numpy()
+    distinct = {tuple(p) for tup in tuples for p in tup}
+    z = np.zeros((20, manifest["model"]["latent"]), np.float32)
+    gen = OnnxGenerator(SHIPPED, manifest, threads=1)
+    memory = gen.encode(protos, z)
+    assert gen.cache.encoded == len(distinct) < 32
+    gen.encode(protos[::-1].copy(), z)
+    assert gen.cache.encoded == len(distinct)
+
+    model = eager_model(SHIPPED, manifest)[0]
+    with torch.no_grad():
+        eager, _ = model.encode(torch.from_numpy(protos), torch.from_numpy(z), 0)
+    np.testing.assert_allclose(memory["keys"], eager.keys.numpy(), atol=1e-5)
+    np.testing.assert_allclose(memory["values"], eager.values.numpy(), atol=1e-5)
+
+    one = sum(a.nbytes for a in next(iter(gen.cache.store.values())))
+    small = OnnxGenerator(SHIPPED, manifest, threads=1)
+    small.cache.budget = one
+    again = small.encode(protos, z)
+    assert len(small.cache.store) == 1 and small.cache.size == one
+    np.testing.assert_array_equal(again["keys"], memory["keys"])

@@ -6,10 +6,10 @@ exported by ``compgen.export.predictor`` (same folder layout, ``predictor.pt`` i
 shared by both (checksums, vocabulary files, staging, tolerance) are in ``artifact.py``.
 
 A generator's folder holds
-* ``model.ts``: TorchScript module with the whole sampler (encoder, decoding loop with
-  copying, greedy / temperature / mixed / beam, per-token log-probs);
-* ``encoder.onnx`` and ``decoder_step.onnx``: the same two graphs for ONNX Runtime,
-  dynamic batch and length axes, checked by ``onnx.checker``;
+* ``model.ts``: TorchScript module with the sampler's graphs (prototype encoder, encoder,
+  decoder step; the decode loop around them is the manifest's contract);
+* ``prototypes.onnx``, ``encoder.onnx`` and ``decoder_step.onnx``: the same three graphs
+  for ONNX Runtime, dynamic batch and length axes, checked by ``onnx.checker``;
 * no separate eager weights: ``--backend torch`` rebuilds the eager model from the
   manifest's config and the weights inside ``model.ts`` (one fp32 copy fewer);
 * ``vocab.json`` (and ``vocab.txt``, one token per line, for the C++ runner);

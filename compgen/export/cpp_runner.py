@@ -101,8 +101,11 @@ class HarnessResult:
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
-             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False) -> str:
-    """The runner's job (its standard input): the decoding contract, options, filter."""
+             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
+             model: Path | None = None) -> str:
+    """The runner's job (its standard input): the decoding contract, options, filter.
+    ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
+    bf16 one of ``compgen.export.reduced``)."""
     lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
              f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
              f"mode {mode}", f"temperature {temperature!r}",
@@ -120,6 +123,8 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         lines.append(f"state {name} {dtype} " + " ".join(map(str, shape)))
     if out is not None:
         lines.append(f"out {Path(out).resolve()}")
+    if model is not None:
+        lines.append(f"model {Path(model).resolve()}")
     for key, value in (filter_spec or {}).items():
         lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
                                   else str(value)))

@@ -4,8 +4,9 @@ The CUDA execution provider is used when ONNX Runtime has one and a GPU is prese
 the CPU provider otherwise. ``OnnxStepper`` is the graphs' step function for the shared
 decode loop of ``compgen.decoding`` (the contract comes from the manifest): the memory is
 bound once per batch, the state lives in preallocated buffers that ONNX Runtime writes in
-place (IO binding, two sets swapped every step), prototype encodings are cached per
-stored tuple, and rows that finished are compacted out of the batch.
+place (IO binding, two sets swapped every step), each distinct prototype is encoded once
+(``PrototypeCache``), and rows that finished are compacted out of the batch.
+``precision="int8"`` runs the graphs with int8 weights (``compgen.export.reduced``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.decoding import STATE_NAMES, Contract, EncodingCache
+from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
 from compgen.errors import UserError
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
@@ -81,26 +82,37 @@ def _optimised_path(path: Path) -> Path | None:
 
 
 class OnnxGenerator:
-    """The two graphs of an exported folder, and the decoding contract of its manifest."""
+    """The three graphs of an exported folder, and the decoding contract of its manifest."""
 
-    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None):
-        folder = Path(folder)
-        self.encoder = open_session(folder / "encoder.onnx", threads)
-        self.step = open_session(folder / "decoder_step.onnx", threads)
+    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None,
+                 precision: str = "fp32"):
+        graphs = Path(folder)
+        if precision == "int8":
+            from compgen.export.reduced import int8_graphs
+
+            graphs = int8_graphs(graphs)
+        self.prototypes = open_session(graphs / "prototypes.onnx", threads)
+        self.encoder = open_session(graphs / "encoder.onnx", threads)
+        self.step = open_session(graphs / "decoder_step.onnx", threads)
         self.encoder_inputs = {i.name for i in self.encoder.get_inputs()}
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]
         self.contract = Contract.from_manifest(manifest["decoding"])
-        self.cache = EncodingCache(self._encode)
+        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
-    def _encode(self, protos: np.ndarray, z: np.ndarray) -> dict:
-        feeds = {k: v for k, v in (("protos", protos), ("z", z)) if k in self.encoder_inputs}
+    def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
+        return self.prototypes.run(None, {"seqs": seqs})
+
+    def _encode_tuples(self, encoded, h_final, c_final, protos, z) -> dict:
+        given = {"encoded": encoded, "h_final": h_final, "c_final": c_final, "protos": protos,
+                 "z": z}
+        feeds = {k: v for k, v in given.items() if k in self.encoder_inputs}
         keys, values, mask, h, c = self.encoder.run(None, feeds)
         return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
 
-    def encode(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> dict:
-        """Memory (and h, c) of a batch: cached encodings of stored tuples, z, tokens."""
-        return {**self.cache(protos, z, tuple_ids), "tokens": protos, "z": z}
+    def encode(self, protos: np.ndarray, z: np.ndarray) -> dict:
+        """Memory (and h, c) of a batch: cached prototype encodings, z, tokens."""
+        return {**self.cache(protos, z), "tokens": protos, "z": z}
 
     def initial_state(self, enc: dict) -> dict:
         return self.contract.initial_state(enc["h"], enc["c"])
@@ -136,8 +148,8 @@ class OnnxStepper:
         self.inputs = [k for k in STATE_NAMES if k in gen.step_inputs]
         self.outputs = [k for k in STATE_NAMES if f"{k}_out" in gen.step_outputs]
 
-    def start(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> None:
-        memory = self.gen.encode(protos, z, tuple_ids)
+    def start(self, protos: np.ndarray, z: np.ndarray) -> None:
+        memory = self.gen.encode(protos, z)
         self.memory = {k: np.ascontiguousarray(memory[k]) for k in MEMORY_NAMES
                        if k in self.gen.step_inputs}
         self._bind(self.gen.initial_state(memory))

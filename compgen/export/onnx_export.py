@@ -1,5 +1,6 @@
-"""ONNX export: ``encoder.onnx`` and ``decoder_step.onnx`` with dynamic batch and length axes,
-for generators (``export_onnx``) and predictors (``export_predictor_onnx``).
+"""ONNX export: ``prototypes.onnx`` (generators), ``encoder.onnx`` and ``decoder_step.onnx``
+with dynamic batch and length axes, for generators (``export_onnx``) and predictors
+(``export_predictor_onnx``).
 
 The decoding loop is not in the graph: the runtime (ONNX Runtime from Python) runs it,
 so any strategy (greedy, temperature, mixed, beam) works on the same two graphs.
@@ -19,9 +20,12 @@ from compgen.export import predictor_graphs
 from compgen.export.graphs import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
+    PROTOTYPE_INPUTS,
+    PROTOTYPE_OUTPUTS,
     STEP_INPUTS,
     STEP_OUTPUTS,
     EncoderGraph,
+    PrototypeGraph,
     StepGraph,
     example_inputs,
 )
@@ -30,6 +34,7 @@ OPSET = 17
 
 DYNAMIC_AXES = {
     "protos": {0: "batch", 2: "proto_len"}, "z": {0: "batch"},
+    "encoded": {0: "batch", 2: "proto_len"}, "h_final": {0: "batch"}, "c_final": {0: "batch"},
     "keys": {0: "batch", 2: "proto_len"}, "values": {0: "batch", 2: "proto_len"},
     "mask": {0: "batch", 2: "proto_len"}, "tokens": {0: "batch", 2: "proto_len"},
     "h0": {0: "batch"}, "c0": {0: "batch"}, "token": {0: "batch"}, "logp": {0: "batch"},
@@ -40,6 +45,11 @@ for _name in ("h", "c", "feed", "step"):
 for _name in ("past_h", "past_key", "past_tok"):
     DYNAMIC_AXES[_name] = {0: "batch", 1: "steps"}
     DYNAMIC_AXES[f"{_name}_out"] = {0: "batch", 1: "steps"}
+# the prototype graph's rows are single prototypes, not tuples
+PROTOTYPE_AXES = {"seqs": {0: "sequences", 1: "proto_len"},
+                  "encoded": {0: "sequences", 1: "proto_len"},
+                  "h_final": {0: "sequences"}, "c_final": {0: "sequences"}}
+GENERATOR_GRAPHS = ("prototypes.onnx", "encoder.onnx", "decoder_step.onnx")
 
 
 def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
@@ -56,14 +66,15 @@ def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> N
 
 
 def export_onnx(model, folder: Path, max_len: int) -> dict:
-    """Write ``encoder.onnx`` and ``decoder_step.onnx`` into ``folder``; return their IO."""
-    enc_args, step_args = example_inputs(model, max_steps=max_len)
+    """Write the ``GENERATOR_GRAPHS`` into ``folder``; return their IO."""
+    proto_args, enc_args, step_args = example_inputs(model, max_steps=max_len)
+    _export(PrototypeGraph(model), proto_args, folder / "prototypes.onnx", PROTOTYPE_INPUTS,
+            PROTOTYPE_OUTPUTS, PROTOTYPE_AXES)
     _export(EncoderGraph(model), enc_args, folder / "encoder.onnx", ENCODER_INPUTS,
             ENCODER_OUTPUTS)
     _export(StepGraph(model), step_args, folder / "decoder_step.onnx", STEP_INPUTS, STEP_OUTPUTS)
     model.eval()  # torch.onnx.export restores the wrapper's mode recursively
-    return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
-            "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}
+    return {name: graph_io(folder / name) for name in GENERATOR_GRAPHS}
 
 
 def export_predictor_onnx(model, folder: Path) -> dict:

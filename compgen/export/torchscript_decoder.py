@@ -1,33 +1,56 @@
-"""The TorchScript graphs of an export (``model.ts``: the traced encoder and decoder step)
-as a step function of the shared decode loop (``compgen.decoding``)."""
+"""The TorchScript graphs of an export (``model.ts``: the traced prototype encoder, encoder
+and decoder step) as a step function of the shared decode loop (``compgen.decoding``).
+``precision="bf16"`` runs the bf16 sampler built from them (``compgen.export.reduced``),
+its graphs replayed under CPU bf16 autocast."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from compgen.decoding import STATE_NAMES, Contract, EncodingCache
+from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
 
 
 class TorchScriptGenerator:
-    def __init__(self, folder: Path, manifest: dict, threads: int | None = None):
+    def __init__(self, folder: Path, manifest: dict, threads: int | None = None,
+                 precision: str = "fp32"):
         if threads:
             torch.set_num_threads(threads)
         from compgen.export.artifact import load_torchscript
 
-        self.module = load_torchscript(Path(folder) / "model.ts")
-        self.contract = Contract.from_manifest(manifest["decoding"])
-        self.cache = EncodingCache(self._encode)
+        path = Path(folder) / "model.ts"
+        if precision == "bf16":
+            from compgen.export.reduced import bf16_sampler
 
-    @torch.no_grad()
-    def _encode(self, protos: np.ndarray, z: np.ndarray) -> dict:
-        with torch.jit.optimized_execution(False):
-            keys, values, mask, h, c = self.module.encoder(torch.from_numpy(protos),
-                                                           torch.from_numpy(z))
-        return {"keys": keys.numpy(), "values": values.numpy(), "mask": mask.numpy(),
-                "h": h.numpy(), "c": c.numpy()}
+            path = bf16_sampler(folder, manifest)
+        self.module = load_torchscript(path)
+        self.bf16 = bool(getattr(self.module, "bf16", False))
+        self.contract = Contract.from_manifest(manifest["decoding"])
+        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
+
+    def running(self):
+        """How the graphs run: the traced graph as it is (the profiling executor would
+        re-specialise it for every batch size that compaction produces, 3-10x slower),
+        under bf16 autocast for the bf16 sampler."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.no_grad())
+        stack.enter_context(torch.jit.optimized_execution(False))
+        if self.bf16:
+            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+        return stack
+
+    def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
+        with self.running():
+            return [t.numpy() for t in self.module.prototypes(torch.from_numpy(seqs))]
+
+    def _encode_tuples(self, *arrays: np.ndarray) -> dict:
+        """The memory as tensors (the bf16 sampler keeps keys and values in bf16)."""
+        with self.running():
+            keys, values, mask, h, c = self.module.encoder(*map(torch.from_numpy, arrays))
+        return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
 
     def stepper(self) -> TorchScriptStepper:
         return TorchScriptStepper(self)
@@ -37,18 +60,15 @@ class TorchScriptStepper:
     def __init__(self, gen: TorchScriptGenerator):
         self.gen = gen
 
-    def start(self, protos: np.ndarray, z: np.ndarray, tuple_ids=None) -> None:
-        enc = self.gen.cache(protos, z, tuple_ids)
-        state = self.gen.contract.initial_state(enc["h"], enc["c"])
+    def start(self, protos: np.ndarray, z: np.ndarray) -> None:
+        enc = self.gen.cache(protos, z)
+        state = self.gen.contract.initial_state(enc["h"].numpy(), enc["c"].numpy())
         self.state = [torch.from_numpy(np.ascontiguousarray(state[k])) for k in STATE_NAMES]
-        self.memory = [torch.from_numpy(np.ascontiguousarray(a)) for a in
-                       (enc["keys"], enc["values"], protos, enc["mask"], z)]
+        self.memory = [enc["keys"], enc["values"], torch.from_numpy(np.ascontiguousarray(protos)),
+                       enc["mask"], torch.from_numpy(np.ascontiguousarray(z))]
 
-    @torch.no_grad()
     def step(self, token: np.ndarray) -> np.ndarray:
-        # the profiling executor would re-specialise the graph for every batch size that
-        # compaction produces (3-10x slower here); the traced graph is already what runs
-        with torch.jit.optimized_execution(False):
+        with self.gen.running():
             logp, *self.state = self.gen.module.step(torch.from_numpy(token), *self.state,
                                                      *self.memory)
         return logp.numpy()

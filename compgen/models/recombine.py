@@ -18,11 +18,10 @@ prototype with separate attention parameters, and can copy tokens out of them.
 * ``vae``: a latent z (2Z dims, von Mises-Fisher posterior with fixed concentration,
   norm uniform) is fed to every decoder step; z = 0 otherwise.
 
-Pieces, top to bottom: config, batch formatting, ``encode`` (prototypes -> Memory and the
-initial State), ``decode_step`` (one batched decoder step, tensors in, tensors out; the
-function the exporters trace; ``decode_step_with_weights`` is the same step that also
-returns its attention and copy weights, for figures), ``loss`` (teacher forcing), and
-the vMF helpers.
+Pieces, top to bottom: config, batch formatting, ``encode`` (prototypes, one by one in
+``encode_sequences``, -> Memory and the initial State), ``decode_step`` (one step; the
+function the exporters trace; ``decode_step_with_weights`` also returns its attention and
+copy weights, for figures), ``loss`` (teacher forcing), and the vMF helpers.
 """
 
 from __future__ import annotations
@@ -227,6 +226,30 @@ class Recombine(nn.Module):
             self.z_emb = nn.Linear(K * H if K > 0 else summary, Zl)
 
     # -------------------------------------------------------------- encoder
+    def encode_sequences(self, seqs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Padded prototypes ``(N, T)`` -> encoder outputs ``(N, T, 2H)`` (sig: projected
+        to H) and final states h, c ``(N, H)`` (both directions summed). Every row is
+        encoded on its own, unpacked like the reference (the backward direction starts at
+        the padding): a prototype's encoding depends on its padded row only, so runtimes
+        encode each distinct prototype once."""
+        if self.scan:  # pad embeddings are not zeroed (reference); dropout on inputs
+            emb = F.dropout(self.embed(seqs), self.pdrop, self.training)
+        else:
+            emb = self.enc_embed(seqs) * is_real(seqs)[..., None]
+            emb = F.dropout(emb, self.pdrop, self.training)
+        out, (h_n, c_n) = self.proto_encoder(emb)
+        if not self.scan:
+            out = self.project(out)
+        return out, h_n[0] + h_n[1], c_n[0] + c_n[1]
+
+    def _initial_hc(self, h_fin: Tensor, c_fin: Tensor) -> tuple[Tensor, Tensor]:
+        """The decoder's initial (h, c) from the prototypes' final states ``(B, K, H)``:
+        their mean (sig), zeros (scan)."""
+        if self.scan:
+            zeros = torch.zeros(h_fin.size(0), self.hidden, device=h_fin.device)
+            return zeros, zeros
+        return h_fin.mean(1), c_fin.mean(1)
+
     def _encode_prototypes(self, protos: Tensor,
                            unique: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(B, K, T)`` -> outputs ``(B, K, T, 2H)`` (sig: projected to H), summaries
@@ -241,33 +264,32 @@ class Recombine(nn.Module):
             zeros = enc.new_zeros(B, self.hidden)
             return (enc[inverse].view(B, K, T, -1), summaries[inverse].view(B, K, -1),
                     zeros, zeros)
-        H = self.hidden
         flat = protos.reshape(B * K, T)
-        if self.scan:  # pad embeddings are not zeroed (reference); dropout on inputs
-            emb = F.dropout(self.embed(flat), self.pdrop, self.training)
-        else:
-            emb = self.enc_embed(flat) * is_real(flat)[..., None]
-            emb = F.dropout(emb, self.pdrop, self.training)
-        # unpacked, like the reference: the backward direction starts at the padding
-        out, (h_n, c_n) = self.proto_encoder(emb)
+        out, h_fin, c_fin = self.encode_sequences(flat)
+        h_fin, c_fin = h_fin.view(B, K, -1), c_fin.view(B, K, -1)
+        h0, c0 = self._initial_hc(h_fin, c_fin)
+        summary = h_fin  # sig: the final states; scan: the output at the trailing </s>
         if self.scan:
-            last = is_real(flat).sum(1).clamp(min=1) - 1  # the trailing </s>
-            summary = out[torch.arange(B * K), last]  # (B*K, 2H)
-            zeros = torch.zeros(B, H, device=protos.device)
-            return out.view(B, K, T, 2 * H), summary.view(B, K, -1), zeros, zeros
-        context = self.project(out)
-        h_fin, c_fin = (h_n[0] + h_n[1]).view(B, K, H), (c_n[0] + c_n[1]).view(B, K, H)
-        return context.view(B, K, T, H), h_fin, h_fin.mean(1), c_fin.mean(1)
+            summary = out[torch.arange(B * K), is_real(flat).sum(1).clamp(min=1) - 1].view(B, K, -1)
+        return out.view(B, K, T, -1), summary, h0, c0
 
     def encode(self, protos: Tensor, z: Tensor, max_steps: int) -> tuple[Memory, State]:
         """Prototypes ``(B, K, T)`` and a latent ``(B, 2Z)`` -> (Memory, initial State).
         ``max_steps`` sizes the sig self-attention buffer."""
-        B = protos.size(0)
-        if self.nproto > 0:
-            enc, _, h0, c0 = self._encode_prototypes(protos)
-        else:
-            enc = torch.zeros(B, 0, 1, 1, device=protos.device)
-            h0 = c0 = torch.zeros(B, self.hidden, device=protos.device)
+        B, K, T = protos.shape
+        if K > 0:
+            out, h_fin, c_fin = self.encode_sequences(protos.reshape(B * K, T))
+            return self.encoded_memory(out.view(B, K, T, -1), h_fin.view(B, K, -1),
+                                       c_fin.view(B, K, -1), protos, z, max_steps)
+        enc = torch.zeros(B, 0, 1, 1, device=protos.device)
+        h0 = c0 = torch.zeros(B, self.hidden, device=protos.device)
+        return self._memory(enc, protos, z), self._initial_state(h0, c0, max_steps)
+
+    def encoded_memory(self, enc: Tensor, h_fin: Tensor, c_fin: Tensor, protos: Tensor,
+                       z: Tensor, max_steps: int) -> tuple[Memory, State]:
+        """``encode`` from the prototypes' ``encode_sequences`` results, gathered per tuple:
+        outputs ``(B, K, T, D)``, final states ``(B, K, H)``."""
+        h0, c0 = self._initial_hc(h_fin, c_fin)
         return self._memory(enc, protos, z), self._initial_state(h0, c0, max_steps)
 
     def _memory(self, enc: Tensor, protos: Tensor, z: Tensor) -> Memory:
@@ -325,8 +347,14 @@ class Recombine(nn.Module):
 
     def _scan_joint(self, y: Tensor, scores: Tensor) -> Tensor:
         """Output features ``(..., E)`` and copy scores ``(..., K, T)`` -> the joint
-        log-softmax; one call for all steps of a teacher-forced sequence."""
-        logits = y @ self.embed.weight.t()  # tied output layer, no bias
+        log-softmax; one call for all steps of a teacher-forced sequence. fp32 also under
+        bf16 autocast (sampling graphs): the product is then a sum, which autocast - also
+        replaying a traced graph - leaves in fp32 (the vocabulary is small)."""
+        if torch.is_autocast_enabled("cpu"):
+            y, scores = y.float(), scores.float()
+            logits = (y.unsqueeze(-2) * self.embed.weight).sum(-1)
+        else:
+            logits = y @ self.embed.weight.t()  # tied output layer, no bias
         if self.copy and self.nproto > 0:
             logits = torch.cat([logits, scores.flatten(-2)], -1)
         return torch.log_softmax(logits, dim=-1)

@@ -31,6 +31,7 @@ from compgen.export import (
     pad_tuples,
     read_prototypes,
 )
+from compgen.precision import check_sample_precision
 from compgen.runtime.verify import check_generator_backends
 from compgen.sample_options import SampleOptions
 from compgen.sampling import (
@@ -58,16 +59,18 @@ class PrototypeCycle:
         return idx
 
 
-def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None):
-    """``() -> Stepper`` for a Python backend of an export folder."""
+def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None,
+                         precision: str = "fp32"):
+    """``() -> Stepper`` for a Python backend of an export folder (``precision``: checked
+    by ``compgen.precision.check_sample_precision``)."""
     if backend == "onnx":
         from compgen.export.onnx_decoder import OnnxGenerator
 
-        return OnnxGenerator(folder, manifest, threads).stepper
+        return OnnxGenerator(folder, manifest, threads, precision).stepper
     if backend == "torchscript":
         from compgen.export.torchscript_decoder import TorchScriptGenerator
 
-        return TorchScriptGenerator(folder, manifest, threads).stepper
+        return TorchScriptGenerator(folder, manifest, threads, precision).stepper
     if backend == "torch":
         from compgen.export.graphs import deterministic
 
@@ -84,7 +87,8 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     nproto = manifest["model"]["nproto"]
     tuples = read_prototypes(folder / "prototypes.txt", nproto)
-    new_stepper = make_stepper_factory(folder, manifest, backend, options.threads)
+    new_stepper = make_stepper_factory(folder, manifest, backend, options.threads,
+                                       options.precision)
 
     def run(idx, strategy, temperature, first):
         started = time.perf_counter()
@@ -93,7 +97,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(contract, options.seed, ids)
         tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
-                                    temperature, options.seed, ids, tuple_ids=idx)
+                                    temperature, options.seed, ids)
         run.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
     run.seconds = 0.0
@@ -133,6 +137,9 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
     if not exported and backend != "torch":
         raise UserError(f"--backend {backend} runs on an export folder: "
                         f"first run 'compgen export {source}'")
+    if not exported and asked.get("precision") not in (None, "fp32"):
+        raise UserError(f"--precision {asked['precision']} samples an export folder: "
+                        f"first run 'compgen export {source}'")
     if exported:
         return sample_exported(source, backend=backend, out=out, data_dir=data_dir, log=log,
                                lm=lm, decoder_factory=decoder_factory, **asked)
@@ -159,9 +166,10 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
                         "sample (predictors: compgen.runtime.predictor.predict_exported)")
-    check_generator_backends(folder, manifest)
     config = manifest["config"]
     options = options or SampleOptions.resolve(config, n=n, **asked)
+    check_sample_precision(options.precision, backend)
+    check_generator_backends(folder, manifest)
     if options.rare_prototypes:
         raise UserError("--rare-prototypes: an export decodes the prototype tuples stored at "
                         "export time; sample the checkpoint instead")
@@ -211,7 +219,12 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
 
     binary = build_runner(log=log)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
-    job = job_text(folder, contract, out=out, mode=MODES[options.strategy],
+    model = None
+    if options.precision == "bf16":
+        from compgen.export.reduced import bf16_sampler
+
+        model = bf16_sampler(folder, manifest)
+    job = job_text(folder, contract, out=out, model=model, mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
                    nsamples=options.nsamples, batch_size=options.batch_size,
                    max_rounds=options.max_rounds, threads=options.threads,

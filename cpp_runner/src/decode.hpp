@@ -1,17 +1,20 @@
-// The decode loop of compgen/decoding.py over model.ts's traced encoder and decoder
-// step: greedy / temperature / mixed / beam, token masks, inverse-CDF draws from the
-// counter-based random stream, finished rows compacted out of the batch, and prototype
-// encodings cached per stored tuple. The contract (ids, masks, widths, state layout) is
-// what compgen/decoding.py writes into manifest.json; Python hands it to the runner.
+// The decode loop of compgen/decoding.py over model.ts's traced prototype encoder, encoder
+// and decoder step: greedy / temperature / mixed / beam, token masks, inverse-CDF draws
+// from the counter-based random stream, finished rows compacted out of the batch, and
+// each distinct prototype encoded once (compgen.decoding.PrototypeCache). The contract
+// (ids, masks, widths, state layout) is what compgen/decoding.py writes into
+// manifest.json; Python hands it to the runner.
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <torch/script.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <list>
+#include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "random_stream.hpp"
@@ -90,52 +93,137 @@ inline int64_t argmax(const float* row, int64_t V) {
   return best;
 }
 
+// The prototype encoder's results (encoded, h_final, c_final) per distinct padded
+// prototype, at most `budget` bytes, the least recently used dropped first.
+class PrototypeCache {
+ public:
+  using Row = std::vector<int64_t>;
+  using Entry = std::vector<torch::Tensor>;
+
+  explicit PrototypeCache(int64_t budget = int64_t{256} << 20) : budget_(budget) {}
+
+  const Entry* find(const Row& row) {
+    auto it = index_.find(row);
+    if (it == index_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);  // most recently used first
+    return &it->second->second;
+  }
+
+  void keep(const Row& row, Entry entry) {
+    int64_t size = 0;
+    for (const auto& t : entry) size += t.numel() * static_cast<int64_t>(t.element_size());
+    if (size > budget_ || index_.count(row)) return;
+    while (size_ + size > budget_ && !order_.empty()) {
+      for (const auto& t : order_.back().second)
+        size_ -= t.numel() * static_cast<int64_t>(t.element_size());
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    order_.emplace_front(row, std::move(entry));
+    index_[row] = order_.begin();
+    size_ += size;
+  }
+
+ private:
+  int64_t budget_, size_ = 0;
+  std::list<std::pair<Row, Entry>> order_;
+  std::map<Row, std::list<std::pair<Row, Entry>>::iterator> index_;
+};
+
+// The bf16 sampler's graphs run under CPU bf16 autocast (compgen/export/torchscript.py):
+// switched on for one call, the thread's previous setting restored after it.
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool bf16) : on_(bf16) {
+    if (!on_) return;
+    was_ = at::autocast::is_autocast_enabled(at::kCPU);
+    dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    at::autocast::set_autocast_enabled(at::kCPU, was_);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_, was_ = false;
+  at::ScalarType dtype_ = at::kBFloat16;
+};
+
 class Stepper {
  public:
   Stepper(torch::jit::script::Module& model, const Contract& c)
-      : encoder_(model.attr("encoder").toModule()),
+      : prototypes_(model.attr("prototypes").toModule()),
+        encoder_(model.attr("encoder").toModule()),
         step_(model.attr("step").toModule()),
-        c_(c) {}
+        c_(c),
+        bf16_(model.hasattr("bf16") && model.attr("bf16").toBool()) {}
 
-  // Encode (cached per stored tuple id) and set up the initial state.
-  void start(const torch::Tensor& protos, const torch::Tensor& z,
-             const std::vector<int64_t>& tuple_ids) {
-    const int64_t B = protos.size(0);
-    std::vector<int64_t> missing_rows;
-    std::unordered_map<int64_t, bool> queued;
-    for (int64_t b = 0; b < B; ++b)
-      if (!cache_.count(tuple_ids[b]) && !queued.count(tuple_ids[b])) {
-        queued[tuple_ids[b]] = true;
-        missing_rows.push_back(b);
+  // Encode (each distinct prototype once, cached) and set up the initial state.
+  void start(const torch::Tensor& protos, const torch::Tensor& z) {
+    AutocastScope autocast(bf16_);
+    const int64_t B = protos.size(0), K = protos.size(1), T = protos.size(2);
+    std::vector<torch::Tensor> gathered(3);
+    if (K == 0) {  // nothing to encode: the encoder graph does not read these
+      auto empty = torch::zeros({B, 0, 1});
+      gathered = {empty.unsqueeze(-1), empty, empty};
+    } else {
+      auto flat = protos.reshape({B * K, T}).contiguous();
+      const int64_t* ids = flat.data_ptr<int64_t>();
+      std::vector<PrototypeCache::Row> rows(B * K);
+      std::map<PrototypeCache::Row, int64_t> missing;  // row -> position in the fresh batch
+      std::vector<int64_t> missing_at;
+      for (int64_t r = 0; r < B * K; ++r) {
+        rows[r].assign(ids + r * T, ids + (r + 1) * T);
+        if (!cache_.find(rows[r]) && !missing.count(rows[r])) {
+          missing[rows[r]] = static_cast<int64_t>(missing_at.size());
+          missing_at.push_back(r);
+        }
       }
-    if (!missing_rows.empty()) {
-      auto index = torch::tensor(missing_rows, torch::kLong);
-      auto out = encoder_.forward({protos.index_select(0, index), z.index_select(0, index)})
-                     .toTuple()->elements();
-      for (size_t j = 0; j < missing_rows.size(); ++j) {
-        std::vector<torch::Tensor> row;
-        for (const auto& t : out) row.push_back(t.toTensor()[j].clone());
-        cache_[tuple_ids[missing_rows[j]]] = row;
+      std::map<PrototypeCache::Row, PrototypeCache::Entry> fresh;
+      if (!missing_at.empty()) {
+        auto out = prototypes_.forward({flat.index_select(0, torch::tensor(missing_at))})
+                       .toTuple()->elements();
+        for (const auto& [row, j] : missing) {
+          PrototypeCache::Entry entry;
+          for (const auto& t : out) entry.push_back(t.toTensor()[j].clone());
+          fresh[row] = entry;
+        }
+      }
+      std::vector<std::vector<torch::Tensor>> parts(3);
+      for (int64_t r = 0; r < B * K; ++r) {
+        auto it = fresh.find(rows[r]);
+        const auto& entry = it != fresh.end() ? it->second : *cache_.find(rows[r]);
+        for (int i = 0; i < 3; ++i) parts[i].push_back(entry[i]);
+      }
+      for (auto& [row, entry] : fresh) cache_.keep(row, std::move(entry));
+      for (int i = 0; i < 3; ++i) {
+        auto stacked = torch::stack(parts[i]);
+        std::vector<int64_t> shape{B, K};
+        shape.insert(shape.end(), stacked.sizes().begin() + 1, stacked.sizes().end());
+        gathered[i] = stacked.view(shape);
       }
     }
-    std::vector<std::vector<torch::Tensor>> parts(5);
-    for (int64_t b = 0; b < B; ++b)
-      for (int k = 0; k < 5; ++k) parts[k].push_back(cache_[tuple_ids[b]][k]);
-    std::vector<torch::Tensor> enc;
-    for (auto& p : parts) enc.push_back(torch::stack(p));
-    memory_ = {enc[0], enc[1], protos, enc[2], z};  // keys, values, tokens, mask, z
+    auto enc = encoder_.forward({gathered[0], gathered[1], gathered[2], protos, z})
+                   .toTuple()->elements();
+    memory_ = {enc[0].toTensor(), enc[1].toTensor(), protos, enc[2].toTensor(), z};
     state_.clear();
     for (const auto& slot : c_.state) {
       std::vector<int64_t> shape{B};
       shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
-      if (slot.name == "h") state_.push_back(enc[3]);
-      else if (slot.name == "c") state_.push_back(enc[4]);
+      if (slot.name == "h") state_.push_back(enc[3].toTensor());
+      else if (slot.name == "c") state_.push_back(enc[4].toTensor());
       else if (slot.name == "past_tok") state_.push_back(torch::full(shape, c_.pad, torch::kLong));
       else state_.push_back(torch::zeros(shape, slot.is_long ? torch::kLong : torch::kFloat));
     }
   }
 
   torch::Tensor step(const std::vector<int64_t>& token) {
+    AutocastScope autocast(bf16_);
     std::vector<c10::IValue> args{torch::tensor(token, torch::kLong)};
     for (const auto& t : state_) args.push_back(t);
     for (const auto& t : memory_) args.push_back(t);
@@ -152,20 +240,21 @@ class Stepper {
   }
 
  private:
-  torch::jit::script::Module encoder_, step_;
+  torch::jit::script::Module prototypes_, encoder_, step_;
   const Contract& c_;
+  bool bf16_;
   std::vector<torch::Tensor> memory_, state_;
-  std::unordered_map<int64_t, std::vector<torch::Tensor>> cache_;
+  PrototypeCache cache_;
 };
 
 // Greedy / temperature / mixed decoding of one sequence per row (compgen.decoding.decode).
 inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
                       const torch::Tensor& z, int mode, double temperature, uint64_t seed,
-                      const std::vector<int64_t>& ids, const std::vector<int64_t>& tuple_ids) {
+                      const std::vector<int64_t>& ids) {
   const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
   Decoded out{std::vector<std::vector<int64_t>>(B, std::vector<int64_t>(L, c.pad)),
               std::vector<std::vector<float>>(B, std::vector<float>(L, 0.0f))};
-  stepper.start(protos, z, tuple_ids);
+  stepper.start(protos, z);
   std::vector<int64_t> rows(B), token(B, c.bos);
   for (int64_t b = 0; b < B; ++b) rows[b] = b;
   std::vector<char> after_sep(B, 0);
@@ -210,12 +299,13 @@ inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& 
 
 // Beam search (compgen.decoding.beam); returns the best hypothesis of each row.
 inline Decoded beam(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
-                    const torch::Tensor& z, int64_t W, const std::vector<int64_t>& tuple_ids) {
+                    const torch::Tensor& z, int64_t W) {
   const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
-  std::vector<int64_t> expanded_ids;
-  for (auto i : tuple_ids)
-    for (int64_t w = 0; w < W; ++w) expanded_ids.push_back(i);
-  stepper.start(protos.repeat_interleave(W, 0), z.repeat_interleave(W, 0), expanded_ids);
+  stepper.start(protos, z);
+  std::vector<int64_t> copies;  // W copies of each row: encoded once
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t w = 0; w < W; ++w) copies.push_back(b);
+  stepper.take(copies, true);
   const double neg = -std::numeric_limits<double>::infinity();
   std::vector<double> scores(B * W, neg);
   for (int64_t b = 0; b < B; ++b) scores[b * W] = 0.0;

@@ -40,7 +40,7 @@ using Ids = std::vector<int64_t>;
 }
 
 struct Job {
-  std::string folder, out;
+  std::string folder, out, model;  // model: the sampler to load (default folder/model.ts)
   compgen::Contract contract;
   int64_t n = 400, nsamples = 400, batch = 128, max_rounds = 200, patience = 3, threads = 0;
   int64_t seed = 0;
@@ -84,6 +84,7 @@ Job read_job(std::istream& in) {
     };
     if (key == "folder") std::getline(words >> std::ws, job.folder);
     else if (key == "out") std::getline(words >> std::ws, job.out);
+    else if (key == "model") std::getline(words >> std::ws, job.model);
     else if (key == "n") job.n = number();
     else if (key == "nsamples") job.nsamples = number();
     else if (key == "batch_size") job.batch = number();
@@ -335,10 +336,11 @@ int main() {
   const auto started = std::chrono::steady_clock::now();
 
   torch::jit::script::Module model;
+  const std::string model_path = job.model.empty() ? job.folder + "/model.ts" : job.model;
   try {
-    model = torch::jit::load(job.folder + "/model.ts");
+    model = torch::jit::load(model_path);
   } catch (const c10::Error&) {
-    fail(job.folder + "/model.ts: cannot load TorchScript module");
+    fail(model_path + ": cannot load TorchScript module");
   }
   model.eval();
   const int64_t nproto = model.attr("nproto").toInt();
@@ -373,9 +375,9 @@ int main() {
           acc[b][k][t] = tuples[tuple_ids[b]][k][t];
     auto z = job.zero_latent ? torch::zeros({B, c.latent})
                              : compgen::prior_z(c, static_cast<uint64_t>(job.seed), ids);
-    if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width, tuple_ids);
+    if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width);
     return compgen::decode(stepper, c, protos, z, mode, temperature,
-                           static_cast<uint64_t>(job.seed), ids, tuple_ids);
+                           static_cast<uint64_t>(job.seed), ids);
   };
 
   auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {

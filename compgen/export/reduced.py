@@ -1,0 +1,92 @@
+"""Reduced-precision copies of an export's sampling graphs, built on first use and kept in
+the user's cache (``~/.cache/compgen/reduced``, keyed by the graphs' bytes and the
+library version), never in the export folder (its files are checksummed):
+
+* bf16: the TorchScript sampler traced under CPU bf16 autocast from the eager model in
+  ``model.ts`` (``export_torchscript(bf16=True)``), for the torchscript and cpp backends
+  on CPUs with AVX512-BF16 or AMX units;
+* int8: the three ONNX graphs with dynamically quantised int8 weights (ONNX Runtime's
+  ``quantize_dynamic``), for the onnx backend.
+
+Neither is checked equal to fp32: their samples differ where bf16 or int8 rounding moves
+a choice; ``scripts/bench_sampling.py`` measures how often, and the sample quality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from compgen.errors import UserError
+from compgen.export.onnx_export import GENERATOR_GRAPHS
+
+
+def _cache() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "compgen" / "reduced"
+
+
+def _key(*paths: Path, version: str) -> str:
+    digest = hashlib.sha256(version.encode())
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _staged(target: Path) -> Path:
+    """A fresh name beside ``target`` to build it under (renamed over it when done)."""
+    from compgen.io import remove_stale_staging, staging_prefix
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(target)
+    return target.with_name(staging_prefix(target) + "tmp")
+
+
+def bf16_sampler(folder: Path, manifest: dict) -> Path:
+    """``model.ts`` of ``folder`` as the bf16 sampler (built once, ~10 s)."""
+    import torch
+
+    from compgen.export import eager_model
+    from compgen.export.graphs import deterministic
+    from compgen.export.torchscript import export_torchscript
+
+    if manifest["model"]["variant"] != "scan":
+        raise UserError("--precision bf16: the bf16 sampling graphs exist for SCAN generators "
+                        "(variant scan) only; use --precision fp32")
+    folder = Path(folder)
+    target = _cache() / (_key(folder / "model.ts", version=torch.__version__) + "-bf16.ts")
+    if not target.is_file():
+        model = deterministic(eager_model(folder, manifest)[0])
+        staged = _staged(target)
+        try:
+            export_torchscript(model, staged, manifest["decoding"]["max_len"], bf16=True)
+            os.replace(staged, target)  # atomic: a concurrent build writes the same bytes
+        finally:
+            staged.unlink(missing_ok=True)
+    return target
+
+
+def int8_graphs(folder: Path) -> Path:
+    """A folder holding ``folder``'s ONNX graphs with int8 weights (built once)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folder = Path(folder)
+    graphs = [folder / name for name in GENERATOR_GRAPHS]
+    target = _cache() / (_key(*graphs, version=ort.__version__) + "-int8")
+    if not target.is_dir():
+        staged = _staged(target)
+        try:
+            staged.mkdir()
+            for path in graphs:
+                quantize_dynamic(path, staged / path.name, weight_type=QuantType.QInt8)
+            try:
+                os.replace(staged, target)
+            except OSError:  # a concurrent build got there first
+                if not target.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+    return target

@@ -1,0 +1,83 @@
+"""Reduced-precision sampling of an export is opt-in (``--precision bf16|int8``): it runs
+where the backend and the CPU can run it, is refused in one line elsewhere, and its samples
+are its own (measured against fp32 by scripts/bench_sampling.py, not equal to them)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compgen.errors import UserError
+from compgen.export.cpp_runner import build_runner
+from compgen.precision import cpu_has_bf16
+from compgen.runtime.sampler import sample_exported
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+
+
+def samples(backend: str, precision: str, tmp_path: Path) -> tuple[str, dict]:
+    out = tmp_path / f"{backend}-{precision}.tsv"
+    run = sample_exported(SHIPPED, 12, backend=backend, precision=precision,
+                          strategy="temperature", temperature=0.7, nsamples=12, batch_size=16,
+                          seed=5, threads=1, out=out, log=lambda m: None)
+    assert len(run.samples) == 12
+    return out.read_text(encoding="utf-8"), {(tuple(s.x), tuple(s.y)): s.logprob
+                                             for s in run.samples}
+
+
+def assert_reduced(reduced: dict, fp32: dict) -> None:
+    """The reduced path really ran: some log-prob of a pair both kept moved by more than
+    float32 rounding does between backends (1e-4)."""
+    common = set(reduced) & set(fp32)
+    assert common
+    assert max(abs(reduced[p] - fp32[p]) for p in common) > 1e-3
+
+
+def test_bf16_samples_are_the_same_on_torchscript_and_cpp(tmp_path, one_torch_thread):
+    if not cpu_has_bf16():
+        with pytest.raises(UserError, match="this CPU has no bf16 units"):
+            samples("torchscript", "bf16", tmp_path)
+        return
+    build_runner(log=lambda m: None)
+    scripted, reduced = samples("torchscript", "bf16", tmp_path)
+    runner, _ = samples("cpp", "bf16", tmp_path)
+    assert runner == scripted  # one seed, one result, within a precision too
+    assert_reduced(reduced, samples("torchscript", "fp32", tmp_path)[1])
+
+
+def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):
+    _, reduced = samples("onnx", "int8", tmp_path)
+    assert_reduced(reduced, samples("onnx", "fp32", tmp_path)[1])
+
+
+@pytest.mark.parametrize("backend,precision,message", [
+    ("onnx", "bf16", "--precision bf16 runs on --backend torchscript or cpp (not onnx)"),
+    ("torchscript", "int8", "--precision int8 runs on --backend onnx (not torchscript)"),
+    ("torch", "int8", "--precision int8 runs on --backend onnx (not torch)"),
+    ("onnx", "fp16", "--precision fp16: unknown (valid: fp32, bf16, int8)"),
+])
+def test_a_precision_the_backend_cannot_run_is_refused(backend, precision, message):
+    with pytest.raises(UserError) as refused:
+        sample_exported(SHIPPED, 3, backend=backend, precision=precision, log=lambda m: None)
+    assert str(refused.value) == message
+
+
+def test_bf16_without_bf16_units_is_one_error_line(tmp_path):
+    """Run as on a CPU without bf16 units, whatever this one has ($COMPGEN_CPUINFO)."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f\n")
+    out = tmp_path / "s.tsv"
+    proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend",
+                           "cpp", "--precision", "bf16", "--n", "3", "-o", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "COMPGEN_CPUINFO": str(info)})
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert lines == [("error: --precision bf16: this CPU has no bf16 units (no amx_bf16 or "
+                     "avx512_bf16 in the CPU flags); use --precision fp32 or int8 "
+                     "(--backend onnx)")]
+    assert not out.exists()
