@@ -6,6 +6,7 @@ its graphs replayed under CPU bf16 autocast."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,16 @@ class TorchScriptGenerator:
             path = bf16_sampler(folder, manifest)
         self.module = load_torchscript(path)
         self.bf16 = bool(getattr(self.module, "bf16", False))
+        self.prototypes, self.encoder, self.step = (self.module.prototypes, self.module.encoder,
+                                                    self.module.step)
+        if not self.bf16:
+            # the step frozen (weights as constants) and optimised for inference: a linear
+            # layer becomes a product with its weight transposed once, 1.7x faster per step
+            # at batch 1. Frozen from a copy of its own (freezing edits the module types the
+            # graphs share); the bf16 step runs as traced, as in the C++ runner.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.step = torch.jit.optimize_for_inference(load_torchscript(path).step.eval())
         self.contract = Contract.from_manifest(manifest["decoding"])
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
@@ -44,12 +55,12 @@ class TorchScriptGenerator:
 
     def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
         with self.running():
-            return [t.numpy() for t in self.module.prototypes(torch.from_numpy(seqs))]
+            return [t.numpy() for t in self.prototypes(torch.from_numpy(seqs))]
 
     def _encode_tuples(self, *arrays: np.ndarray) -> dict:
         """The memory as tensors (the bf16 sampler keeps keys and values in bf16)."""
         with self.running():
-            keys, values, mask, h, c = self.module.encoder(*map(torch.from_numpy, arrays))
+            keys, values, mask, h, c = self.encoder(*map(torch.from_numpy, arrays))
         return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
 
     def stepper(self) -> TorchScriptStepper:
@@ -69,8 +80,7 @@ class TorchScriptStepper:
 
     def step(self, token: np.ndarray) -> np.ndarray:
         with self.gen.running():
-            logp, *self.state = self.gen.module.step(torch.from_numpy(token), *self.state,
-                                                     *self.memory)
+            logp, *self.state = self.gen.step(torch.from_numpy(token), *self.state, *self.memory)
         return logp.numpy()
 
     def take(self, rows: np.ndarray, memory: bool = True) -> None:

@@ -154,14 +154,36 @@ class AutocastScope {
   at::ScalarType dtype_ = at::kBFloat16;
 };
 
+// The sampler's three graphs, shared by every stepper. The fp32 decoder step (the per-step
+// hot path) is frozen (weights as constants) and optimised for inference once, as
+// compgen/export/torchscript_decoder.py does: a linear layer becomes a product with its
+// weight transposed once, 1.7x faster per step at batch 1. It is frozen from a copy of its
+// own (freezing edits module types the graphs share); the bf16 step runs as traced
+// (libtorch's freezing leaves it calling a method it removed).
+struct Graphs {
+  Graphs(torch::jit::script::Module& model, const std::string& path)
+      : prototypes(model.attr("prototypes").toModule()),
+        encoder(model.attr("encoder").toModule()),
+        step(model.attr("step").toModule()),
+        bf16(model.hasattr("bf16") && model.attr("bf16").toBool()) {
+    if (bf16) return;
+    auto copy = torch::jit::load(path).attr("step").toModule();
+    copy.eval();
+    step = torch::jit::optimize_for_inference(copy);
+  }
+
+  torch::jit::script::Module prototypes, encoder, step;
+  bool bf16;
+};
+
 class Stepper {
  public:
-  Stepper(torch::jit::script::Module& model, const Contract& c)
-      : prototypes_(model.attr("prototypes").toModule()),
-        encoder_(model.attr("encoder").toModule()),
-        step_(model.attr("step").toModule()),
+  Stepper(Graphs& graphs, const Contract& c)
+      : prototypes_(graphs.prototypes),
+        encoder_(graphs.encoder),
+        step_(graphs.step),
         c_(c),
-        bf16_(model.hasattr("bf16") && model.attr("bf16").toBool()) {}
+        bf16_(graphs.bf16) {}
 
   // Encode (each distinct prototype once, cached) and set up the initial state.
   void start(const torch::Tensor& protos, const torch::Tensor& z) {

@@ -353,8 +353,9 @@ int main() {
   // Every row's result depends only on its own prototypes and random draws.
   const int64_t workers = std::max<int64_t>(1, job.threads > 0 ? job.threads : at::get_num_threads());
   if (workers > 1) at::set_num_threads(1);
+  compgen::Graphs graphs(model, model_path);
   std::vector<compgen::Stepper> steppers;
-  for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(model, c);
+  for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(graphs, c);
 
   // Rows first .. first + B - 1 of the prototype cycle on one stepper.
   auto decode_part = [&](compgen::Stepper& stepper, int64_t first, int64_t B, int mode,
