@@ -1,8 +1,9 @@
 """The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
 installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
 sources and the torch version). One process does a whole sampling job (decode rounds,
-filters, keeping the most probable, the samples TSV); its job arrives on standard input,
-so nothing is written to a temporary folder."""
+filters, n-gram scores when asked, keeping the best, the samples TSV); its job arrives on
+standard input, so nothing is written to a temporary folder. The build that scores with
+KenLM (``kenlm=True``) is made only for jobs with an LM."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def kenlm_query_dir() -> Path:
 
 def build_runner(log=print, kenlm: bool = False) -> Path:
     """Path of the ``compgen-sample`` binary, building it first if needed (~1 min).
-    ``kenlm``: the build that links KenLM's query library; it also holds
-    ``compgen-lm-score`` (``lm_score_binary``)."""
+    ``kenlm``: the build that links KenLM's query library (it scores samples with an LM
+    inside its loop); it also holds ``compgen-lm-score`` (``lm_score_binary``)."""
     import torch.utils
 
     if not (SOURCE / "CMakeLists.txt").is_file():
@@ -96,13 +97,17 @@ class HarnessResult:
     decode_seconds: float
     seconds: float
     output: str  # the samples TSV when no file was asked for
+    lm_sentences: int = 0     # candidates the n-gram LM scored
+    lm_seconds: float = 0.0   # spent scoring them
 
 
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
-             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False) -> str:
-    """The runner's job (its standard input): the decoding contract, options, filter."""
+             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
+             lm_spec: dict | None = None) -> str:
+    """The runner's job (its standard input): the decoding contract, options, filter, and
+    the n-gram LM's lines (``compgen.lm.rerank.LmRanking.runner_job``)."""
     lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
              f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
              f"mode {mode}", f"temperature {temperature!r}",
@@ -120,7 +125,7 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         lines.append(f"state {name} {dtype} " + " ".join(map(str, shape)))
     if out is not None:
         lines.append(f"out {Path(out).resolve()}")
-    for key, value in (filter_spec or {}).items():
+    for key, value in {**(filter_spec or {}), **(lm_spec or {})}.items():
         lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
                                   else str(value)))
     return "\n".join(lines) + "\n"
@@ -144,9 +149,10 @@ def run_harness(binary: Path, job: str, log=print) -> HarnessResult:
     done = next((line.split()[1:] for line in reversed(lines) if line.startswith("done ")), None)
     if done is None:
         return HarnessResult(0, 1, "", 0.0, float("nan"), float("nan"), result.stdout)
-    kept, rounds, mode, temperature, decode_seconds, seconds = done
+    kept, rounds, mode, temperature, decode_seconds, seconds, lm_sentences, lm_seconds = done
     return HarnessResult(int(kept), int(rounds), MODE_NAMES[int(mode)], float(temperature),
-                         float(decode_seconds), float(seconds), result.stdout)
+                         float(decode_seconds), float(seconds), result.stdout,
+                         int(lm_sentences), float(lm_seconds))
 
 
 def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,
