@@ -6,8 +6,9 @@ validation set that mirrors the jump split.
         [--n 400] [--nsamples 1000] [--strategy beam] [--work runs/lm-rerank] [--json FILE]
 
 1. LMs (5-gram, ``lmplz --discount_fallback``) per side (``y``, ``x <sep> y``): a base
-   model on the training pairs and an augmented one on the training pairs plus every
-   pair GECA synthesizes from them (scan preset, all variants, no sample limit).
+   model on the training pairs (the export's, the same as scan/jump's) and an augmented
+   one on the training pairs plus every pair GECA synthesizes from them (scan preset,
+   all variants, no sample limit; ``train_pair_lms`` names the commands).
 2. The sampler's candidates: one ONNX Runtime run (one thread, seed 0) decodes as
    ``compgen sample`` does; every candidate it accepts is kept in decoding order, and
    every decoded row is kept for step 3.
@@ -42,40 +43,33 @@ SIDES = ("y", "xy")
 PRIMITIVES = ("walk", "run", "look")
 
 
-def geca_pairs(pairs) -> list:
-    """Every pair GECA's scan preset synthesizes from ``pairs`` (all variants, no limit)."""
-    import polars as pl
+def train_pair_lms(data: str, folder: Path) -> dict:
+    """{side: (base model, augmented model)} for the pairs of ``data`` (a data set or
+    file), as these commands train them:
 
-    from compgen.augment.geca import geca_augment, make_config
-
-    config = replace(make_config("scan", {"seed": 0}), variants=None, n_sample=None)
-    config.validate()
-    table = pl.DataFrame({"x": [list(x) for x, _ in pairs], "y": [list(y) for _, y in pairs],
-                          "split": ["train"] * len(pairs)},
-                         schema={"x": pl.List(pl.String), "y": pl.List(pl.String),
-                                 "split": pl.String})
-    result = geca_augment(table, config)
-    return list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
-
-
-def train_pair_lms(pairs, folder: Path) -> dict:
-    """{side: (base model, augmented model)} trained on ``pairs`` (+ GECA's)."""
-    from compgen.io import atomic_open
+        compgen lm train DATA --side SIDE -o base-SIDE.bin --discount-fallback
+        compgen augment geca DATA --preset scan --variants all --n-sample all \\
+            --no-reference-split --concat -o geca-all.tsv
+        compgen lm train geca-all.tsv --side SIDE -o aug-SIDE.bin --discount-fallback
+    """
+    from compgen.augment.geca import augment_file, make_config
     from compgen.lm.kenlm_tools import train_lm
-    from compgen.lm.scorer import side_text
+    from compgen.lm.side_corpus import write_side_corpus
 
     folder.mkdir(parents=True, exist_ok=True)
-    synthetic = geca_pairs(pairs)
-    models = {}
+    config = replace(make_config("scan", None, data, reference_split=False), variants=None,
+                     n_sample=None)
+    augmented = folder / "geca-all.tsv"
+    result = augment_file(data, augmented, config, concat=True)
+    models = {"geca_pairs": int(result.table.height)}
     for side in SIDES:
-        for name, corpus in (("base", pairs), ("aug", pairs + synthetic)):
+        for name, corpus in (("base", data), ("aug", str(augmented))):
             text = folder / f"{name}-{side}.txt"
-            with atomic_open(text, "w", encoding="utf-8") as out:
-                out.writelines(side_text(x, y, side) + "\n" for x, y in corpus)
+            write_side_corpus(corpus, side, text)
             train_lm(text, folder / f"{name}-{side}.bin", 5, discount_fallback=True)
             text.unlink()
         models[side] = (folder / f"base-{side}.bin", folder / f"aug-{side}.bin")
-    return models | {"geca_pairs": len(synthetic)}
+    return models
 
 
 def decode_candidates(export: Path, args):
@@ -109,8 +103,9 @@ def decode_candidates(export: Path, args):
 
 
 def validation_candidates(rows, train_pairs, primitive: str):
-    """Training pairs without ``primitive`` in context, and the decoded rows a novel-filter
-    against them accepts whose input is a training input, labelled by its output."""
+    """Training pairs without ``primitive`` in context (its uses alone stay, as the jump
+    split keeps "jump"), and the decoded rows a novel-filter against them accepts whose
+    input is a training input, labelled by its output."""
     from compgen.resample import SampleFilter
     from compgen.sampling import Sample
 
@@ -155,6 +150,8 @@ def settings_shares(candidates, labels, k: int, models: dict) -> dict:
 def main() -> None:
     from compgen.data.scan import load_scan_grammar
     from compgen.data.sources import resolve_data_dir
+    from compgen.export import TRAINING_PAIRS
+    from compgen.io import write_samples_tsv
     from compgen.runtime.sampler import shipped_training_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -178,12 +175,15 @@ def main() -> None:
     validation = {}
     for primitive in PRIMITIVES:
         pseudo, candidates, labels = validation_candidates(rows, train_pairs, primitive)
-        models = train_pair_lms(pseudo, args.work / f"without-{primitive}")
+        folder = args.work / f"without-{primitive}"
+        folder.mkdir(parents=True, exist_ok=True)
+        write_samples_tsv(folder / "train.tsv", pseudo)
+        models = train_pair_lms(str(folder / "train.tsv"), folder)
         k = max(1, round(ratio * len(candidates)))
         validation[primitive] = {"candidates": len(candidates), "correct": sum(labels),
                                  "kept": k, "model": kept_share(candidates, labels, k),
                                  "settings": settings_shares(candidates, labels, k, models)}
-    final = train_pair_lms(train_pairs, args.work / "final")
+    final = train_pair_lms(str(args.export / TRAINING_PAIRS), args.work / "final")
     test = settings_shares(accepted, test_labels, args.n, final)
     test_model = kept_share(accepted, test_labels, args.n)
 

@@ -150,10 +150,10 @@ def test_runner_bad_model_is_one_error_line_before_anything_is_loaded(kenlm_runn
     corrupt.write_bytes(b"\x00not a model\n" * 30)
     contract = Contract.from_manifest(load_manifest(SHIPPED)["decoding"])
 
-    def run(binary, lm_spec):
+    def run(binary, lm_lines):
         job = job_text(tmp_path / "no-export", contract, out=tmp_path / "out.tsv", mode=0,
                        temperature=1.0, seed=0, n=4, nsamples=4, batch_size=4, max_rounds=1,
-                       threads=1, lm_spec=lm_spec)
+                       threads=1, filter_spec=lm_lines)
         proc = subprocess.run([str(binary)], input=job, capture_output=True, text=True,
                               check=False)
         assert proc.returncode == 2 and proc.stdout == ""

@@ -104,10 +104,8 @@ class HarnessResult:
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
-             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
-             lm_spec: dict | None = None) -> str:
-    """The runner's job (its standard input): the decoding contract, options, filter, and
-    the n-gram LM's lines (``compgen.lm.rerank.LmRanking.runner_job``)."""
+             filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False) -> str:
+    """The runner's job (its standard input): the decoding contract, options, filter."""
     lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
              f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
              f"mode {mode}", f"temperature {temperature!r}",
@@ -125,7 +123,7 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         lines.append(f"state {name} {dtype} " + " ".join(map(str, shape)))
     if out is not None:
         lines.append(f"out {Path(out).resolve()}")
-    for key, value in {**(filter_spec or {}), **(lm_spec or {})}.items():
+    for key, value in (filter_spec or {}).items():
         lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
                                   else str(value)))
     return "\n".join(lines) + "\n"

@@ -205,13 +205,15 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
 
     binary = build_runner(log=log, kenlm=lm is not None)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
+    accept_lines = filter_spec(filt, vocab)
+    if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
+        accept_lines.update(lm.runner_job())
     job = job_text(folder, contract, out=out, mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
                    nsamples=options.nsamples, batch_size=options.batch_size,
                    max_rounds=options.max_rounds, threads=options.threads,
                    raise_temperature=options.raise_temperature,
-                   filter_spec=filter_spec(filt, vocab),
-                   lm_spec=lm.runner_job() if lm is not None else None)
+                   filter_spec=accept_lines)
     result = run_harness(binary, job, log)
     if lm is not None:
         lm.scorer.record(result.lm_sentences, result.lm_seconds)
