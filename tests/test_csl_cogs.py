@@ -97,6 +97,7 @@ def test_csl_on_cogs_end_to_end(tmp_path: Path, data_dir: Path, require_data):
     target CFG derives from ROOT, and the round trip through the variable-free form exact."""
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.augment.csl.rules import read_grammar
+    from compgen.augment.csl.run import derivable_share
     from compgen.augment.csl.seed_rules import cogs_seed_rules
     from compgen.augment.csl.target_cfg import TargetChecker, cogs_target_cfg
 
@@ -110,7 +111,11 @@ def test_csl_on_cogs_end_to_end(tmp_path: Path, data_dir: Path, require_data):
                                grammar_out=tmp_path / "g.txt", data_dir=tmp_path)
     train = [(r[0].split(), to_variable_free(r[0].split(), r[1]).split()) for r in lines["train"]]
     seeds = cogs_seed_rules(train)
-    assert seeds and set(seeds) <= set(read_grammar(tmp_path / "g.txt"))
+    grammar = read_grammar(tmp_path / "g.txt")
+    assert seeds and set(seeds) <= set(grammar)
+    dev = [(r[0].split(), to_variable_free(r[0].split(), r[1]).split()) for r in lines["dev"]]
+    assert done.result.summary["dev_pairs"] == 300
+    assert done.result.summary["dev_coverage"] == derivable_share(grammar, dev, max_unary=1)
     assert done.result.summary["seed_rules"] == len(seeds)
     assert done.rows == len(done.result.samples) == 200 - done.result.summary[
         "samples_without_a_logical_form"] > 150

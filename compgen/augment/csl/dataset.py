@@ -52,6 +52,7 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     train_table = select_split(table, "train") if "train" in names else table
     train = table_pairs(train_table)
     test = table_pairs(select_split(table, "test")) if "test" in names else []
+    dev = table_pairs(select_split(table, "dev")) if "dev" in names else []
     if not train:
         raise UserError(f"{data}: no training examples")
     seeds, target_cfg, lemmas = (), None, None
@@ -61,11 +62,11 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
         from compgen.augment.csl.target_cfg import cogs_target_cfg
 
         lemmas = lemma_table((x, " ".join(y)) for x, y in train)
-        train, test = _variable_free(train), _variable_free(test)
+        train, test, dev = _variable_free(train), _variable_free(test), _variable_free(dev)
         seeds = cogs_seed_rules(train) if rules is None else ()
         target_cfg = cogs_target_cfg([y for _, y in train])
     result = csl_augment(train, cfg, n, test, grammar=rules, uniform=uniform, dedup=dedup,
-                         seeds=seeds, target_cfg=target_cfg, progress=progress)
+                         seeds=seeds, target_cfg=target_cfg, progress=progress, dev=dev)
     if lemmas is not None:
         drawn = len(result.samples)
         result.samples = _logical_forms(result.samples, lemmas)
