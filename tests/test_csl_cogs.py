@@ -48,6 +48,21 @@ def test_bad_targets_raise():
             from_variable_free(words, bad, {"ran": "run"})
 
 
+def test_samples_keep_only_logical_forms_that_read_back():
+    """A sampled target that uses a word more often than its sentence has it gets colliding
+    variables; such a sample is dropped, as are one-word targets."""
+    from compgen.augment.csl.dataset import _logical_forms
+
+    lemmas = {"ate": "eat", "gave": "give", "needed": "need", "cooked": "cook"}
+    samples = [(sentence.split(), free.split()) for sentence, free in [
+        (GAVE[0], GAVE[2]), (NEEDED[0], NEEDED[2]), ("Emma ate .", "eat ( agent = eat ( agent = Emma ) )"),
+        ("cake", "cake")]]
+    assert from_variable_free(samples[2][0], " ".join(samples[2][1]), lemmas) == "eat . agent ( x _ 1 , x _ 1 )"
+    kept = _logical_forms(samples, lemmas)
+    assert kept == [(GAVE[0].split(), GAVE[1].replace(" _ ", "_").split()),
+                    (NEEDED[0].split(), NEEDED[1].replace(" _ ", "_").split())]
+
+
 def test_round_trip_on_every_cogs_line(data_dir: Path):
     def read(name):
         rows = (data_dir / "cogs" / f"{name}.tsv").read_text().splitlines()

@@ -5,8 +5,8 @@ it: induce from the train split (or read a grammar), fit, sample, write the samp
 COGS: the grammar is induced over variable-free targets (``cogs_lf``) with the IBM-1
 seed rules and the COGS target CFG; the samples are turned back into COGS logical forms
 (variables joined as ``x_1``, as ``compgen.data`` reads COGS), so the samples TSV trains
-the predictor as it stands; samples without a logical form (one-word targets) are dropped
-and counted."""
+the predictor as it stands; samples without a logical form that reads back as the sampled
+target (one-word targets, colliding variables) are dropped and counted."""
 
 from __future__ import annotations
 
@@ -97,15 +97,22 @@ def _variable_free(pairs):
 
 
 def _logical_forms(samples, lemmas: dict[str, str]):
-    """Variable-free COGS samples -> (sentence, logical form with joined variables)."""
-    from compgen.augment.csl.cogs_lf import from_variable_free
+    """Variable-free COGS samples -> (sentence, logical form with joined variables). A
+    sample is dropped when it has no logical form, or when its logical form does not read
+    back as the sampled target (a word used more often than the sentence has it makes
+    variables collide, e.g. ``eat . agent ( x_11 , x_11 )``)."""
+    from compgen.augment.csl.cogs_lf import from_variable_free, to_variable_free
 
     out = []
     for x, y in samples:
         if len(y) < 2:
             continue  # a one-word target is a primitive: no logical form without its lambda
+        target = " ".join(y)
         try:
-            out.append((x, from_variable_free(x, " ".join(y), lemmas).replace(" _ ", "_").split()))
+            lf = from_variable_free(x, target, lemmas)
+            if to_variable_free(x, lf) != target:
+                continue
         except (ValueError, UserError):
             continue
+        out.append((x, lf.replace(" _ ", "_").split()))
     return out
