@@ -203,11 +203,11 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     spent decoding."""
     from compgen.export.cpp_runner import build_runner, job_text, run_harness
 
-    binary = build_runner(log=log, kenlm=lm is not None)
-    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     accept_lines = filter_spec(filt, vocab)
     if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
         accept_lines.update(lm.runner_job())
+    binary = build_runner(log=log, kenlm=lm is not None)
+    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     job = job_text(folder, contract, out=out, mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
                    nsamples=options.nsamples, batch_size=options.batch_size,
