@@ -2,6 +2,7 @@
 where the backend and the CPU can run it, is refused in one line elsewhere, and its samples
 are its own (measured against fp32 by scripts/bench_sampling.py, not equal to them)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from compgen.decoding import MODES, Contract
 from compgen.errors import UserError
-from compgen.export.cpp_runner import build_runner
+from compgen.export.cpp_runner import build_runner, job_text, run_harness
+from compgen.export.reduced import bf16_sampler
 from compgen.precision import cpu_has_bf16
 from compgen.runtime.sampler import sample_exported
 
@@ -81,3 +84,20 @@ def test_bf16_without_bf16_units_is_one_error_line(tmp_path):
                      "avx512_bf16 in the CPU flags); use --precision fp32 or int8 "
                      "(--backend onnx)")]
     assert not out.exists()
+
+
+
+def test_the_bf16_graphs_decode_a_batch_in_the_runner(tmp_path, one_torch_thread):
+    """Greedy rows of a batch of 32 under bf16 autocast in libtorch (a dtype mismatch in the
+    attention's position scatter once stopped the runner past batch 1, with 2 threads and
+    not with 1). The graphs run on
+    any CPU under autocast; only the CLI refuses bf16 where the CPU has no bf16 units."""
+    manifest = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))
+    contract = Contract.from_manifest(manifest["decoding"])
+    binary = build_runner(log=lambda m: None)
+    out = tmp_path / "bf16.tsv"
+    job = job_text(SHIPPED, contract, out=out, mode=MODES["greedy"], temperature=1.0, seed=0,
+                   n=32, nsamples=32, batch_size=32, max_rounds=1, threads=2, raw=True,
+                   zero_latent=True, model=bf16_sampler(SHIPPED, manifest))
+    run_harness(binary, job, log=lambda m: None)
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 32

@@ -1,6 +1,7 @@
 """Reduced-precision copies of an export's sampling graphs, built on first use and kept in
 the user's cache (``~/.cache/compgen/reduced``, keyed by the graphs' bytes and the
-library version), never in the export folder (its files are checksummed):
+library version, and for bf16 the model code it is traced from), never in the export folder
+(its files are checksummed):
 
 * bf16: the TorchScript sampler traced under CPU bf16 autocast from the eager model in
   ``model.ts`` (``export_torchscript(bf16=True)``), for the torchscript and cpp backends
@@ -56,7 +57,10 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
         raise UserError("--precision bf16: the bf16 sampling graphs exist for SCAN generators "
                         "(variant scan) only; use --precision fp32")
     folder = Path(folder)
-    target = _cache() / (_key(folder / "model.ts", version=torch.__version__) + "-bf16.ts")
+    # the bf16 graphs are traced from this library's model code: a change to it is a new key
+    code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
+    code.append(Path(__file__).with_name("torchscript.py"))
+    target = _cache() / (_key(folder / "model.ts", *code, version=torch.__version__) + "-bf16.ts")
     if not target.is_file():
         model = deterministic(eager_model(folder, manifest)[0])
         staged = _staged(target)
