@@ -40,6 +40,7 @@ from compgen.generator_data import (
 )
 from compgen.io import atomic_open
 from compgen.models.recombine import RecombineConfig
+from compgen.models.scan_training import TrainingLoss, training_loss
 from compgen.precision import resolve_precision
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
@@ -140,7 +141,8 @@ class _GeneratorRun:
         self.curve_path = Path(str(out) + ".loss.csv")
         self.length_buckets = settings.length_buckets
         self.lengths = batch_lengths(self.train_enc) if settings.length_buckets else None
-        self.unique_prototypes = settings.unique_prototypes
+        self.levers = TrainingLoss(settings.unique_prototypes, settings.packed_encoder,
+                                   settings.pad_chains, settings.fused_decoder)
         self.prefetch = settings.prefetch
         self.bf16 = resolve_precision(settings.precision, "[train] precision") == "bf16"
 
@@ -228,7 +230,7 @@ class _GeneratorRun:
         precision = (torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16
                      else contextlib.nullcontext())
         with precision:
-            loss, nll, ntok = self.model.loss(target, protos, self.unique_prototypes)
+            loss, nll, ntok = training_loss(self.model, target, protos, self.levers)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.gradnorm > 0:

@@ -15,6 +15,7 @@ import torch
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.generator_data import epoch_batches
 from compgen.models.recombine import Recombine, RecombineConfig
+from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 from compgen.precision import cpu_has_bf16, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +49,8 @@ def test_bucketed_batches_cut_padding():
 
 
 def scan_model(**kw):
-    cfg = RecombineConfig(variant="scan", vocab_size=20, nproto=2, hidden=32, embed=16,
-                          attdim=16, zdim=2, kpos=4, **kw)
+    cfg = RecombineConfig(**{"variant": "scan", "vocab_size": 20, "nproto": 2, "hidden": 32,
+                             "embed": 16, "attdim": 16, "zdim": 2, "kpos": 4, **kw})
     torch.manual_seed(0)
     return Recombine(cfg)
 
@@ -84,18 +85,28 @@ def test_batched_loss_is_the_sum_of_the_decoder_steps():
     assert torch.allclose(nll, stepwise, rtol=1e-5)
 
 
-def test_distinct_prototype_encoding_gives_the_same_loss_and_gradients():
-    model = scan_model(outdrop_test=False).eval()  # no dropout: both must agree exactly
+LEVERS = [TrainingLoss(), TrainingLoss(pad_chains=2), TrainingLoss(distinct_prototypes=False),
+          TrainingLoss(packed_encoder=False), TrainingLoss(fused_decoder=False)]
+
+
+@pytest.mark.parametrize("levers", LEVERS, ids=lambda lv: ",".join(
+    f"{k}={v}" for k, v in vars(lv).items() if v != getattr(TrainingLoss(), k)) or "default")
+@pytest.mark.parametrize("config", [{}, {"nproto": 1}, {"copy": False}, {"feedcontext": False}],
+                         ids=["recomb-2", "recomb-1", "no-copy", "no-feed"])
+def test_the_training_loss_levers_give_the_reference_loss_and_gradients(levers, config):
+    """Without dropout (where pad_chains > 0 is exact too), every lever computes
+    Recombine.loss: the same loss, NLL and gradients up to float rounding."""
+    model = scan_model(outdrop_test=False, **config).eval()
     target, protos = fixed_batch()
-    grads = []
-    for unique in (False, True):
+    protos = protos[:, :model.nproto]
+    results = []
+    for chosen in (REFERENCE, levers):
         model.zero_grad()
-        loss, nll, _ = model.loss(target, protos, unique_prototypes=unique)
+        loss, nll, ntok = training_loss(model, target, protos, chosen)
         loss.backward()
-        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
-        grads[-1].insert(0, nll.detach())
-    for a, b in zip(*grads):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+        results.append([loss.detach(), nll, ntok.float()] + [p.grad.clone() for p in model.parameters()])
+    for got, want in zip(*results):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
 
 
 def test_bf16_and_fp32_training_steps_give_the_same_loss():
@@ -104,12 +115,12 @@ def test_bf16_and_fp32_training_steps_give_the_same_loss():
     model = scan_model().train()
     target, protos = fixed_batch()
     torch.manual_seed(1)
-    fp32, _, _ = model.loss(target, protos, unique_prototypes=True)
+    fp32, _, _ = training_loss(model, target, protos)
     torch.manual_seed(1)
     # without bf16 units oneDNN has no bf16 LSTM: torch's own kernels then emulate bf16
     native = contextlib.nullcontext() if cpu_has_bf16() else torch.backends.mkldnn.flags(False)
     with native, torch.autocast("cpu", dtype=torch.bfloat16):
-        bf16, _, _ = model.loss(target, protos, unique_prototypes=True)
+        bf16, _, _ = training_loss(model, target, protos)
     assert bf16.dtype == torch.float32  # the loss (and the weights) stay fp32
     assert fp32.item() > 1.0
     assert abs(bf16.item() / fp32.item() - 1) < 0.02

@@ -227,20 +227,10 @@ class Recombine(nn.Module):
             self.z_emb = nn.Linear(K * H if K > 0 else summary, Zl)
 
     # -------------------------------------------------------------- encoder
-    def _encode_prototypes(self, protos: Tensor,
-                           unique: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _encode_prototypes(self, protos: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(B, K, T)`` -> outputs ``(B, K, T, 2H)`` (sig: projected to H), summaries
-        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan).
-        ``unique`` (scan): encode each distinct prototype of the batch once and gather
-        (training batches repeat prototypes several times; duplicates then share one
-        dropout mask, which leaves the objective's expectation unchanged)."""
+        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan)."""
         B, K, T = protos.shape
-        if unique and self.scan:
-            distinct, inverse = torch.unique(protos.reshape(B * K, T), dim=0, return_inverse=True)
-            enc, summaries, _, _ = self._encode_prototypes(distinct[:, None, :])
-            zeros = enc.new_zeros(B, self.hidden)
-            return (enc[inverse].view(B, K, T, -1), summaries[inverse].view(B, K, -1),
-                    zeros, zeros)
         H = self.hidden
         flat = protos.reshape(B * K, T)
         if self.scan:  # pad embeddings are not zeroed (reference); dropout on inputs
@@ -251,13 +241,16 @@ class Recombine(nn.Module):
         # unpacked, like the reference: the backward direction starts at the padding
         out, (h_n, c_n) = self.proto_encoder(emb)
         if self.scan:
-            last = is_real(flat).sum(1).clamp(min=1) - 1  # the trailing </s>
-            summary = out[torch.arange(B * K), last]  # (B*K, 2H)
             zeros = torch.zeros(B, H, device=protos.device)
-            return out.view(B, K, T, 2 * H), summary.view(B, K, -1), zeros, zeros
+            return out.view(B, K, T, 2 * H), self._summaries(out, flat, B), zeros, zeros
         context = self.project(out)
         h_fin, c_fin = (h_n[0] + h_n[1]).view(B, K, H), (c_n[0] + c_n[1]).view(B, K, H)
         return context.view(B, K, T, H), h_fin, h_fin.mean(1), c_fin.mean(1)
+
+    def _summaries(self, out: Tensor, flat: Tensor, batch: int) -> Tensor:
+        """scan: each prototype's encoder output at its trailing </s> (``(B, K, 2H)``)."""
+        last = is_real(flat).sum(1).clamp(min=1) - 1
+        return out[torch.arange(flat.size(0)), last].view(batch, flat.size(0) // batch, -1)
 
     def encode(self, protos: Tensor, z: Tensor, max_steps: int) -> tuple[Memory, State]:
         """Prototypes ``(B, K, T)`` and a latent ``(B, 2Z)`` -> (Memory, initial State).
@@ -452,15 +445,15 @@ class Recombine(nn.Module):
         return vmf_kl(self.cfg.kappa, self.latent) + math.log(self.cfg.max_norm / self.cfg.eps)
 
     # -------------------------------------------------------------- training loss
-    def loss(self, target: Tensor, protos: Tensor,
-             unique_prototypes: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    def loss(self, target: Tensor, protos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Teacher-forced loss of ``target`` ``(B, T)`` (``<s> d </s>``) given prototypes.
         Returns (loss to minimise, summed NLL of the exact marginal, number of tokens).
         scan: summed over tokens / B (with write-drop when training with copying);
-        sig: mean over tokens. ``unique_prototypes``: see ``_encode_prototypes``."""
+        sig: mean over tokens. (:mod:`compgen.models.scan_training` computes the scan
+        loss faster for training.)"""
         B, T = target.shape
         if self.nproto > 0:
-            enc, summaries, h0, c0 = self._encode_prototypes(protos, unique_prototypes)
+            enc, summaries, h0, c0 = self._encode_prototypes(protos)
         else:
             enc = torch.zeros(B, 0, 1, 1, device=target.device)
             summaries = enc.new_zeros(B, 0, 1)
@@ -473,30 +466,43 @@ class Recombine(nn.Module):
         valid = is_real(gold)
         ntok = valid.sum()
         if self.scan:
-            # only the recurrence runs step by step; the output layer, the softmax and
-            # the losses run once over all steps
-            ys, scores = [], []
-            for t in range(T - 1):
-                y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
-                ys.append(y)
-                scores.append(score)
-            with torch.autocast("cpu", enabled=False):  # softmax and losses in fp32 under bf16
-                joint = self._scan_joint(torch.stack(ys, 1).float(),
-                                         torch.stack(scores, 1).float())  # (B, T-1, J)
-            scan_copy = self.copy and self.nproto > 0
-            if scan_copy and self.training:
-                loss = self._writedrop_nll(joint, memory.tokens, gold).sum() / B
-                with torch.no_grad():  # the exact marginal is only reported
-                    nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0]
-                return loss, (nll * valid).sum(), ntok
-            nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0] * valid
-            return nll.sum() / B, nll.sum().detach(), ntok
+            ys, scores = self._scan_teacher_forced(target, state, memory)
+            return self._scan_objective(ys, scores, memory.tokens, gold, B)
         nll_steps = []
         for t in range(T - 1):
             logp, state = self._sig_step(target[:, t], state, memory)
             nll_steps.append(-logp.gather(1, gold[:, t, None])[:, 0])
         nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
         return nll.sum() / ntok.clamp(min=1), nll.sum().detach(), ntok
+
+    def _scan_teacher_forced(self, target: Tensor, state: State,
+                             memory: Memory) -> tuple[Tensor, Tensor]:
+        """Feed ``target[:, :-1]``: output features ``(B, T-1, E)`` and copy scores ``(B,
+        T-1, K, T')``. Only the recurrence runs step by step; the output layer, the softmax
+        and the losses run once over all steps (``_scan_objective``)."""
+        ys, scores = [], []
+        for t in range(target.size(1) - 1):
+            y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
+            ys.append(y)
+            scores.append(score)
+        return torch.stack(ys, 1), torch.stack(scores, 1)
+
+    def _scan_objective(self, ys: Tensor, scores: Tensor, proto_tokens: Tensor, gold: Tensor,
+                        batch: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The scan loss of ``loss`` from the output features ``(N, L, E)`` and copy scores
+        ``(N, L, K, T)`` of the teacher-forced steps, the gold tokens ``(N, L)`` (<pad> where
+        nothing is predicted) and each row's prototype tokens ``(N, K, T)``; divided by
+        ``batch`` sequences. The output layer, the softmax and the losses run in fp32."""
+        with torch.autocast("cpu", enabled=False):
+            joint = self._scan_joint(ys.float(), scores.float())  # (N, L, J)
+        valid = is_real(gold)
+        if self.copy and self.nproto > 0 and self.training:
+            loss = self._writedrop_nll(joint, proto_tokens, gold).sum() / batch
+            with torch.no_grad():  # the exact marginal is only reported
+                nll = -self._marginalise(joint, proto_tokens).gather(2, gold[..., None])[..., 0]
+            return loss, (nll * valid).sum(), valid.sum()
+        nll = -self._marginalise(joint, proto_tokens).gather(2, gold[..., None])[..., 0] * valid
+        return nll.sum() / batch, nll.sum().detach(), valid.sum()
 
     def _writedrop_nll(self, joint: Tensor, proto_tokens: Tensor, y: Tensor) -> Tensor:
         """-log of the joint mass on {write index (kept with prob 1 - writedrop)} and every
