@@ -59,19 +59,20 @@ def worker(spec: dict) -> None:
     quiet = {"progress": False, "log": lambda line: None, "prepared": prepared}
     train_generator(cfg, DATA, out, max_steps=spec["warmup"], **quiet)
     # time the update loop only: data encoding, model set-up and checkpoint writes excluded
-    loop, timed = train._run_epochs, []
+    loop, timed, cpu = train._run_epochs, [], []
 
     def timed_loop(*a, **k):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             return loop(*a, **k)
         finally:
             timed.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
 
     train._run_epochs = timed_loop
     result = train_generator(cfg, DATA, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
                              **quiet)
-    print(json.dumps({"steps": result.steps, "seconds": sum(timed),
+    print(json.dumps({"steps": result.steps, "seconds": sum(timed), "cpu_seconds": sum(cpu),
                       "batch_size": cfg["train"]["batch_size"], "threads": torch.get_num_threads()}))
 
 
@@ -83,6 +84,7 @@ def run_tree(tree: Path, spec: dict) -> dict:
         sys.exit(f"error: the trainer in {tree} failed:\n{proc.stderr[-2000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["examples_per_s"] = spec["steps"] * result["batch_size"] / result["seconds"]
+    result["examples_per_cpu_s"] = spec["steps"] * result["batch_size"] / result["cpu_seconds"]
     return result
 
 
@@ -166,6 +168,7 @@ def main() -> None:
                         "overrides": {**settings, f"train.{lever}": off}}
                 row.setdefault("toggled", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
             row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
+            row["cpu_speedup"] = row["new"]["examples_per_cpu_s"] / row["base"]["examples_per_cpu_s"]
             row["loss_rel_diff"] = row["new"]["loss"] / row["base"]["loss"] - 1
             rows.append(row)
         if args.base_dir is None:
@@ -182,12 +185,14 @@ def main() -> None:
           f"updates after {args.warmup}, {args.threads} thread(s); CPU flags: {report['cpu_flags']}"
           + (f"; new trainer with {settings}" if settings else ""))
     print()
-    print("| H | preset | batch | base ex/s | new ex/s | speed-up | base loss | new loss | diff |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| H | preset | batch | base ex/s | new ex/s | speed-up | CPU-time speed-up | base loss | "
+          "new loss | diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         b, n = r["base"], r["new"]
         print(f"| {r['hidden']} | {r['preset']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
-              f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {b['loss']:.4f} | "
+              f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {r['cpu_speedup']:.2f}x | "
+              f"{b['loss']:.4f} | "
               f"{n['loss']:.4f} | {100 * r['loss_rel_diff']:+.1f} % |")
     if args.ablate:
         print()

@@ -14,6 +14,7 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.generator_data import epoch_batches
+from compgen.models import scan_decoder
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 from compgen.precision import cpu_has_bf16, resolve_precision
@@ -106,6 +107,59 @@ def test_the_training_loss_levers_give_the_reference_loss_and_gradients(levers, 
         loss.backward()
         results.append([loss.detach(), nll, ntok.float()] + [p.grad.clone() for p in model.parameters()])
     for got, want in zip(*results):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded-encoder", "packed-encoder"])
+def test_the_fast_loss_applies_the_reference_dropout(packed):
+    """In training, with the dropout masks the fast loss drew replayed into the reference
+    (the prototypes' embeddings; per decoder step the fed embedding, the output state and
+    the fed-back feature, ones for finished rows, which predict nothing), both give the
+    same loss and gradients."""
+    model = scan_model(writedrop=0.0).train()  # write drop off: the objective is fixed
+    target, protos = fixed_batch()
+    order = torch.argsort((target != 0).sum(1), descending=True, stable=True)
+    target, protos = target[order], protos[order]  # the order the fused decoder runs
+    drawn, bernoulli = [], torch.Generator().manual_seed(7)
+
+    def draw(x, p, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        drawn.append(torch.bernoulli(torch.full(x.shape, 1 - p), generator=bernoulli) / (1 - p))
+        return x * drawn[-1]
+
+    def draw_mask(rows, width, p, active):
+        return draw(torch.ones(rows, width), p, active) if active and p else None
+
+    def run(levers, dropout):
+        model.zero_grad()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch.nn.functional, "dropout", dropout)
+            patch.setattr(scan_decoder, "_dropout_mask", draw_mask)
+            loss, nll, _ = training_loss(model, target, protos, levers)
+        loss.backward()
+        return [loss.detach(), nll] + [p.grad.clone() for p in model.parameters()]
+
+    fused = run(TrainingLoss(distinct_prototypes=False, packed_encoder=packed), draw)
+    encoder, embedded, h_out, feed = drawn
+    if packed:  # the packed encoder reads the prototypes longest first
+        flat = protos.reshape(-1, protos.size(2))
+        by_length = torch.argsort((flat != 0).sum(1), descending=True, stable=True)
+        encoder = torch.empty_like(encoder).index_copy_(0, by_length, encoder)
+    running = ((target[:, 1:] != 0).sum(1)[None, :] > torch.arange(target.size(1) - 1)[:, None]).sum(1)
+    packed = iter(torch.cat([torch.zeros(1), running.cumsum(0)]).long().tolist())
+    start = next(packed)
+    replay = [encoder]
+    for t, end in enumerate(packed):  # per step: the fed embedding, h_out, the feature
+        for mask in (embedded, h_out, feed):
+            step = torch.ones(target.size(0), mask.size(1))
+            step[:end - start] = mask[start:end]
+            replay.append(step)
+        start = end
+    replayed = iter(replay)
+    reference = run(REFERENCE, lambda x, p, training=True, inplace=False:
+                    x * next(replayed) if training and p else x)
+    for got, want in zip(fused, reference):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
 
 

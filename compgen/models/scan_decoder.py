@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from compgen.models.attention import MASKED, relative_positions
+from compgen.models.packed_lstm import explicit_dtypes
 
 
 def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values: Tensor,
@@ -49,13 +50,12 @@ def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values
     w_q_h_feed = torch.cat([w_q[:, :H], w_q[:, H + split:]], 1)  # reads [h ; feed]
     steps, T = len(batch_sizes), keys.size(2)
     offsets = relative_positions(torch.arange(steps), T, att.kpos)  # (steps, T)
-    one_hot = F.one_hot(offsets, 2 * att.kpos + 1).float()  # position -> offset, per step
     P = e.size(0)
     h_drop = _dropout_mask(P, H, model.outdrop, model.training or model.outdrop_test)
     feed_drop = _dropout_mask(P, out.weight.size(0), model.pdrop, model.training)
     gemm = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
     return _FusedDecoder.apply(gates_ez, query_ez, w_feed_h, w_q_h_feed, out.weight, out.bias,
-                               keys, values, att.pos_key, att.pos_value, mask, one_hot,
+                               keys, values, att.pos_key, att.pos_value, mask, offsets,
                                h_drop, feed_drop, batch_sizes, gemm)
 
 
@@ -72,103 +72,120 @@ def _mm(x: Tensor, w: Tensor) -> Tensor:
 
 
 class _FusedDecoder(torch.autograd.Function):
+    """Forward: the steps without autograd. The products with the weights run in ``gemm``
+    (bf16 under autocast: their inputs are kept in bf16 buffers, written once); the
+    nonlinearities, the attention's reads of the memories and the softmax in fp32."""
+
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cpu")
+    @explicit_dtypes
     def forward(ctx, gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys, values,
-                pos_key, pos_value, mask, one_hot, h_drop, feed_drop, batch_sizes, gemm):
+                pos_key, pos_value, mask, offsets, h_drop, feed_drop, batch_sizes, gemm):
         B, K, T, A = keys.shape
         H = gates_ez.size(1) // 4
         Fd = w_feed_h.size(1) - H  # width of the fed-back feature
         P = gates_ez.size(0)
         gates_ez, query_ez = gates_ez.detach().float(), query_ez.detach().float()
         w_fh, w_qhf, w_o = (w.detach().t().to(gemm) for w in (w_feed_h, w_q_h_feed, w_out))
-        # both layouts of the memories, so every product reads them in place: (1, A) x
-        # (A, T) for scores and d_alpha, (1, T) x (T, A) for contexts and d_q
-        keys, values = keys.detach().to(gemm).contiguous(), values.detach().to(gemm).contiguous()
-        keys_t, values_t = keys.transpose(-1, -2).contiguous(), values.transpose(-1, -2).contiguous()
-        pos_key, pos_value = pos_key.detach().float(), pos_value.detach().float()
         b_out = b_out.detach().float()
+        # the memories in the layouts every product reads in place, the scale 1/sqrt(A)
+        # folded into the keys: scores (1, A) x (A, T), contexts (1, T) x (T, A)
         scale = 1 / math.sqrt(A)
+        keys_t = (keys.detach().float() * scale).transpose(-1, -2).contiguous()  # (B, K, A, T)
+        values = values.detach().float().contiguous()
+        # the relative-position vectors of every memory position at every step
+        pos_keys = (pos_key.detach().float() * scale)[:, offsets].permute(1, 0, 3, 2).contiguous()
+        pos_values = pos_value.detach().float()[:, offsets].transpose(0, 1).contiguous()
+        unmasked = ~mask
         # what the backward pass reads, one row per packed position
-        x_fh = gates_ez.new_empty(P, Fd + H)   # [feed_{t-1} ; h_{t-1}]
-        acts = torch.empty_like(gates_ez)       # i, f, g, o
+        x_fh = gates_ez.new_empty(P, Fd + H, dtype=gemm)   # [feed_{t-1} ; h_{t-1}]
+        acts = torch.empty_like(gates_ez)                   # i, f, g, o
         cs = gates_ez.new_empty(P, H)
-        x_q = gates_ez.new_empty(P, H + Fd)    # [h_t ; feed_{t-1}]
+        x_q = gates_ez.new_empty(P, H + Fd, dtype=gemm)    # [h_t ; feed_{t-1}]
         qs = gates_ez.new_empty(P, K, A)
         alphas = gates_ez.new_empty(P, K, T)
-        alpha_pos = gates_ez.new_empty(P, K, one_hot.size(2))
-        x_out = gates_ez.new_empty(P, H + K * A)  # [dropout(h_t) ; contexts]
+        x_out = gates_ez.new_empty(P, H + K * A, dtype=gemm)  # [dropout(h_t) ; contexts]
         ys = gates_ez.new_empty(P, w_out.size(0))
         scores = gates_ez.new_empty(P, K, T)
-        h = c = gates_ez.new_zeros(B, H)
-        feed = gates_ez.new_zeros(B, Fd)
+        x_fh[:batch_sizes[0] if batch_sizes else 0].zero_()  # feed_0 = h_0 = 0
+        c = gates_ez.new_zeros(B, H)
         start = 0
         for t, n in enumerate(batch_sizes):
             rows = slice(start, start + n)
             start += n
-            torch.cat([feed[:n], h[:n]], 1, out=x_fh[rows])
-            gates = gates_ez[rows] + _mm(x_fh[rows], w_fh)
+            gates = gates_ez[rows] + torch.mm(x_fh[rows], w_fh)
             act = acts[rows]
             torch.sigmoid(gates, out=act)
             torch.tanh(gates[:, 2 * H:3 * H], out=act[:, 2 * H:3 * H])
             i, f, g, o = act.chunk(4, 1)
             c = torch.addcmul(f * c[:n], i, g, out=cs[rows])
-            h = o * torch.tanh(c)
-            torch.cat([h, feed[:n]], 1, out=x_q[rows])
-            q = torch.tanh(query_ez[rows] + _mm(x_q[rows], w_qhf), out=qs[rows].view(n, K * A))
+            h = torch.mul(o, torch.tanh(c), out=x_q[rows, :H])
+            x_q[rows, H:] = x_fh[rows, :Fd]
+            q = torch.tanh(query_ez[rows] + torch.mm(x_q[rows], w_qhf), out=qs[rows].view(n, K * A))
             q = q.view(n, K, A)
-            s = torch.matmul(q.to(gemm).unsqueeze(2), keys_t[:n]).squeeze(2).float()
-            s += torch.matmul(torch.einsum("nka,kpa->nkp", q, pos_key), one_hot[t].t())
-            s = torch.mul(s, scale, out=scores[rows]).masked_fill_(~mask[:n], MASKED)
+            s = torch.matmul(q.unsqueeze(2), keys_t[:n]).squeeze(2)
+            s += torch.matmul(q.transpose(0, 1), pos_keys[t]).transpose(0, 1)
+            s = scores[rows].copy_(s).masked_fill_(unmasked[:n], MASKED)
             alpha = alphas[rows].copy_(torch.softmax(s, -1))
-            ap = torch.matmul(alpha, one_hot[t], out=alpha_pos[rows])
-            context = torch.matmul(alpha.to(gemm).unsqueeze(2), values[:n]).squeeze(2).float()
-            context += torch.einsum("nkp,kpa->nka", ap, pos_value)
-            h_out = h if h_drop is None else h * h_drop[rows]
-            torch.cat([h_out, context.view(n, K * A)], 1, out=x_out[rows])
-            y = torch.add(_mm(x_out[rows], w_o), b_out, out=ys[rows])
-            feed = y if feed_drop is None else y * feed_drop[rows]
-        ctx.save_for_backward(x_fh, acts, cs, x_q, qs, alphas, alpha_pos, x_out, mask, one_hot,
-                              pos_key, pos_value, h_drop, feed_drop)
-        ctx.gemm = (w_fh, w_qhf, w_o, keys, values_t)
+            context = torch.matmul(alpha.unsqueeze(2), values[:n]).squeeze(2)
+            context += torch.matmul(alpha.transpose(0, 1), pos_values[t]).transpose(0, 1)
+            if h_drop is None:
+                x_out[rows, :H] = h
+            else:
+                torch.mul(h, h_drop[rows], out=x_out[rows, :H])
+            x_out[rows, H:] = context.view(n, K * A)
+            y = torch.add(torch.mm(x_out[rows], w_o), b_out, out=ys[rows])
+            if start < P:  # the next step reads [feed_t ; h_t] of the rows still running
+                following = slice(start, start + batch_sizes[t + 1])
+                m = batch_sizes[t + 1]
+                if feed_drop is None:
+                    x_fh[following, :Fd] = y[:m]
+                else:
+                    torch.mul(y[:m], feed_drop[rows][:m], out=x_fh[following, :Fd])
+                x_fh[following, Fd:] = h[:m]
+        ctx.save_for_backward(x_fh, acts, cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop)
+        ctx.memories = (w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets,
+                        pos_key.size(1))
         ctx.batch_sizes, ctx.dims = batch_sizes, (B, K, T, A, H, Fd)
         return ys, scores
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cpu")
+    @explicit_dtypes
     def backward(ctx, d_ys, d_scores):
-        (x_fh, acts, cs, x_q, qs, alphas, alpha_pos, x_out, mask, one_hot, pos_key, pos_value,
-         h_drop, feed_drop) = ctx.saved_tensors
-        w_fh, w_qhf, w_o, keys, values_t = ctx.gemm
+        x_fh, acts, cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop = ctx.saved_tensors
+        w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets, npos = ctx.memories
         batch_sizes, (B, K, T, A, H, Fd) = ctx.batch_sizes, ctx.dims
-        P = x_fh.size(0)
+        P, gemm = x_fh.size(0), x_fh.dtype
         scale = 1 / math.sqrt(A)
-        d_ys = x_out.new_zeros(P, w_o.size(1)) if d_ys is None else d_ys.float()
-        d_scores = x_out.new_zeros(P, K, T) if d_scores is None else d_scores.float()
-        d_gates, d_query = torch.empty_like(acts), x_q.new_empty(P, K * A)
-        d_y, d_context = torch.empty_like(d_ys), x_out.new_empty(P, K, A)
-        d_s, d_q_pos = x_out.new_empty(P, K, T), torch.empty_like(alpha_pos)
+        d_ys = x_out.new_zeros(P, w_o.size(1), dtype=torch.float32) if d_ys is None else d_ys.float()
+        d_scores = alphas.new_zeros(P, K, T) if d_scores is None else d_scores.float()
+        # the gradients the weight products read, in their dtype
+        d_gates = acts.new_empty(P, 4 * H, dtype=gemm)
+        d_query = acts.new_empty(P, K * A, dtype=gemm)
+        d_y = acts.new_empty(P, w_o.size(1), dtype=gemm)
+        d_context = alphas.new_empty(P, K, A)
+        d_s = torch.empty_like(alphas)  # d loss / d (scores before masking and scaling) * scale
+        keep = mask.float()
         # gradients w.r.t. the state entering each step, from the steps after it
-        d_h, d_c, d_feed = x_out.new_zeros(B, H), x_out.new_zeros(B, H), x_out.new_zeros(B, Fd)
+        d_h, d_c = acts.new_zeros(B, H), acts.new_zeros(B, H)
+        d_feed = acts.new_zeros(B, Fd)
         w_fh_t, w_qhf_t, w_o_t = w_fh.t(), w_qhf.t(), w_o.t()
         ends = torch.tensor([0] + batch_sizes).cumsum(0).tolist()
         for t in range(len(batch_sizes) - 1, -1, -1):
             n, rows = batch_sizes[t], slice(ends[t], ends[t + 1])
             dy = d_ys[rows] + (d_feed[:n] if feed_drop is None else d_feed[:n] * feed_drop[rows])
             d_y[rows] = dy
-            dx_out = _mm(dy, w_o_t)  # (n, H + K*A)
+            dx_out = torch.mm(d_y[rows], w_o_t).float()  # (n, H + K*A)
             dctx = d_context[rows].view(n, K * A).copy_(dx_out[:, H:]).view(n, K, A)
             alpha = alphas[rows]
-            d_alpha = torch.matmul(dctx.to(values_t.dtype).unsqueeze(2), values_t[:n]).squeeze(2).float()
-            d_alpha += torch.matmul(torch.einsum("nka,kpa->nkp", dctx, pos_value), one_hot[t].t())
+            d_alpha = torch.matmul(dctx.unsqueeze(2), values[:n].transpose(-1, -2)).squeeze(2)
+            d_alpha += torch.matmul(dctx.transpose(0, 1), pos_values[t].transpose(-1, -2)).transpose(0, 1)
             ds = alpha * (d_alpha - (d_alpha * alpha).sum(-1, keepdim=True)) + d_scores[rows]
-            ds = torch.mul(ds * mask[:n], scale, out=d_s[rows])  # masked scores get none
-            dq = torch.matmul(ds.to(keys.dtype).unsqueeze(2), keys[:n]).squeeze(2).float()
-            dqp = torch.matmul(ds, one_hot[t], out=d_q_pos[rows])
-            dq += torch.einsum("nkp,kpa->nka", dqp, pos_key)
-            q = qs[rows]
-            dq_pre = torch.mul(dq, 1 - q * q, out=d_query[rows].view(n, K, A)).view(n, K * A)
-            dx_q = _mm(dq_pre, w_qhf_t)  # (n, H + F): [h_t ; feed_{t-1}]
+            ds = torch.mul(ds, keep[:n], out=d_s[rows])  # masked scores get none
+            dq = torch.matmul(ds.unsqueeze(2), keys_t[:n].transpose(-1, -2)).squeeze(2)
+            dq += torch.matmul(ds.transpose(0, 1), pos_keys[t].transpose(-1, -2)).transpose(0, 1)
+            q = qs[rows].view(n, K * A)
+            torch.mul(dq.view(n, K * A), 1 - q * q, out=d_query[rows])
+            dx_q = torch.mm(d_query[rows], w_qhf_t).float()  # (n, H + F): [h_t ; feed_{t-1}]
             dh_out = dx_out[:, :H] if h_drop is None else dx_out[:, :H] * h_drop[rows]
             dh = d_h[:n] + dx_q[:, :H] + dh_out
             i, f, g, o = acts[rows].chunk(4, 1)
@@ -182,24 +199,27 @@ class _FusedDecoder(torch.autograd.Function):
             torch.mul(dc * c_prev, f * (1 - f), out=dgf)
             torch.mul(dc * i, 1 - g * g, out=dgg)
             torch.mul(dh * tanh_c, o * (1 - o), out=dgo)
-            dx_fh = _mm(dg, w_fh_t)  # (n, F + H): [feed_{t-1} ; h_{t-1}]
+            dx_fh = torch.mm(dg, w_fh_t).float()  # (n, F + H): [feed_{t-1} ; h_{t-1}]
             d_h[:n] = dx_fh[:, Fd:]
             d_c[:n] = dc * f
             d_feed[:n] = dx_fh[:, :Fd] + dx_q[:, H:]
         # every weight's gradient in one product over all steps
-        d_w_feed_h = torch.mm(d_gates.t().to(w_fh.dtype), x_fh.to(w_fh.dtype)).float()
-        d_w_q = torch.mm(d_query.t().to(w_qhf.dtype), x_q.to(w_qhf.dtype)).float()
-        d_w_out = torch.mm(d_y.t().to(w_o.dtype), x_out.to(w_o.dtype)).float()
-        d_b_out = d_y.sum(0)
+        d_w_feed_h = torch.mm(d_gates.t(), x_fh).float()
+        d_w_q = torch.mm(d_query.t(), x_q).float()
+        d_w_out = torch.mm(d_y.t(), x_out).float()
+        d_b_out = d_y.float().sum(0)
         # memories: per (row, prototype), a sum over the steps -> padded (B, K, steps, .)
         where = _padded_index(batch_sizes)
         steps = len(batch_sizes)
-        d_keys = torch.matmul(_padded(d_s, where, B, steps).transpose(-1, -2).to(keys.dtype),
-                              _padded(qs, where, B, steps).to(keys.dtype))
-        d_values = torch.matmul(_padded(alphas, where, B, steps).transpose(-1, -2).to(keys.dtype),
-                                _padded(d_context, where, B, steps).to(keys.dtype))
-        d_pos_key = torch.einsum("pkq,pka->kqa", d_q_pos, qs)
-        d_pos_value = torch.einsum("pkq,pka->kqa", alpha_pos, d_context)
+        d_keys = torch.matmul(_padded(d_s, where, B, steps).transpose(-1, -2),
+                              _padded(qs, where, B, steps)) * scale
+        d_values = torch.matmul(_padded(alphas, where, B, steps).transpose(-1, -2),
+                                _padded(d_context, where, B, steps))
+        # relative positions: the mass on each offset, from every memory position
+        step = torch.repeat_interleave(torch.arange(steps), torch.tensor(batch_sizes))
+        one_hot = F.one_hot(offsets, npos).float()[step]  # (P, T, offsets)
+        d_pos_key = torch.einsum("pkq,pka->kqa", torch.bmm(d_s, one_hot), qs) * scale
+        d_pos_value = torch.einsum("pkq,pka->kqa", torch.bmm(alphas, one_hot), d_context)
         return (d_gates, d_query, d_w_feed_h, d_w_q, d_w_out, d_b_out, d_keys, d_values,
                 d_pos_key, d_pos_value) + (None,) * 6
 

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
-from compgen.models.packed_lstm import lstm_direction, packed_index
+from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Memory, Recombine, is_real
 from compgen.models.scan_decoder import fused_decoder
 
@@ -131,16 +131,18 @@ def _packed_bilstm(model: Recombine, tokens: Tensor, lengths: Tensor,
     emb = F.dropout(model.embed(tokens), model.pdrop, model.training).reshape(N * T, -1)
     forward, backward = _direction_weights(lstm, ""), _direction_weights(lstm, "_reverse")
     index, batch_sizes = packed_index(lengths, T)
-    h_forward, _ = lstm_direction(emb[index], batch_sizes, forward)
     if pad_chains == 0:  # the backward direction reads the padding first, as the reference
+        (h_forward,), _ = lstm_directions([emb[index]], batch_sizes, [forward])
         back_index, back_sizes = packed_index(torch.full_like(lengths, T), T)
         back_index = back_index + T - 1 - 2 * (back_index % T)  # step t reads position T-1-t
-        h_back, _ = lstm_direction(emb[back_index], back_sizes, backward)
-    else:  # ... from the state after its padding, shared by the prototypes of a chain
+        (h_back,), _ = lstm_directions([emb[back_index]], back_sizes, [backward])
+    else:  # ... from the state after its padding, shared by the prototypes of a chain;
+        # both directions then run the same steps, in one loop
         row, step = index // T, index % T
         back_index = row * T + lengths[row] - 1 - step  # step t reads position length-1-t
         start = _pad_chain_states(model, backward, T - lengths, pad_chains)
-        h_back, _ = lstm_direction(emb[back_index], batch_sizes, backward, start)
+        (h_forward, h_back), _ = lstm_directions([emb[index], emb[back_index]], batch_sizes,
+                                                 [forward, backward], [None, start])
     # the backward direction's output at each forward-packed position
     position = torch.empty(N * T, dtype=torch.long).index_put_((back_index,), torch.arange(back_index.size(0)))
     return index, torch.cat([h_forward, h_back[position[index]]], 1)
@@ -158,7 +160,7 @@ def _pad_chain_states(model: Recombine, weights: list[Tensor], pads: Tensor,
     steps = int(pads.max())
     pad = model.embed.weight[PAD_ID]
     inputs = F.dropout(pad.expand(steps * chains, -1), model.pdrop, model.training)
-    hs, cs = lstm_direction(inputs, [chains] * steps, weights)
+    (hs,), (cs,) = lstm_directions([inputs], [chains] * steps, [weights])
     zeros = hs.new_zeros(chains, hs.size(1))
     at = pads * chains + torch.arange(pads.size(0)) % chains  # after pads[i] steps of chain i
     return torch.cat([zeros, hs])[at], torch.cat([zeros, cs])[at]
