@@ -55,6 +55,53 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def profile_split(train) -> dict:
+    """Wraps the trainer's pieces (in this tree or the base's) with CPU-time counters of
+    the thread each runs in: collation, loss forward (of which the prototype encoder),
+    backward (the part after the encoder outputs' gradients are ready is the encoder's),
+    gradient clipping + Adam. Returns the dict the counters add to."""
+    import torch
+
+    from compgen.models.recombine import Recombine
+
+    split = {"collation": 0.0, "forward": 0.0, "forward: encoder": 0.0, "backward": 0.0,
+             "backward: encoder": 0.0, "clip + Adam": 0.0}
+    ready = []  # thread time when the encoder outputs' gradient arrived, this step
+
+    def counted(name, fn, encoder=False):
+        def run(*args, **kwargs):
+            start = time.thread_time()
+            out = fn(*args, **kwargs)
+            split[name] += time.thread_time() - start
+            if encoder and torch.is_grad_enabled():
+                out[0].register_hook(lambda grad: ready.append(time.thread_time()))
+            return out
+        return run
+
+    def backward(tensor, *args, **kwargs):
+        ready.clear()
+        start = time.thread_time()
+        tensor_backward(tensor, *args, **kwargs)
+        end = time.thread_time()
+        split["backward"] += end - start
+        split["backward: encoder"] += end - (ready[0] if ready else end)
+
+    train.make_batch = counted("collation", train.make_batch)
+    if hasattr(train, "training_loss"):  # this tree's fast loss
+        from compgen.models import scan_training
+        train.training_loss = counted("forward", train.training_loss)
+        scan_training._encode = counted("forward: encoder", scan_training._encode, True)
+    else:  # the base trainer's reference loss
+        Recombine.loss = counted("forward", Recombine.loss)
+        Recombine._encode_prototypes = counted("forward: encoder", Recombine._encode_prototypes,
+                                               True)
+    tensor_backward = torch.Tensor.backward
+    torch.Tensor.backward = backward
+    torch.nn.utils.clip_grad_norm_ = counted("clip + Adam", torch.nn.utils.clip_grad_norm_)
+    torch.optim.Adam.step = counted("clip + Adam", torch.optim.Adam.step)
+    return split
+
+
 def worker(spec: dict) -> None:
     """Runs inside a tree's PYTHONPATH: train ``warmup`` updates, then ``steps`` timed
     ones (if any), print JSON."""
@@ -83,11 +130,12 @@ def worker(spec: dict) -> None:
             timed.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
 
+    split = profile_split(train) if spec.get("profile") else None
     if spec["steps"]:
         train._run_epochs = timed_loop
         train_generator(cfg, DATA, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
                         **quiet)
-    print(json.dumps({"seconds": sum(timed), "cpu_seconds": sum(cpu),
+    print(json.dumps({"seconds": sum(timed), "cpu_seconds": sum(cpu), "split": split,
                       "batch_size": cfg["train"]["batch_size"], "threads": torch.get_num_threads()}))
 
 
@@ -149,6 +197,14 @@ def speed_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict
            for name, r in runs.items()}
     row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
     row["cpu_speedup"] = row["new"]["examples_per_cpu_s"] / row["base"]["examples_per_cpu_s"]
+    if args.profile:  # one more run of each, instrumented
+        for name, tree in trees.items():
+            spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+                    "warmup": args.warmup, "out": str(tmp / f"{name}.pt"), "profile": True,
+                    "overrides": settings if name == "new" else {}}
+            result = run_tree(tree, spec)
+            row[name]["profile"] = {k: 1000 * v / args.steps for k, v in result["split"].items()}
+            row[name]["profile"]["update (CPU, all threads)"] = 1000 * result["cpu_seconds"] / args.steps
     for lever, off in LEVERS.items() if args.ablate else ():
         spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
                 "warmup": args.warmup, "out": str(tmp / f"{lever}.pt"),
@@ -205,6 +261,17 @@ def print_report(report: dict) -> None:
                 diff = [100 * d for d in x["rel_diffs"]]
                 print(f"| {r['hidden']} | {x['updates']} | {' '.join(map(str, x['seeds']))} | "
                       f"{mean_sd(x['base'])} | {mean_sd(x['new'])} | {mean_sd(diff, 1)} % |")
+    if any("profile" in r["new"] for r in report["rows"]):
+        print()
+        print("CPU ms per update (thread CPU time; collation runs beside the update in the new "
+              "trainer):")
+        print()
+        print("| H | part | base | new |")
+        print("|---|---|---|---|")
+        for r in report["rows"]:
+            for part in r["new"]["profile"]:
+                print(f"| {r['hidden']} | {part} | {r['base']['profile'][part]:.1f} | "
+                      f"{r['new']['profile'][part]:.1f} |")
     if any("toggled" in r for r in report["rows"]):
         print()
         print("| H | new ex/s | " + " | ".join(f"{lever} = {value}" for lever, value in LEVERS.items())
@@ -229,6 +296,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="for the loss")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a [train] setting of the new trainer, e.g. pad_chains=4")
+    parser.add_argument("--profile", action="store_true",
+                        help="also split each trainer's update into its parts (CPU time)")
     parser.add_argument("--ablate", action="store_true",
                         help="also time the new trainer with each lever toggled (no loss)")
     parser.add_argument("--json", action="store_true")

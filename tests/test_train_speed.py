@@ -1,5 +1,7 @@
 """The fast generator trainer: length-bucketed batches, the batched teacher-forced loss,
-distinct-prototype encoding, bf16 autocast and the --precision option."""
+the fast scan loss (distinct prototypes, packed encoder, padding chains, fused decoder:
+each checked against Recombine.loss, with and without dropout), the packed LSTM, bf16
+autocast and the --precision option."""
 
 import contextlib
 import math
@@ -15,6 +17,7 @@ import torch
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.generator_data import epoch_batches
 from compgen.models import scan_decoder
+from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 from compgen.precision import cpu_has_bf16, resolve_precision
@@ -161,6 +164,38 @@ def test_the_fast_loss_applies_the_reference_dropout(packed):
                     x * next(replayed) if training and p else x)
     for got, want in zip(fused, reference):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
+
+
+def test_packed_lstm_directions_are_torch_lstms_over_packed_sequences():
+    """Two directions in one loop, rows of different lengths, given start states: the
+    states and every gradient are those of nn.LSTM over PackedSequences."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    torch.manual_seed(0)
+    lengths, T, E, H = torch.tensor([9, 9, 7, 5, 5, 2, 1]), 9, 5, 6
+    lstms = [torch.nn.LSTM(E, H, batch_first=True) for _ in range(2)]
+    x = torch.randn(2, len(lengths), T, E, requires_grad=True)
+    h0, c0 = torch.randn(len(lengths), H, requires_grad=True), torch.randn(len(lengths), H, requires_grad=True)
+    upstream = torch.randn(2, len(lengths), T, H)
+    reference = []
+    for d, lstm in enumerate(lstms):
+        start = None if d == 0 else (h0[None], c0[None])
+        out, _ = lstm(pack_padded_sequence(x[d], lengths, batch_first=True), start)
+        reference.append(pad_packed_sequence(out, batch_first=True, total_length=T)[0])
+    reference = torch.stack(reference)
+    leaves = [x, h0, c0, *(p for lstm in lstms for p in lstm.parameters())]
+    want = torch.autograd.grad((reference * upstream).sum(), leaves)
+
+    index, batch_sizes = packed_index(lengths, T)
+    weights = [[lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0]
+               for lstm in lstms]
+    hs, _ = lstm_directions([x[d].reshape(-1, E)[index] for d in range(2)], batch_sizes,
+                            weights, [None, (h0, c0)])
+    packed_upstream = upstream.reshape(2, -1, H)[:, index]
+    assert torch.allclose(hs, reference.reshape(2, -1, H)[:, index], atol=1e-6)
+    got = torch.autograd.grad((hs * packed_upstream).sum(), leaves)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-5)
 
 
 def test_bf16_and_fp32_training_steps_give_the_same_loss():

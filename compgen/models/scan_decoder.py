@@ -217,9 +217,12 @@ class _FusedDecoder(torch.autograd.Function):
                                 _padded(d_context, where, B, steps))
         # relative positions: the mass on each offset, from every memory position
         step = torch.repeat_interleave(torch.arange(steps), torch.tensor(batch_sizes))
-        one_hot = F.one_hot(offsets, npos).float()[step]  # (P, T, offsets)
-        d_pos_key = torch.einsum("pkq,pka->kqa", torch.bmm(d_s, one_hot), qs) * scale
-        d_pos_value = torch.einsum("pkq,pka->kqa", torch.bmm(alphas, one_hot), d_context)
+        offset = offsets[step][:, None, :].expand(-1, K, -1)  # (P, K, T)
+        by_offset = alphas.new_zeros(2, P, K, npos)
+        by_offset[0].scatter_add_(2, offset, d_s)
+        by_offset[1].scatter_add_(2, offset, alphas)
+        d_pos_key = torch.einsum("pkq,pka->kqa", by_offset[0], qs) * scale
+        d_pos_value = torch.einsum("pkq,pka->kqa", by_offset[1], d_context)
         return (d_gates, d_query, d_w_feed_h, d_w_q, d_w_out, d_b_out, d_keys, d_values,
                 d_pos_key, d_pos_value) + (None,) * 6
 
