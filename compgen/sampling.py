@@ -172,11 +172,11 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     max_len: int = 45, log: Callable[[str], None] = print,
                     raise_temperature: bool = False, seed: int = 0,
-                    beam_width: int = BEAM_WIDTH) -> list[Sample]:
+                    beam_width: int = BEAM_WIDTH, keep: Callable | None = None) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
-    are accepted (or ``max_rounds``), then return the ``n`` most probable.
-    ``draw_prototypes(k)`` returns k prototype tuples (token lists); ``accept(tokens)`` ->
-    (x, y) or None."""
+    are accepted (or ``max_rounds``), then return the ``n`` best (``keep``, see
+    ``collect_decoded``). ``draw_prototypes(k)`` returns k prototype tuples (token lists);
+    ``accept(tokens)`` -> (x, y) or None."""
     variant = "scan" if model.scan else "sig"
 
     def decode(tuples, strategy, temperature, first):
@@ -187,7 +187,7 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
         return dec.tokens.tolist(), dec.scores.tolist()
 
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
-                           accept, batch_size, max_rounds, patience, log, raise_temperature)
+                           accept, batch_size, max_rounds, patience, log, raise_temperature, keep)
 
 
 def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
@@ -195,13 +195,15 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     log: Callable[[str], None] = print,
-                    raise_temperature: bool = False) -> list[Sample]:
+                    raise_temperature: bool = False, keep: Callable | None = None) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
     ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
     what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
     round's first row, which keys the random stream); rows are filtered with ``accept``. When a
     round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
     temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
+    ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
+    (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
     check_strategy(strategy)
     asked = (strategy, temperature)
@@ -228,8 +230,13 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
             stalled = 0
     report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
                      max_rounds, raise_temperature, log)
-    kept.sort(key=lambda s: rank_key(s.logprob))  # stable: ties keep decoding order
-    return kept[:n]
+    return (keep or most_probable)(kept, n)
+
+
+def most_probable(samples: list[Sample], n: int) -> list[Sample]:
+    """The ``n`` of highest log-probability, rounded as the contract ranks
+    (``rank_key``); the sort is stable, so ties keep the decoding order."""
+    return sorted(samples, key=lambda s: rank_key(s.logprob))[:n]
 
 
 def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tuple,
@@ -358,15 +365,11 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     draw = prototype_source(config, table, model.nproto, options.seed, options.resample,
                             options.rare, options.rare_prototypes)
     start = time.perf_counter()
-    # with an LM, every accepted candidate is kept until the LM has ranked them
-    samples = collect_samples(model, vocab, draw, options.nsamples if lm else options.n,
-                              options.nsamples, options.strategy,
+    samples = collect_samples(model, vocab, draw, options.n, options.nsamples, options.strategy,
                               options.temperature, accept, options.batch_size,
                               max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
                               raise_temperature=options.raise_temperature, seed=options.seed,
-                              beam_width=options.beam_width)
-    if lm is not None:
-        samples = lm.keep(samples, options.n)
+                              beam_width=options.beam_width, keep=lm.keep if lm else None)
     seconds = time.perf_counter() - start
     if out is not None:
         from compgen.lm.rerank import sample_columns

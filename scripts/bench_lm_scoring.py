@@ -1,19 +1,24 @@
-"""KenLM scoring inside sampling: sentences/s of the Python scorer (kenlm module) and of the
-C++ runner, and the LM's share of the sampling wall time, side by side in one run.
+"""KenLM scoring inside sampling: sentences/s of the n-gram scorer inside the C++ runner
+(KenLM's query library, scoring every accepted candidate in its loop) and inside the
+ONNX Runtime sampler (the kenlm Python module), and the scorer's share of each sampling
+run's wall time, side by side in one run.
 
     .venv/bin/python scripts/bench_lm_scoring.py --base BASE.bin [--aug AUG.bin --weight 0.5]
-    .venv/bin/python scripts/bench_lm_scoring.py ... --json
+        [--side y] [--n 400 --nsamples 1000] [--json FILE]
 
-Sentences: the y side of the shipped SCAN generator's samples (ONNX Runtime, beam). C++:
-``compgen-lm-score`` (KenLM's query library, the runner's scorer) on the same pairs
-repeated ``--repeat`` times in one process, its start and model loading included. The
-share is the scorer's time over the ONNX Runtime sampling run's wall time.
+Both backends sample the shipped SCAN generator with the same seed and LM options (one
+thread each, so the two runs compare on a shared machine); each reports how many
+candidates its scorer scored and the time spent in it. Scores on so few sentences are
+dominated by per-call costs, so the scorers also score the same sentences ``--repeat``
+times outside sampling: C++ as ``compgen-lm-score`` (process start and model loading
+included), Python as the kenlm module through ``compgen.lm.scorer.NgramScorer``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -26,67 +31,94 @@ def cpu_flags() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                wanted = ("avx", "avx2", "avx512f", "fma", "sse4_2")
+                wanted = ("avx", "avx2", "avx512f", "fma", "sse4_2", "amx_bf16", "avx512_bf16")
                 return " ".join(f for f in line.split(":", 1)[1].split() if f in wanted)
     except OSError:
         pass
     return platform.processor() or "unknown"
 
 
-def main() -> None:
-    from compgen.export.cpp_runner import lm_score_binary, score_with_cpp
+def in_sampling(backend: str, args) -> dict:
+    """One sampling run with the LM; the scorer's counts as that backend reports them."""
     from compgen.lm.rerank import LmRanking
-    from compgen.lm.scorer import side_text
     from compgen.runtime.sampler import sample_exported
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", required=True)
-    parser.add_argument("--aug")
-    parser.add_argument("--weight", type=float)
-    parser.add_argument("--n", type=int, default=128, help="samples of the ONNX run")
-    parser.add_argument("--repeat", type=int, default=200, help="scoring passes over them")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-
     spec = args.base + (f",{args.aug}" if args.aug else "")
-    ranking = LmRanking.from_options(spec, args.weight)
-    run = sample_exported(SHIPPED, args.n, backend="onnx", strategy="beam", nsamples=args.n,
-                          batch_size=128, seed=0, threads=1, log=lambda m: None, lm=ranking)
-    pairs = [(s.x, s.y) for s in run.samples]
+    ranking = LmRanking.from_options(spec, args.weight, side=args.side, mix=args.mix,
+                                     rerank=args.rerank)
+    run = sample_exported(args.export, args.n, backend=backend, strategy=args.strategy,
+                          nsamples=args.nsamples, batch_size=args.batch_size, seed=0,
+                          threads=1, log=lambda m: None, lm=ranking)
     scorer = ranking.scorer
-    share = scorer.seconds / run.seconds
+    return {"backend": backend, "sentences": scorer.sentences,
+            "lm_s": round(scorer.seconds, 6), "sampling_s": round(run.seconds, 3),
+            "sentences_per_s": round(scorer.sentences / max(scorer.seconds, 1e-9)),
+            "lm_share": round(scorer.seconds / run.seconds, 6),
+            "pairs": [(s.x, s.y) for s in run.samples], "ranking": ranking}
 
-    binary = lm_score_binary(log=lambda m: None)
-    many = pairs * args.repeat
+
+def repeated(pairs, ranking, repeat: int) -> dict:
+    """The same sentences scored ``repeat`` times by each scorer outside sampling."""
+    from compgen.export.cpp_runner import lm_score_binary, score_with_cpp
+    from compgen.lm.scorer import side_text
+
+    lm_score_binary(log=lambda m: None)  # built before the clock starts
+    many = pairs * repeat
     tic = time.perf_counter()
     score_with_cpp(many, ranking.runner_args())
     cpp_s = time.perf_counter() - tic
     sentences = [side_text(x, y, ranking.side) for x, y in pairs]
     tic = time.perf_counter()
-    for _ in range(args.repeat):
-        scorer.score(sentences)
+    for _ in range(repeat):
+        ranking.scorer.score(sentences)
     python_s = time.perf_counter() - tic
-    report = {
-        "sentences": len(many), "mix": scorer.mix if scorer.aug else "base",
-        "weight": scorer.weight, "binary": str(binary),
-        "cpp_sentences_per_s": round(len(many) / max(cpp_s, 1e-9)),
-        "python_sentences_per_s": round(len(many) / max(python_s, 1e-9)),
-        "cpp_lm_share_of_sampling": round(cpp_s / args.repeat / run.seconds, 6),
-        "python_lm_share_of_sampling": round(share, 6),
-        "sampling_s": round(run.seconds, 2),
-        "cpu_flags": cpu_flags(), "python": platform.python_version(),
-    }
+    return {"sentences": len(many),
+            "cpp_sentences_per_s": round(len(many) / max(cpp_s, 1e-9)),
+            "python_sentences_per_s": round(len(many) / max(python_s, 1e-9))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--aug")
+    parser.add_argument("--weight", type=float)
+    parser.add_argument("--mix", default="token")
+    parser.add_argument("--side", default="y")
+    parser.add_argument("--rerank", default="sum")
+    parser.add_argument("--export", type=Path, default=SHIPPED)
+    parser.add_argument("--strategy", default="beam")
+    parser.add_argument("--n", type=int, default=400, help="samples kept")
+    parser.add_argument("--nsamples", type=int, default=1000, help="candidates accepted")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=200, help="passes outside sampling")
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()[0]
+    runs = [in_sampling(backend, args) for backend in ("cpp", "onnx")]
+    same = runs[0]["pairs"] == runs[1]["pairs"]
+    outside = repeated(runs[1]["pairs"], runs[1]["ranking"], args.repeat)
+    for run in runs:
+        del run["pairs"], run["ranking"]
+    report = {"lm": {"base": args.base, "aug": args.aug, "weight": args.weight, "mix": args.mix,
+                     "side": args.side, "rerank": args.rerank},
+              "sampling": {"export": str(args.export), "strategy": args.strategy, "n": args.n,
+                           "nsamples": args.nsamples, "threads": 1},
+              "in_sampling": runs, "same_samples": same, "outside_sampling": outside,
+              "cpu_flags": cpu_flags(), "load_average": [load_before, os.getloadavg()[0]],
+              "python": platform.python_version()}
+    print("| scorer | sentences scored | sentences/s | LM share of sampling wall time |\n"
+          "|---|---:|---:|---:|")
+    for run, name in zip(runs, ("C++ runner (KenLM query library)", "ONNX Runtime (kenlm module)")):
+        print(f"| {name} | {run['sentences']:,} | {run['sentences_per_s']:,} | "
+              f"{run['lm_share']:.3%} of {run['sampling_s']:.1f} s |")
+    print(f"same samples from both: {'yes' if same else 'NO'}; outside sampling, "
+          f"{outside['sentences']:,} sentences: C++ {outside['cpp_sentences_per_s']:,}/s "
+          f"(process start included), Python {outside['python_sentences_per_s']:,}/s")
+    print(f"CPU flags: {report['cpu_flags']}; load average {load_before:.1f} -> "
+          f"{report['load_average'][1]:.1f}")
     if args.json:
-        print(json.dumps(report))
-        return
-    print("| scorer | sentences/s | LM share of sampling wall time |\n|---|---|---|\n"
-          f"| C++ (KenLM query lib) | {report['cpp_sentences_per_s']:,} | "
-          f"{report['cpp_lm_share_of_sampling']:.3%} of {run.seconds:.1f} s |\n"
-          f"| Python (kenlm module) | {report['python_sentences_per_s']:,} | "
-          f"{report['python_lm_share_of_sampling']:.3%} of {run.seconds:.1f} s |")
-    print(f"C++/Python scoring speed: "
-          f"{report['cpp_sentences_per_s'] / max(report['python_sentences_per_s'], 1):.1f}x; "
-          f"CPU flags: {report['cpu_flags']}")
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ UserError (a traceback for a user).
     python scripts/fuzz.py --n 200 --only checkpoint
 
 Readers get bytes built from near-valid pieces (SCAN/SIGMORPHON/COGS/TSV fragments,
-tabs, newlines, NUL, invalid UTF-8) written to a file. The checkpoint loader gets a small
+tabs, newlines, NUL, invalid UTF-8), or a valid file of their format edited a few times,
+written to a file. The checkpoint loader gets a small
 valid generator checkpoint with its metadata edited (fields dropped, replaced by JSON or
 text, sizes changed), tensors dropped, reshaped or added, or its bytes flipped and cut.
 The export loader gets a small valid export folder with manifest fields edited and its
@@ -40,6 +41,36 @@ file_bytes = st.one_of(
     st.binary(max_size=200),
     st.lists(st.one_of(st.sampled_from(PIECES), st.binary(max_size=4)), max_size=40).map(b"".join),
 )
+# a valid file per reader, edited a few times (pieces inserted, spans cut, bytes replaced):
+# inputs near the valid ones reach the checks behind the first line's
+VALID = {
+    "data file (format guessed)": b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n",
+    "samples TSV": b"jump twice\tI_JUMP I_JUMP\t-0.5\nwalk\tI_WALK\t-1.25\n",
+    "SCAN file": b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk left OUT: I_TURN_LEFT I_WALK\n",
+    "SIGMORPHON file": b"walk\twalked\tV;PST\nrun\tran\tV;PST\nsee\twill see\tV;FUT\n",
+    "COGS file": b"A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+                 b"Emma slept .\tsleep . agent ( x _ 1 , Emma )\tin_distribution\n",
+    "LM corpus": b"the cat sat\na dog ran home\n",
+    "vocab.json": b'{"tokens": ["<pad>", "<s>", "</s>", "<unk>", "<sep>", "<copy>", "jump"]}\n',
+    "prototypes.txt": b"6 4 6 2\t6 2\n6 2\t6 4 6 2\n",
+}
+
+
+@st.composite
+def edited(draw, valid: bytes) -> bytes:
+    data = bytearray(valid)
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(data)))
+        kind = draw(st.sampled_from(("insert", "cut", "replace")))
+        if kind == "insert":
+            data[at:at] = draw(st.one_of(st.sampled_from(PIECES), st.binary(max_size=3)))
+        elif kind == "cut":
+            del data[at:at + draw(st.integers(1, 6))]
+        elif at < len(data):
+            data[at] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
     | st.text(max_size=12),
@@ -116,7 +147,7 @@ def fuzz_readers(n: int, work: Path) -> dict:
             path.write_bytes(data)
             tally.run(lambda: read(path))
 
-        fuzz(file_bytes, body, n)
+        fuzz(st.one_of(file_bytes, edited(VALID[name])), body, n)
         out[name] = tally.figures()
     return out
 

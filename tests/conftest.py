@@ -164,6 +164,18 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def kenlm_runner() -> Path:
+    """The C++ runner built with KenLM's query library (compgen-sample scoring inside its
+    loop, compgen-lm-score beside it); skipped where scripts/install_kenlm.sh did not run."""
+    from compgen.export.cpp_runner import build_runner, kenlm_query_dir
+
+    if not (kenlm_query_dir() / "lib" / "libkenlm.a").is_file():
+        pytest.skip(f"KenLM's query library not built in {kenlm_query_dir()} "
+                    "(bash scripts/install_kenlm.sh)")
+    return build_runner(log=lambda m: None, kenlm=True)
+
+
 @pytest.fixture
 def damaged_copy(tmp_path):
     """copy(folder, name, content=None) -> a copy of an exported folder with one file changed.

@@ -48,6 +48,21 @@ def test_bad_targets_raise():
             from_variable_free(words, bad, {"ran": "run"})
 
 
+def test_samples_keep_only_logical_forms_that_read_back():
+    """A sampled target that uses a word more often than its sentence has it gets colliding
+    variables; such a sample is dropped, as are one-word targets."""
+    from compgen.augment.csl.dataset import _logical_forms
+
+    lemmas = {"ate": "eat", "gave": "give", "needed": "need", "cooked": "cook"}
+    samples = [(sentence.split(), free.split()) for sentence, free in [
+        (GAVE[0], GAVE[2]), (NEEDED[0], NEEDED[2]), ("Emma ate .", "eat ( agent = eat ( agent = Emma ) )"),
+        ("cake", "cake")]]
+    assert from_variable_free(samples[2][0], " ".join(samples[2][1]), lemmas) == "eat . agent ( x _ 1 , x _ 1 )"
+    kept = _logical_forms(samples, lemmas)
+    assert kept == [(GAVE[0].split(), GAVE[1].replace(" _ ", "_").split()),
+                    (NEEDED[0].split(), NEEDED[1].replace(" _ ", "_").split())]
+
+
 def test_round_trip_on_every_cogs_line(data_dir: Path):
     def read(name):
         rows = (data_dir / "cogs" / f"{name}.tsv").read_text().splitlines()
@@ -97,6 +112,7 @@ def test_csl_on_cogs_end_to_end(tmp_path: Path, data_dir: Path, require_data):
     target CFG derives from ROOT, and the round trip through the variable-free form exact."""
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.augment.csl.rules import read_grammar
+    from compgen.augment.csl.run import derivable_share
     from compgen.augment.csl.seed_rules import cogs_seed_rules
     from compgen.augment.csl.target_cfg import TargetChecker, cogs_target_cfg
 
@@ -110,7 +126,11 @@ def test_csl_on_cogs_end_to_end(tmp_path: Path, data_dir: Path, require_data):
                                grammar_out=tmp_path / "g.txt", data_dir=tmp_path)
     train = [(r[0].split(), to_variable_free(r[0].split(), r[1]).split()) for r in lines["train"]]
     seeds = cogs_seed_rules(train)
-    assert seeds and set(seeds) <= set(read_grammar(tmp_path / "g.txt"))
+    grammar = read_grammar(tmp_path / "g.txt")
+    assert seeds and set(seeds) <= set(grammar)
+    dev = [(r[0].split(), to_variable_free(r[0].split(), r[1]).split()) for r in lines["dev"]]
+    assert done.result.summary["dev_pairs"] == 300
+    assert done.result.summary["dev_coverage"] == derivable_share(grammar, dev, max_unary=1)
     assert done.result.summary["seed_rules"] == len(seeds)
     assert done.rows == len(done.result.samples) == 200 - done.result.summary[
         "samples_without_a_logical_form"] > 150

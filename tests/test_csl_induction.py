@@ -1,5 +1,6 @@
 """CSL grammar induction: rule format, may-derive test, UNIFY, derivability, search."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -202,6 +203,30 @@ def test_induction_on_a_toy_language():
     result = induce([(x.split(), y.split()) for x, y in pairs], cfg)
     assert {str(x) for x in result.rules} == {"walk ### W", "run ### R", "NT_1 twice ### NT_1 NT_1",
                                                "NT_1 and NT_2 ### NT_1 NT_2"}
+
+
+def test_every_action_of_a_step_is_chosen_against_the_same_grammar():
+    """As the reference does, a step chooses each rule's action against one snapshot and
+    applies their union (scan/simple keeps `NT_1 after turn ### NT_1` this way). In step 1,
+    `NT_1 after turn left|right` (no `turn left` example) are best split by
+    `NT_1 after turn ### NT_1`, while other rules add `NT_1 after NT_2`, `turn left` and
+    `turn right`, which derive what it was made for; no action removes a rule nothing
+    derives, so it stays."""
+    pairs = [("walk", "W"), ("jump", "J"), ("look", "K"), ("look left", "L K"), ("walk left", "L W"),
+             ("jump left", "L J"), ("walk right", "R W"), ("jump right", "R J"),
+             ("walk after jump", "J W"), ("jump after walk", "W J"), ("walk after run", "R W"),
+             ("turn left after run", "R L"), ("turn right after run", "R R"),
+             ("walk after turn left", "L W"), ("jump after turn right", "R J")]
+    cfg = dataclasses.replace(INDUCTION_PRESETS["scan"], num_partitions=1)
+    result = induce([(x.split(), y.split()) for x, y in pairs], cfg)
+    assert {str(x) for x in result.rules} == {
+        "walk ### W", "jump ### J", "look ### K", "run ### R", "turn left ### L", "turn right ### R",
+        "NT_1 left ### L NT_1", "NT_1 right ### R NT_1", "NT_1 after NT_2 ### NT_2 NT_1",
+        "NT_1 after turn ### NT_1"}
+    assert [(s["added"], s["removed"]) for s in result.steps] == [(7, 10), (4, 6), (1, 1), (0, 0)]
+    without = RuleIndex(sorted(r for r in result.rules if str(r) != "NT_1 after turn ### NT_1"))
+    for x, y in pairs:
+        assert y in parse(x.split(), without, keep=y.__contains__).top_targets()
 
 
 @pytest.mark.parametrize("split", ["length", "jump"])

@@ -14,15 +14,23 @@ SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 
 
 @pytest.fixture(scope="module")
-def local_cluster():
+def actors_tmp(tmp_path_factory):
+    """The temp folder of the cluster's workers: nothing may be left in it."""
+    return tmp_path_factory.mktemp("ray-workers-tmp")
+
+
+@pytest.fixture(scope="module")
+def local_cluster(actors_tmp):
+    env = {"PYTHONPATH": str(SHIPPED.parents[1]), "TMPDIR": str(actors_tmp)}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(SHIPPED.parents[1])}})
+             runtime_env={"env_vars": env})
     yield
     ray.shutdown()
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "temperature"])
-def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path, strategy):
+def test_two_ray_workers_write_the_single_process_file(local_cluster, actors_tmp, tmp_path,
+                                                      strategy):
     options = {"backend": "onnx", "strategy": strategy, "nsamples": 50, "batch_size": 16,
                "seed": 3, "threads": 1, "log": lambda m: None}
     one = sample_exported(SHIPPED, 40, out=tmp_path / "one.tsv", **options)
@@ -31,6 +39,7 @@ def test_two_ray_workers_write_the_single_process_file(local_cluster, tmp_path, 
     assert len(one.samples) == 40
     assert (tmp_path / "ray.tsv").read_bytes() == (tmp_path / "one.tsv").read_bytes()
     assert [s.logprob for s in two.samples] == [s.logprob for s in one.samples]
+    assert not [p.name for p in actors_tmp.iterdir() if p.name.startswith("compgen-")]
 
 
 def test_the_c_plus_plus_backend_is_not_sharded(local_cluster, tmp_path):

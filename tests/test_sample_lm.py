@@ -67,14 +67,15 @@ def test_lm_column_rerank_and_filter(scan_lm, tmp_path):
     assert s.lm_logprob == pytest.approx(model.score(" ".join([*s.x, "<sep>", *s.y])), abs=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["missing", "corrupt"])
-def test_bad_lm_is_one_error_line_before_decoding(kind, tmp_path, scan_lm):
+@pytest.mark.parametrize("kind,backend", [("missing", "onnx"), ("corrupt", "onnx"),
+                                          ("missing", "cpp"), ("corrupt", "cpp")])
+def test_bad_lm_is_one_error_line_before_decoding(kind, backend, tmp_path, scan_lm):
     path = tmp_path / "model.bin"
     if kind == "corrupt":
         path.write_bytes(b"mmap me\x00" * 64)
     proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--n", "5",
-                           "--lm", f"{scan_lm},{path}", "--lm-weight", "0.2",
-                           "-o", str(tmp_path / "out.tsv")],
+                           "--backend", backend, "--lm", f"{scan_lm},{path}", "--lm-weight",
+                           "0.2", "--rerank", "sum", "-o", str(tmp_path / "out.tsv")],
                           capture_output=True, text=True, cwd=ROOT, check=False, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

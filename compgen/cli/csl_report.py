@@ -39,9 +39,10 @@ def print_csl_summary(console: Console, title: str, summary: dict, phases: list[
     table = Table(title=title)
     table.add_column("")
     table.add_column("value", justify="right")
-    labels = {"train_pairs": "training pairs", "test_pairs": "test pairs",
+    labels = {"train_pairs": "training pairs", "dev_pairs": "dev pairs", "test_pairs": "test pairs",
               "seed_rules": "seed rules (kept by induction)", "rules": "rules",
-              "train_coverage": "train derivable", "test_coverage": "test derivable",
+              "train_coverage": "train derivable", "dev_coverage": "dev derivable",
+              "test_coverage": "test derivable",
               "unparsed_train_pairs": "distinct train pairs without a parse",
               "rules_without_a_target_parse": "rules not sampled (target not in the target CFG)",
               "samples": "samples",

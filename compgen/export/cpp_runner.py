@@ -1,8 +1,9 @@
 """The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
 installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
 sources and the torch version). One process does a whole sampling job (decode rounds,
-filters, keeping the most probable, the samples TSV); its job arrives on standard input,
-so nothing is written to a temporary folder."""
+filters, n-gram scores when asked, keeping the best, the samples TSV); its job arrives on
+standard input, so nothing is written to a temporary folder. The build that scores with
+KenLM (``kenlm=True``) is made only for jobs with an LM."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def kenlm_query_dir() -> Path:
 
 def build_runner(log=print, kenlm: bool = False) -> Path:
     """Path of the ``compgen-sample`` binary, building it first if needed (~1 min).
-    ``kenlm``: the build that links KenLM's query library; it also holds
-    ``compgen-lm-score`` (``lm_score_binary``)."""
+    ``kenlm``: the build that links KenLM's query library (it scores samples with an LM
+    inside its loop); it also holds ``compgen-lm-score`` (``lm_score_binary``)."""
     import torch.utils
 
     if not (SOURCE / "CMakeLists.txt").is_file():
@@ -96,6 +97,8 @@ class HarnessResult:
     decode_seconds: float
     seconds: float
     output: str  # the samples TSV when no file was asked for
+    lm_sentences: int = 0     # candidates the n-gram LM scored
+    lm_seconds: float = 0.0   # spent scoring them
 
 
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
@@ -144,9 +147,10 @@ def run_harness(binary: Path, job: str, log=print) -> HarnessResult:
     done = next((line.split()[1:] for line in reversed(lines) if line.startswith("done ")), None)
     if done is None:
         return HarnessResult(0, 1, "", 0.0, float("nan"), float("nan"), result.stdout)
-    kept, rounds, mode, temperature, decode_seconds, seconds = done
+    kept, rounds, mode, temperature, decode_seconds, seconds, lm_sentences, lm_seconds = done
     return HarnessResult(int(kept), int(rounds), MODE_NAMES[int(mode)], float(temperature),
-                         float(decode_seconds), float(seconds), result.stdout)
+                         float(decode_seconds), float(seconds), result.stdout,
+                         int(lm_sentences), float(lm_seconds))
 
 
 def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,

@@ -9,10 +9,11 @@ the order in which the N most probable candidates are kept.
 * ``--rerank``: ``model`` keeps the N of highest generator log-probability (natural log,
   the default, unchanged), ``lm`` those of highest ``lm_logprob``, ``sum`` those of
   highest ``logprob + lm_logprob * ln 10`` (both in nats: the product of the two
-  probabilities). Ties keep the decoding order.
+  probabilities). Scores are compared rounded to 1e-4 (``compgen.decoding.rank_key``);
+  ties keep the decoding order.
 
-Every backend fills the same cache: the C++ runner scores inside its process and hands
-its scores over (``remember``); the Python backends score with the kenlm module.
+The Python backends score with the kenlm module through this class; the C++ runner does
+the same inside its process (``cpp_runner/src/lm_ranking.hpp``, given ``runner_job``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compgen.decoding import rank_key
 from compgen.errors import UserError
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
 
@@ -74,17 +76,26 @@ class LmRanking:
         return f"LM {models}, side {self.side}, rerank {self.rerank}"
 
     def runner_args(self) -> list[str]:
-        """The C++ runner's options for the same scores (cpp_runner/src/kenlm_scorer.hpp)."""
+        """``compgen-lm-score``'s options for the same scores (cpp_runner/src/kenlm_scorer.hpp)."""
         scorer = self.scorer
         spec = str(scorer.base_path) + (f",{scorer.aug_path}" if scorer.aug is not None else "")
         return ["--lm", spec, "--lm-weight", repr(scorer.weight), "--lm-mix", scorer.mix,
                 "--lm-side", self.side, "--lm-shared-by", str(scorer.shared_by)]
 
-    # ------------------------------------------------------------------ scores
+    def runner_job(self) -> dict:
+        """The sampling runner's job lines for the same scores, floor and order
+        (cpp_runner/src/lm_ranking.hpp); the weight is the one chosen here."""
+        scorer = self.scorer
+        job = {"lm_base": scorer.base_path.resolve()}
+        if scorer.aug is not None:
+            job["lm_aug"] = scorer.aug_path.resolve()
+        job.update(lm_mix=scorer.mix, lm_weight=repr(scorer.weight), lm_side=self.side,
+                   lm_shared_by=scorer.shared_by, rerank=self.rerank)
+        if self.min_logprob is not None:
+            job["min_lm_logprob"] = repr(float(self.min_logprob))
+        return job
 
-    def remember(self, x, y, lm_logprob: float) -> None:
-        """A score computed elsewhere (the C++ runner) for the pair (x, y)."""
-        self.cache[(tuple(x), tuple(y))] = float(lm_logprob)
+    # ------------------------------------------------------------------ scores
 
     def scores(self, pairs) -> list[float]:
         """lm_logprob of every (x, y) pair; unseen pairs are scored in one call."""
@@ -107,13 +118,20 @@ class LmRanking:
             return pair
         return accept_above
 
+    def rank_score(self, sample) -> float:
+        """What the ``rerank`` order compares (higher is better)."""
+        if self.rerank == "lm":
+            return sample.lm_logprob
+        if self.rerank == "sum":
+            return sample.logprob + sample.lm_logprob * math.log(10.0)
+        return sample.logprob
+
     def keep(self, samples: list, n: int) -> list:
-        """The ``n`` best samples in the ``rerank`` order, each with ``lm_logprob`` set."""
+        """The ``n`` best of the accepted samples (given in decoding order) in the
+        ``rerank`` order, each with ``lm_logprob`` set (``collect_decoded``'s ``keep``)."""
         for sample, score in zip(samples, self.scores([(s.x, s.y) for s in samples])):
             sample.lm_logprob = score
-        key = {"model": lambda s: s.logprob, "lm": lambda s: s.lm_logprob,
-               "sum": lambda s: s.logprob + s.lm_logprob * math.log(10.0)}[self.rerank]
-        return sorted(samples, key=lambda s: -key(s))[:n]
+        return sorted(samples, key=lambda s: rank_key(self.rank_score(s)))[:n]
 
 
 def validation_sentences(val: str, side: str, data_dir=None) -> list[str]:

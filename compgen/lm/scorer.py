@@ -107,9 +107,13 @@ class NgramScorer:
         else:
             base, aug, _ = self.corpus_scores(sentences)
             result = -lm_scores.mix(self.mix, base, aug, self.weight) / LN10
-        self.seconds += time.perf_counter() - start
-        self.sentences += len(sentences)
+        self.record(len(sentences), time.perf_counter() - start)
         return result
+
+    def record(self, sentences: int, seconds: float) -> None:
+        """Count scoring work (also the C++ runner's, which scores with its own copy)."""
+        self.sentences += sentences
+        self.seconds += seconds
 
     def choose_weight(self, sentences: list[str], grid: list[float] | None = None) -> dict:
         """Set the weight with the lowest perplexity on ``sentences`` (a validation

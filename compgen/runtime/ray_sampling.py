@@ -2,7 +2,8 @@
 the one sampling loop (``compgen.sampling.collect_decoded``) in round order.
 
 * Each actor receives the export folder's files once (one object in Ray's store), writes
-  them to a private folder and loads the backend (ONNX Runtime or TorchScript) once.
+  them to a private temporary folder, loads the backend (ONNX Runtime or TorchScript)
+  once and removes the folder.
 * The driver keeps the filters (validity, uniqueness, novelty, rare tokens, the LM) and
   the loop. Its ``decode`` hands round r to an actor and, since the prototype cycle is
   known in advance, also the next ``lookahead`` rounds, so every actor is busy while
@@ -65,11 +66,13 @@ class _Shard:
         from compgen.export import load_manifest
         from compgen.runtime.sampler import make_decoder
 
-        self.folder = Path(tempfile.mkdtemp(prefix="compgen-ray-export-"))
-        for name, data in files.items():
-            (self.folder / name).write_bytes(data)
-        manifest = load_manifest(self.folder)
-        self.decoder = make_decoder(self.folder, manifest, backend, options)
+        # the backend is loaded into memory, so the files need not outlive the loading
+        # (an actor is killed with its cluster: nothing would remove them later)
+        with tempfile.TemporaryDirectory(prefix="compgen-ray-export-") as tmp:
+            folder = Path(tmp)
+            for name, data in files.items():
+                (folder / name).write_bytes(data)
+            self.decoder = make_decoder(folder, load_manifest(folder), backend, options)
 
     def decode(self, idx: np.ndarray, strategy: str, temperature: float, first: int):
         rows, scores = self.decoder(idx, strategy, temperature, first)

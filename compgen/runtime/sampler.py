@@ -7,7 +7,7 @@ decoding contract: sample i takes the stored prototype tuple i (cycling), its ra
 draws are keyed by i, and the filters use the training pairs shipped in the export, so
 torch, onnx, torchscript and cpp keep the same samples for the same seed. The Python
 backends run ``compgen.sampling.collect_decoded`` around the shared decode loop; the C++
-runner does the whole job in one process.
+runner does the whole job in one process, n-gram scores, floor and rerank included.
 """
 
 from __future__ import annotations
@@ -146,8 +146,9 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
                     options: SampleOptions | None = None, lm=None,
                     decoder_factory: Callable | None = None, **asked) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
-    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank;
-    ``decoder_factory`` replaces ``make_decoder`` (``ray_sampling.RayDecoderFactory``).
+    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank (with
+    ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
+    ``make_decoder`` (``ray_sampling.RayDecoderFactory``).
     Exported graphs decode the prototype tuples stored at export time, with the training
     pairs stored with them (``data_dir`` is not read)."""
     from compgen.io import write_samples_tsv
@@ -174,27 +175,20 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     vocab = Vocab.load(folder / "vocab.json")
     if decoder_factory is not None:
         decoder_factory.check(manifest, backend, options.strategy)
-    if lm is not None and backend == "cpp" and (lm.rerank != "model" or lm.min_logprob is not None):
-        raise UserError("--backend cpp keeps the N best inside the runner: --rerank lm|sum and "
-                        "--min-lm-logprob need onnx or torchscript")
     start = time.perf_counter()
-    if backend == "cpp":
-        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log)
-        if lm is not None:   # the runner's N best, scored with the kenlm module
-            samples = lm.keep(samples, options.n)
+    if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
+        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log, lm)
     else:
         decode_rows = (decoder_factory or make_decoder)(folder, manifest, backend, options)
-        # with an LM, every accepted candidate is kept until the LM has ranked them
         samples = collect_decoded(decode_rows, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
-                                  options.nsamples if lm else options.n, options.nsamples,
-                                  options.strategy, options.temperature,
+                                  options.n, options.nsamples, options.strategy,
+                                  options.temperature,
                                   lm.filtered(filt.accept) if lm else filt.accept,
                                   options.batch_size, options.max_rounds, log=log,
-                                  raise_temperature=options.raise_temperature)
+                                  raise_temperature=options.raise_temperature,
+                                  keep=lm.keep if lm else None)
         decode_seconds = getattr(decode_rows, "seconds", None)
-        if lm is not None:
-            samples = lm.keep(samples, options.n)
-    if out is not None and (backend != "cpp" or lm is not None):
+    if out is not None and backend != "cpp":
         from compgen.lm.rerank import sample_columns
 
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
@@ -203,30 +197,43 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
 
 
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
-                out, log) -> tuple[list[Sample], float]:
-    """The whole job in one C++ runner process; returns what it wrote and its seconds
+                out, log, lm=None) -> tuple[list[Sample], float]:
+    """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
+    scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
     spent decoding."""
     from compgen.export.cpp_runner import build_runner, job_text, run_harness
-    from compgen.io import parse_samples_tsv
 
-    binary = build_runner(log=log)
+    accept_lines = filter_spec(filt, vocab)
+    if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
+        accept_lines.update(lm.runner_job())
+    binary = build_runner(log=log, kenlm=lm is not None)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     job = job_text(folder, contract, out=out, mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
                    nsamples=options.nsamples, batch_size=options.batch_size,
                    max_rounds=options.max_rounds, threads=options.threads,
                    raise_temperature=options.raise_temperature,
-                   filter_spec=filter_spec(filt, vocab))
+                   filter_spec=accept_lines)
     result = run_harness(binary, job, log)
+    if lm is not None:
+        lm.scorer.record(result.lm_sentences, result.lm_seconds)
     report_shortfall(result.kept, options.n, result.rounds, options.batch_size,
                      (options.strategy, options.temperature),
                      (result.strategy, result.temperature), options.max_rounds,
                      options.raise_temperature, log)
     text = Path(out).read_text(encoding="utf-8") if out is not None else result.output
-    scores = [float(line.rsplit("\t", 1)[1]) for line in text.splitlines()
-              if line and not line.startswith("#")]
-    pairs = parse_samples_tsv(text, str(out or "<runner>"))
-    return [Sample(x, y, score) for (x, y), score in zip(pairs, scores)], result.decode_seconds
+    return read_scored_samples(text, str(out or "<runner>")), result.decode_seconds
+
+
+def read_scored_samples(text: str, source: str) -> list[Sample]:
+    """Samples of a samples TSV with its logprob (and lm_logprob) columns."""
+    from compgen.io import parse_samples_tsv
+
+    pairs = parse_samples_tsv(text, source)
+    scores = [[float(v) for v in line.split("\t")[2:]] for line in text.splitlines()
+              if line.strip() and not line.startswith("#")]
+    return [Sample(x, y, row[0], row[1] if len(row) > 1 else None)
+            for (x, y), row in zip(pairs, scores)]
 
 
 def filter_spec(filt, vocab: Vocab) -> dict:

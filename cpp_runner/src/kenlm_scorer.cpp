@@ -1,6 +1,7 @@
 #include "kenlm_scorer.hpp"
 
 #include <cmath>
+#include <fstream>
 #include <stdexcept>
 
 #include "lm/model.hh"
@@ -12,6 +13,7 @@ namespace {
 using Model = lm::base::Model;
 
 std::unique_ptr<Model> load(const std::string& path) {
+  if (!std::ifstream(path)) throw std::runtime_error("--lm " + path + ": no such file");
   lm::ngram::Config config;
   config.show_progress = false;
   config.messages = nullptr;                       // no ARPA advice on stderr

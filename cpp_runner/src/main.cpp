@@ -9,8 +9,12 @@
 // unique, novel against the training pairs shipped in the export, known tokens) until
 // nsamples are accepted or max_rounds have run, then keeps the n most probable and
 // writes the samples TSV  x <TAB> y <TAB> logprob  (atomically; to stdout without `out`).
+// With an n-gram LM in the job (lm_ranking.hpp; the build with -DCOMPGEN_KENLM=ON) every
+// accepted candidate is scored in the loop, a floor rejects candidates, the N best are
+// kept in the --rerank order and the TSV gains an lm_logprob column.
 // With `raw 1` it writes every decoded row of one round as ids (export parity checks).
-// The last line on stderr reports what happened: "done kept rounds strategy T seconds".
+// The last line on stderr reports what happened:
+// "done kept rounds strategy T decode_seconds seconds lm_sentences lm_seconds".
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
@@ -22,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "decode.hpp"
+#include "lm_ranking.hpp"
 
 namespace {
 
@@ -52,6 +58,7 @@ struct Job {
   std::string rule = "none";  // none | contains | tags
   Ids rule_ids, train_tags;
   std::vector<char> is_tag, tag_shaped;  // per vocabulary id (morphology)
+  compgen::LmJob lm;                     // n-gram scores, floor and rerank
 };
 
 Ids numbers(std::istringstream& in) {
@@ -82,6 +89,13 @@ Job read_job(std::istream& in) {
       if (!(words >> v)) fail("job line '" + line + "': number expected");
       return v;
     };
+    bool lm_line = false;
+    try {
+      lm_line = compgen::read_lm_line(key, words, job.lm);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    if (lm_line) continue;
     if (key == "folder") std::getline(words >> std::ws, job.folder);
     else if (key == "out") std::getline(words >> std::ws, job.out);
     else if (key == "n") job.n = number();
@@ -286,6 +300,7 @@ class Filter {
 struct Sample {
   Ids x, y;
   double logprob;
+  double lm_logprob;  // NaN without an LM
 };
 
 std::string join(const Ids& ids, const std::vector<std::string>& vocab) {
@@ -327,6 +342,13 @@ void write_output(const Job& job, const std::string& text) {
 int main() {
   Job job = read_job(std::cin);
   const auto& c = job.contract;
+  // the LM first: a missing or corrupt model file stops the job before anything else
+  std::unique_ptr<compgen::LmRanking> lm;
+  try {
+    lm = std::make_unique<compgen::LmRanking>(job.lm);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
   at::set_num_threads(job.threads > 0 ? static_cast<int>(job.threads) : at::get_num_threads());
   torch::NoGradGuard no_grad;
   // The profiling executor would re-specialise the traced graphs for every batch size that
@@ -426,11 +448,12 @@ int main() {
     const double total =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::cerr << "done " << job.n << " 1 " << job.mode << " " << job.temperature << " "
-              << decode_seconds << " " << total << std::endl;
+              << decode_seconds << " " << total << " 0 0" << std::endl;
     return 0;
   }
 
   Filter filter(job, read_training(job.folder + "/train.tsv", vocab));
+  lm->use_vocabulary(vocab);
   std::vector<Sample> kept;
   int mode = job.mode;
   double temperature = job.temperature;
@@ -443,9 +466,11 @@ int main() {
     for (size_t b = 0; b < result.tokens.size(); ++b) {
       Ids x, y;
       if (!filter.accept(result.tokens[b], x, y)) continue;
+      const double lm_logprob = lm->score(x, y);
+      if (!lm->above_floor(lm_logprob)) continue;  // rejected like any other filter
       double score = 0.0;  // double, in step order (compgen.decoding.scores_of)
       for (float v : result.logp[b]) score += v;
-      kept.push_back({x, y, score});
+      kept.push_back({x, y, score, lm_logprob});
     }
     stalled = kept.size() == before ? stalled + 1 : 0;
     if (job.raise_temperature && stalled >= job.patience) {
@@ -455,22 +480,28 @@ int main() {
       stalled = 0;
     }
   }
-  // best first by the score rounded to 1e-4, ties in decoding order (compgen.decoding.rank_key)
-  auto rank = [](double score) { return -std::floor(score * 1e4 + 0.5); };
-  std::stable_sort(kept.begin(), kept.end(), [&](const Sample& a, const Sample& b) {
-    return rank(a.logprob) < rank(b.logprob);
-  });
+  // best first by the --rerank score rounded to 1e-4, ties in decoding order
+  // (compgen.decoding.rank_key, compgen.lm.rerank.LmRanking.keep)
+  auto rank = [&](const Sample& s) {
+    return -std::floor(lm->rank_score(s.logprob, s.lm_logprob) * 1e4 + 0.5);
+  };
+  std::stable_sort(kept.begin(), kept.end(),
+                   [&](const Sample& a, const Sample& b) { return rank(a) < rank(b); });
   if (static_cast<int64_t>(kept.size()) > job.n) kept.resize(job.n);
   if (!kept.empty()) {
     std::ostringstream text;
-    text << "#x\ty\tlogprob\n";
-    for (const auto& s : kept)
-      text << join(s.x, vocab) << '\t' << join(s.y, vocab) << '\t' << format_score(s.logprob) << '\n';
+    text << (lm->active() ? "#x\ty\tlogprob\tlm_logprob\n" : "#x\ty\tlogprob\n");
+    for (const auto& s : kept) {
+      text << join(s.x, vocab) << '\t' << join(s.y, vocab) << '\t' << format_score(s.logprob);
+      if (lm->active()) text << '\t' << format_score(s.lm_logprob);
+      text << '\n';
+    }
     write_output(job, text.str());
   }
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::cerr << "done " << kept.size() << " " << rounds << " " << mode << " " << temperature << " "
-            << decode_seconds << " " << total << std::endl;
+            << decode_seconds << " " << total << " " << lm->sentences() << " " << lm->seconds()
+            << std::endl;
   return 0;
 }

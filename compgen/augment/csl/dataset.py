@@ -5,8 +5,8 @@ it: induce from the train split (or read a grammar), fit, sample, write the samp
 COGS: the grammar is induced over variable-free targets (``cogs_lf``) with the IBM-1
 seed rules and the COGS target CFG; the samples are turned back into COGS logical forms
 (variables joined as ``x_1``, as ``compgen.data`` reads COGS), so the samples TSV trains
-the predictor as it stands; samples without a logical form (one-word targets) are dropped
-and counted."""
+the predictor as it stands; samples without a logical form that reads back as the sampled
+target (one-word targets, colliding variables) are dropped and counted."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     train_table = select_split(table, "train") if "train" in names else table
     train = table_pairs(train_table)
     test = table_pairs(select_split(table, "test")) if "test" in names else []
+    dev = table_pairs(select_split(table, "dev")) if "dev" in names else []
     if not train:
         raise UserError(f"{data}: no training examples")
     seeds, target_cfg, lemmas = (), None, None
@@ -61,11 +62,11 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
         from compgen.augment.csl.target_cfg import cogs_target_cfg
 
         lemmas = lemma_table((x, " ".join(y)) for x, y in train)
-        train, test = _variable_free(train), _variable_free(test)
+        train, test, dev = _variable_free(train), _variable_free(test), _variable_free(dev)
         seeds = cogs_seed_rules(train) if rules is None else ()
         target_cfg = cogs_target_cfg([y for _, y in train])
     result = csl_augment(train, cfg, n, test, grammar=rules, uniform=uniform, dedup=dedup,
-                         seeds=seeds, target_cfg=target_cfg, progress=progress)
+                         seeds=seeds, target_cfg=target_cfg, progress=progress, dev=dev)
     if lemmas is not None:
         drawn = len(result.samples)
         result.samples = _logical_forms(result.samples, lemmas)
@@ -96,15 +97,22 @@ def _variable_free(pairs):
 
 
 def _logical_forms(samples, lemmas: dict[str, str]):
-    """Variable-free COGS samples -> (sentence, logical form with joined variables)."""
-    from compgen.augment.csl.cogs_lf import from_variable_free
+    """Variable-free COGS samples -> (sentence, logical form with joined variables). A
+    sample is dropped when it has no logical form, or when its logical form does not read
+    back as the sampled target (a word used more often than the sentence has it makes
+    variables collide, e.g. ``eat . agent ( x_11 , x_11 )``)."""
+    from compgen.augment.csl.cogs_lf import from_variable_free, to_variable_free
 
     out = []
     for x, y in samples:
         if len(y) < 2:
             continue  # a one-word target is a primitive: no logical form without its lambda
+        target = " ".join(y)
         try:
-            out.append((x, from_variable_free(x, " ".join(y), lemmas).replace(" _ ", "_").split()))
+            lf = from_variable_free(x, target, lemmas)
+            if to_variable_free(x, lf) != target:
+                continue
         except (ValueError, UserError):
             continue
+        out.append((x, lf.replace(" _ ", "_").split()))
     return out

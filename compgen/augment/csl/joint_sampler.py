@@ -4,7 +4,6 @@ which rules may expand which slot, so every sampled target is derivable from ROO
 
 from __future__ import annotations
 
-import bisect
 import random
 from collections.abc import Callable, Sequence
 
@@ -108,23 +107,38 @@ class JointSampler:
         self.templates = [tuple(nt_index(t) - 1 if is_nt(t) else t for t in side)
                           for r in self.rules for side in (r.source, r.target)]
         self.rng = random.Random(cfg.seed)
+        self._by_allowed: dict[frozenset[str], tuple[list[int], list[int], list[int]]] = {}
+        self._cumulative: dict[tuple[int, int, frozenset[str]], np.ndarray] = {}
         if not any(sig[0] == "ROOT" for sigs in self.signatures for sig in sigs):
             raise UserError("no rule's target can be a ROOT of the target CFG")
 
+    def _candidates(self, allowed: frozenset[str]) -> tuple[list[int], list[int], list[int]]:
+        """(any, terminal, NT) rule ids with a signature rooted in ``allowed``; a handful of
+        distinct sets occur, so each is worked out once rather than at every expansion."""
+        found = self._by_allowed.get(allowed)
+        if found is None:
+            ids = [i for i, sigs in enumerate(self.signatures) if any(s[0] in allowed for s in sigs)]
+            found = self._by_allowed[allowed] = (ids, [i for i in ids if self.rules[i].arity == 0],
+                                                 [i for i in ids if self.rules[i].arity > 0])
+        return found
+
     def _draw(self, ctx: int, depth: int, allowed: frozenset[str]) -> int | None:
-        ids = [i for i, sigs in enumerate(self.signatures) if any(s[0] in allowed for s in sigs)]
-        nt_ids = [i for i in ids if self.rules[i].arity > 0]
-        t_ids = [i for i in ids if self.rules[i].arity == 0]
-        if depth >= self.cfg.max_recursions and t_ids:
-            ids = t_ids
-        elif depth < self.cfg.min_recursions and nt_ids:
-            ids = nt_ids
+        candidates = self._candidates(allowed)
+        mode = 0
+        if depth >= self.cfg.max_recursions and candidates[1]:
+            mode = 1
+        elif depth < self.cfg.min_recursions and candidates[2]:
+            mode = 2
+        ids = candidates[mode]
         if not ids:
             return None
-        cum = list(np.cumsum(self.weights[ctx, ids]))
+        key = (ctx, mode, allowed)
+        cum = self._cumulative.get(key)
+        if cum is None:
+            cum = self._cumulative[key] = np.cumsum(self.weights[ctx, ids])
         if cum[-1] <= 0:
             return None
-        return ids[bisect.bisect_right(cum, self.rng.random() * cum[-1])]
+        return ids[int(np.searchsorted(cum, self.rng.random() * cum[-1], side="right"))]
 
     def _expand(self, ctx: int, depth: int, allowed: frozenset[str]):
         if depth > self.cfg.max_recursions + 5:

@@ -143,15 +143,17 @@ class CslResult:
 def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
                 grammar: Sequence[Rule] | None = None, uniform: bool = False, dedup: bool = False,
                 seeds: Sequence[Rule] = (), target_cfg: Sequence[CfgRule] | None = None,
-                progress: Progress | None = None) -> CslResult:
+                progress: Progress | None = None, dev: Pairs = ()) -> CslResult:
     """Induce (unless ``grammar`` is given) -> fit (unless ``uniform``) -> sample.
     ``seeds``: rules induction starts from and keeps; ``target_cfg`` (COGS): induction
     only proposes targets the CFG parses, and sampling keeps every target derivable from
-    its ROOT."""
+    its ROOT. ``dev`` and ``test`` pairs are only measured (their derivable share)."""
     if n_samples < 0:
         raise UserError(f"--n must be >= 0 (got {n_samples})")
     phases = Phases()
     summary: dict = {"train_pairs": len(train), "test_pairs": len(test)}
+    if dev:
+        summary["dev_pairs"] = len(dev)
     if grammar is None:
         checker = TargetChecker(target_cfg) if target_cfg is not None else None
         result = induce(train, cfg.induction, seeds=seeds,
@@ -168,6 +170,8 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
     unary = cfg.model.max_single_nt_applications
     if uniform:  # (with a model, the forests of the training pairs give their coverage)
         summary["train_coverage"] = derivable_share(rules, train, unary, progress, "train coverage")
+    if dev:
+        summary["dev_coverage"] = derivable_share(rules, dev, unary, progress, "dev coverage")
     if test:
         summary["test_coverage"] = derivable_share(rules, test, unary, progress, "test coverage")
     phases.done("coverage")
