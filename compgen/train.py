@@ -40,6 +40,7 @@ from compgen.generator_data import (
 )
 from compgen.io import atomic_open
 from compgen.models.recombine import RecombineConfig
+from compgen.models.scan_training import TrainingLoss, training_loss
 from compgen.precision import resolve_precision
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
@@ -140,7 +141,8 @@ class _GeneratorRun:
         self.curve_path = Path(str(out) + ".loss.csv")
         self.length_buckets = settings.length_buckets
         self.lengths = batch_lengths(self.train_enc) if settings.length_buckets else None
-        self.unique_prototypes = settings.unique_prototypes
+        self.levers = TrainingLoss(settings.unique_prototypes, settings.packed_encoder,
+                                   settings.pad_chains, settings.fused_decoder)
         self.prefetch = settings.prefetch
         self.bf16 = resolve_precision(settings.precision, "[train] precision") == "bf16"
 
@@ -149,12 +151,15 @@ class _GeneratorRun:
         self.max_len = self.model.cfg.max_len
         self.model.train()
         lr = settings.lr
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+        # the fused kernel: one pass over all parameters, 5x faster than the per-tensor loop
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, fused=True)
         self.state = {"step": 0, "epoch": 0, "batch": 0, "examples": 0, "elapsed": 0.0, "lr": lr,
                       "best_ppl": None, "patience": self.patience, "curve": [], "done": False}
         self.best: dict = {}
         if saved:
             self._restore(saved)
+        for group in self.optimizer.param_groups:  # a checkpoint's groups name their kernel
+            group.update(fused=True, foreach=None)
         self._set_lr(self.state["lr"])
         self.batches_per_epoch = math.ceil(len(self.train_enc) / batch_size)
         self.last_loss = float("nan")
@@ -228,11 +233,11 @@ class _GeneratorRun:
         precision = (torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16
                      else contextlib.nullcontext())
         with precision:
-            loss, nll, ntok = self.model.loss(target, protos, self.unique_prototypes)
+            loss, nll, ntok = training_loss(self.model, target, protos, self.levers)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.gradnorm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.gradnorm)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.gradnorm, foreach=True)
         self.optimizer.step()
         self.state["step"] += 1
         self.state["batch"] += 1

@@ -1,16 +1,22 @@
 """Generator training speed: examples/s of the trainer in this tree and of a base commit,
 side by side in one run, at H 128, 256 and 512 (SCAN jump, recomb-2, each preset's batch
-size), plus the loss both reach after the same number of updates.
+size), and the training loss both reach after the same number of updates.
 
-    .venv/bin/python scripts/bench_train.py --base-ref COMMIT [--steps 30] [--json]
-    .venv/bin/python scripts/bench_train.py --base-ref COMMIT --set length_buckets=50 --steps 300
+    .venv/bin/python scripts/bench_train.py --base-ref COMMIT [--threads 2] [--json]
+    .venv/bin/python scripts/bench_train.py --base-ref COMMIT --hidden 512 --loss-updates 300 --seeds 0 1 2
 
 The base trainer runs from a detached ``git worktree`` of ``--base-ref`` (created in
-``--base-dir`` when missing), each trainer in its own subprocess with its own PYTHONPATH,
-alternating per size. Speed is examples over the wall time of the update loop of ``--steps`` updates
-after ``--warmup`` untimed ones (data encoding, model set-up and checkpoint writes excluded). The loss
-is the per-token NLL of both checkpoints on the same fixed 512 training tuples, computed
-here with one fixed dropout stream, so both are measured the same way.
+``--base-dir`` when missing), each trainer in its own subprocess with its own PYTHONPATH.
+Speed: ``--rounds`` alternating runs of both trainers per size, each timing the update loop
+of ``--steps`` updates after ``--warmup`` untimed ones (data encoding, model set-up and
+checkpoint writes excluded); the medians are reported, as examples per second of wall time
+and per CPU-second of the process (the latter barely moves when other processes share the
+cores). Loss (``--loss-updates`` N > 0): each trainer trains N updates from each seed of
+``--seeds`` (same initial weights and batch order for both); the loss is the per-token NLL
+of each checkpoint on the same fixed 512 training tuples, computed here with one fixed
+dropout stream, so both are measured the same way. The load average is printed with the
+figures; the base trainer is fp32, the new one trains in its default precision (bf16
+where the CPU has bf16 units).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(128, "recombine_scan_cpu"), (256, "recombine_scan_h256_cpu"), (512, "recombine_scan")]
 DATA = "scan/jump"
 # each lever of the new trainer toggled on its own ([train] settings), for --ablate
-LEVERS = {"length_buckets": 50, "unique_prototypes": False, "prefetch": False}
+LEVERS = {"fused_decoder": False, "packed_encoder": False, "unique_prototypes": False,
+          "precision": "fp32", "prefetch": False}
 
 
 def cpu_flags() -> str:
@@ -43,8 +51,60 @@ def cpu_flags() -> str:
     return platform.processor() or "unknown"
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def profile_split(train) -> dict:
+    """Wraps the trainer's pieces (in this tree or the base's) with CPU-time counters of
+    the thread each runs in: collation, loss forward (of which the prototype encoder),
+    backward (the part after the encoder outputs' gradients are ready is the encoder's),
+    gradient clipping + Adam. Returns the dict the counters add to."""
+    import torch
+
+    from compgen.models.recombine import Recombine
+
+    split = {"collation": 0.0, "forward": 0.0, "forward: encoder": 0.0, "backward": 0.0,
+             "backward: encoder": 0.0, "clip + Adam": 0.0}
+    ready = []  # thread time when the encoder outputs' gradient arrived, this step
+
+    def counted(name, fn, encoder=False):
+        def run(*args, **kwargs):
+            start = time.thread_time()
+            out = fn(*args, **kwargs)
+            split[name] += time.thread_time() - start
+            if encoder and torch.is_grad_enabled():
+                out[0].register_hook(lambda grad: ready.append(time.thread_time()))
+            return out
+        return run
+
+    def backward(tensor, *args, **kwargs):
+        ready.clear()
+        start = time.thread_time()
+        tensor_backward(tensor, *args, **kwargs)
+        end = time.thread_time()
+        split["backward"] += end - start
+        split["backward: encoder"] += end - (ready[0] if ready else end)
+
+    train.make_batch = counted("collation", train.make_batch)
+    if hasattr(train, "training_loss"):  # this tree's fast loss
+        from compgen.models import scan_training
+        train.training_loss = counted("forward", train.training_loss)
+        scan_training._encode = counted("forward: encoder", scan_training._encode, True)
+    else:  # the base trainer's reference loss
+        Recombine.loss = counted("forward", Recombine.loss)
+        Recombine._encode_prototypes = counted("forward: encoder", Recombine._encode_prototypes,
+                                               True)
+    tensor_backward = torch.Tensor.backward
+    torch.Tensor.backward = backward
+    torch.nn.utils.clip_grad_norm_ = counted("clip + Adam", torch.nn.utils.clip_grad_norm_)
+    torch.optim.Adam.step = counted("clip + Adam", torch.optim.Adam.step)
+    return split
+
+
 def worker(spec: dict) -> None:
-    """Runs inside a tree's PYTHONPATH: train ``warmup + steps`` updates, print JSON."""
+    """Runs inside a tree's PYTHONPATH: train ``warmup`` updates, then ``steps`` timed
+    ones (if any), print JSON."""
     import torch
 
     from compgen import train
@@ -53,25 +113,29 @@ def worker(spec: dict) -> None:
     from compgen.train import train_generator
 
     cfg = apply_overrides(load_preset(spec["preset"]),
-                          {"train.threads": spec["threads"], **spec.get("overrides", {})})
+                          {"train.threads": spec["threads"], "train.seed": spec["seed"],
+                           **spec.get("overrides", {})})
     prepared = generator_data(DATA, cfg["model"]["nproto"], 0, 0.1, None)
     out = Path(spec["out"])
     quiet = {"progress": False, "log": lambda line: None, "prepared": prepared}
     train_generator(cfg, DATA, out, max_steps=spec["warmup"], **quiet)
     # time the update loop only: data encoding, model set-up and checkpoint writes excluded
-    loop, timed = train._run_epochs, []
+    loop, timed, cpu = train._run_epochs, [0.0], [0.0]
 
     def timed_loop(*a, **k):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             return loop(*a, **k)
         finally:
             timed.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
 
-    train._run_epochs = timed_loop
-    result = train_generator(cfg, DATA, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
-                             **quiet)
-    print(json.dumps({"steps": result.steps, "seconds": sum(timed),
+    split = profile_split(train) if spec.get("profile") else None
+    if spec["steps"]:
+        train._run_epochs = timed_loop
+        train_generator(cfg, DATA, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
+                        **quiet)
+    print(json.dumps({"seconds": sum(timed), "cpu_seconds": sum(cpu), "split": split,
                       "batch_size": cfg["train"]["batch_size"], "threads": torch.get_num_threads()}))
 
 
@@ -82,7 +146,10 @@ def run_tree(tree: Path, spec: dict) -> dict:
     if proc.returncode != 0:
         sys.exit(f"error: the trainer in {tree} failed:\n{proc.stderr[-2000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["examples_per_s"] = spec["steps"] * result["batch_size"] / result["seconds"]
+    if spec["steps"]:
+        examples = spec["steps"] * result["batch_size"]
+        result["examples_per_s"] = examples / result["seconds"]
+        result["examples_per_cpu_s"] = examples / result["cpu_seconds"]
     return result
 
 
@@ -114,16 +181,123 @@ def ensure_base(base_dir: Path, ref: str) -> Path:
     return base_dir
 
 
+def speed_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict:
+    """``--rounds`` alternating timings of both trainers (medians), plus --ablate."""
+    runs: dict[str, list] = {name: [] for name in trees}
+    load_before = load()
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+                    "warmup": args.warmup, "out": str(tmp / f"{name}.pt"),
+                    "overrides": settings if name == "new" else {}}
+            runs[name].append(run_tree(tree, spec))
+    row = {name: {"batch_size": r[0]["batch_size"], "rounds": r,
+                  "examples_per_s": statistics.median(x["examples_per_s"] for x in r),
+                  "examples_per_cpu_s": statistics.median(x["examples_per_cpu_s"] for x in r)}
+           for name, r in runs.items()}
+    row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
+    row["cpu_speedup"] = row["new"]["examples_per_cpu_s"] / row["base"]["examples_per_cpu_s"]
+    if args.profile:  # one more run of each, instrumented
+        for name, tree in trees.items():
+            spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+                    "warmup": args.warmup, "out": str(tmp / f"{name}.pt"), "profile": True,
+                    "overrides": settings if name == "new" else {}}
+            result = run_tree(tree, spec)
+            row[name]["profile"] = {k: 1000 * v / args.steps for k, v in result["split"].items()}
+            row[name]["profile"]["update (CPU, all threads)"] = 1000 * result["cpu_seconds"] / args.steps
+    for lever, off in LEVERS.items() if args.ablate else ():
+        spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+                "warmup": args.warmup, "out": str(tmp / f"{lever}.pt"),
+                "overrides": {**settings, f"train.{lever}": off}}
+        row.setdefault("toggled", {})[lever] = run_tree(trees["new"], spec)["examples_per_s"]
+    row["load"] = f"{load_before} -> {load()}"
+    return row
+
+
+def loss_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict:
+    """Both trainers' loss after ``--loss-updates`` updates from each seed."""
+    losses: dict[str, list] = {name: [] for name in trees}
+    for seed in args.seeds:
+        for name, tree in trees.items():
+            out = tmp / f"loss-{name}-{seed}.pt"
+            run_tree(tree, {"preset": preset, "threads": args.threads, "steps": 0, "seed": seed,
+                            "warmup": args.loss_updates, "out": str(out),
+                            "overrides": settings if name == "new" else {}})
+            losses[name].append(fixed_loss(out))
+    diffs = [n / b - 1 for n, b in zip(losses["new"], losses["base"])]
+    return {"updates": args.loss_updates, "seeds": args.seeds, "base": losses["base"],
+            "new": losses["new"], "rel_diffs": diffs, "mean_rel_diff": statistics.mean(diffs),
+            "sd_rel_diff": statistics.stdev(diffs) if len(diffs) > 1 else None}
+
+
+def mean_sd(values: list[float], digits: int = 4) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def print_report(report: dict) -> None:
+    settings = report["new_settings"]
+    print(f"generator training, {DATA} recomb-2, base {report['base_ref']}, {report['threads']} "
+          f"thread(s), {report['cores']} cores; CPU flags: {report['cpu_flags']}"
+          + (f"; new trainer with {settings}" if settings else ""))
+    print(f"speed: median of {report['rounds']} alternating rounds of {report['steps']} timed "
+          f"updates after {report['warmup']}")
+    print()
+    print("| H | preset | batch | base ex/s | new ex/s | speed-up | speed-up in CPU time | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in report["rows"]:
+        b, n = r["base"], r["new"]
+        print(f"| {r['hidden']} | {r['preset']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
+              f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {r['cpu_speedup']:.2f}x | "
+              f"{r['load']} |")
+    if any("loss" in r for r in report["rows"]):
+        print()
+        print("| H | updates | seeds | base loss | new loss | new / base - 1 |")
+        print("|---|---|---|---|---|---|")
+        for r in report["rows"]:
+            if "loss" in r:
+                x = r["loss"]
+                diff = [100 * d for d in x["rel_diffs"]]
+                print(f"| {r['hidden']} | {x['updates']} | {' '.join(map(str, x['seeds']))} | "
+                      f"{mean_sd(x['base'])} | {mean_sd(x['new'])} | {mean_sd(diff, 1)} % |")
+    if any("profile" in r["new"] for r in report["rows"]):
+        print()
+        print("CPU ms per update (thread CPU time; collation runs beside the update in the new "
+              "trainer):")
+        print()
+        print("| H | part | base | new |")
+        print("|---|---|---|---|")
+        for r in report["rows"]:
+            for part in r["new"]["profile"]:
+                print(f"| {r['hidden']} | {part} | {r['base']['profile'][part]:.1f} | "
+                      f"{r['new']['profile'][part]:.1f} |")
+    if any("toggled" in r for r in report["rows"]):
+        print()
+        print("| H | new ex/s | " + " | ".join(f"{lever} = {value}" for lever, value in LEVERS.items())
+              + " |")
+        print("|---|---|" + "---|" * len(LEVERS))
+        for r in report["rows"]:
+            print(f"| {r['hidden']} | {r['new']['examples_per_s']:.1f} | " + " | ".join(
+                f"{r['toggled'][lever]:.1f}" for lever in LEVERS) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-ref", help="commit of the trainer to compare against")
     parser.add_argument("--base-dir", type=Path, help="its worktree (default: a temp dir)")
-    parser.add_argument("--steps", type=int, default=30, help="timed updates per size")
+    parser.add_argument("--steps", type=int, default=30, help="timed updates per round")
     parser.add_argument("--warmup", type=int, default=3, help="untimed updates first")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timings per size")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, nargs="*", default=[h for h, _ in SIZES])
+    parser.add_argument("--loss-updates", type=int, default=0,
+                        help="also compare the loss after this many updates (0: no)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="for the loss")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a [train] setting of the new trainer, e.g. length_buckets=50")
+                        help="a [train] setting of the new trainer, e.g. pad_chains=4")
+    parser.add_argument("--profile", action="store_true",
+                        help="also split each trainer's update into its parts (CPU time)")
     parser.add_argument("--ablate", action="store_true",
                         help="also time the new trainer with each lever toggled (no loss)")
     parser.add_argument("--json", action="store_true")
@@ -135,8 +309,9 @@ def main() -> None:
     if not args.base_ref:
         sys.exit("error: --base-ref COMMIT is required")
     unknown = sorted(set(args.hidden) - {h for h, _ in SIZES})
-    if unknown or args.steps < 1 or args.warmup < 1:
-        sys.exit(f"error: --hidden takes {[h for h, _ in SIZES]}, --steps and --warmup >= 1")
+    if unknown or min(args.steps, args.warmup, args.rounds) < 1 or args.loss_updates < 0:
+        sys.exit(f"error: --hidden takes {[h for h, _ in SIZES]}; --steps, --warmup and "
+                 "--rounds >= 1; --loss-updates >= 0")
     settings = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -150,53 +325,26 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
         base = ensure_base(args.base_dir or Path(tmp) / "base", args.base_ref)
+        trees = {"base": base, "new": ROOT}
         for hidden, preset in SIZES:
             if hidden not in args.hidden:
                 continue
-            row = {"hidden": hidden, "preset": preset}
-            for name, tree in (("base", base), ("new", ROOT)):
-                spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(Path(tmp) / f"{name}{hidden}.pt"),
-                        "overrides": settings if name == "new" else {}}
-                result = run_tree(tree, spec)
-                row[name] = {**result, "loss": fixed_loss(Path(spec["out"]))}
-            for lever, off in LEVERS.items() if args.ablate else ():
-                spec = {"preset": preset, "threads": args.threads, "steps": args.steps,
-                        "warmup": args.warmup, "out": str(Path(tmp) / f"{lever}{hidden}.pt"),
-                        "overrides": {**settings, f"train.{lever}": off}}
-                row.setdefault("toggled", {})[lever] = run_tree(ROOT, spec)["examples_per_s"]
-            row["speedup"] = row["new"]["examples_per_s"] / row["base"]["examples_per_s"]
-            row["loss_rel_diff"] = row["new"]["loss"] / row["base"]["loss"] - 1
+            row = {"hidden": hidden, "preset": preset,
+                   **speed_row(args, preset, trees, settings, Path(tmp))}
+            if args.loss_updates:
+                row["loss"] = loss_row(args, preset, trees, settings, Path(tmp))
             rows.append(row)
         if args.base_dir is None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)
     report = {"base_ref": args.base_ref, "new_settings": settings, "steps": args.steps,
-              "warmup": args.warmup,
-              "threads": args.threads, "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
+              "warmup": args.warmup, "rounds": args.rounds, "threads": args.threads,
+              "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
               "python": platform.python_version(), "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
-        return
-    print(f"generator training, {DATA} recomb-2, base {args.base_ref}, {args.steps} timed "
-          f"updates after {args.warmup}, {args.threads} thread(s); CPU flags: {report['cpu_flags']}"
-          + (f"; new trainer with {settings}" if settings else ""))
-    print()
-    print("| H | preset | batch | base ex/s | new ex/s | speed-up | base loss | new loss | diff |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        b, n = r["base"], r["new"]
-        print(f"| {r['hidden']} | {r['preset']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
-              f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {b['loss']:.4f} | "
-              f"{n['loss']:.4f} | {100 * r['loss_rel_diff']:+.1f} % |")
-    if args.ablate:
-        print()
-        print("| H | new ex/s | " + " | ".join(f"{lever} = {value}" for lever, value in LEVERS.items())
-              + " |")
-        print("|---|---|" + "---|" * len(LEVERS))
-        for r in rows:
-            print(f"| {r['hidden']} | {r['new']['examples_per_s']:.1f} | " + " | ".join(
-                f"{r['toggled'][lever]:.1f}" for lever in LEVERS) + " |")
+    else:
+        print_report(report)
 
 
 if __name__ == "__main__":

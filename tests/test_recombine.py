@@ -11,8 +11,8 @@ from compgen.models.recombine import (
     RecombineConfig,
     collate_prototypes,
     collate_targets,
-    vmf_kl,
 )
+from compgen.models.vmf import vmf_kl
 from compgen.sampling import sample_batch
 
 torch.set_num_threads(1)

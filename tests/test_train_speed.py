@@ -1,5 +1,7 @@
 """The fast generator trainer: length-bucketed batches, the batched teacher-forced loss,
-distinct-prototype encoding, bf16 autocast and the --precision option."""
+the fast scan loss (distinct prototypes, packed encoder, padding chains, fused decoder:
+each checked against Recombine.loss, with and without dropout), the packed LSTM, bf16
+autocast and the --precision option."""
 
 import contextlib
 import math
@@ -14,7 +16,10 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.generator_data import epoch_batches
+from compgen.models import scan_decoder
+from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
+from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 from compgen.precision import cpu_has_bf16, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +53,8 @@ def test_bucketed_batches_cut_padding():
 
 
 def scan_model(**kw):
-    cfg = RecombineConfig(variant="scan", vocab_size=20, nproto=2, hidden=32, embed=16,
-                          attdim=16, zdim=2, kpos=4, **kw)
+    cfg = RecombineConfig(**{"variant": "scan", "vocab_size": 20, "nproto": 2, "hidden": 32,
+                             "embed": 16, "attdim": 16, "zdim": 2, "kpos": 4, **kw})
     torch.manual_seed(0)
     return Recombine(cfg)
 
@@ -84,18 +89,113 @@ def test_batched_loss_is_the_sum_of_the_decoder_steps():
     assert torch.allclose(nll, stepwise, rtol=1e-5)
 
 
-def test_distinct_prototype_encoding_gives_the_same_loss_and_gradients():
-    model = scan_model(outdrop_test=False).eval()  # no dropout: both must agree exactly
+LEVERS = [TrainingLoss(), TrainingLoss(pad_chains=2), TrainingLoss(distinct_prototypes=False),
+          TrainingLoss(packed_encoder=False), TrainingLoss(fused_decoder=False)]
+
+
+@pytest.mark.parametrize("levers", LEVERS, ids=lambda lv: ",".join(
+    f"{k}={v}" for k, v in vars(lv).items() if v != getattr(TrainingLoss(), k)) or "default")
+@pytest.mark.parametrize("config", [{}, {"nproto": 1}, {"copy": False}, {"feedcontext": False}],
+                         ids=["recomb-2", "recomb-1", "no-copy", "no-feed"])
+def test_the_training_loss_levers_give_the_reference_loss_and_gradients(levers, config):
+    """Without dropout (where pad_chains > 0 is exact too), every lever computes
+    Recombine.loss: the same loss, NLL and gradients up to float rounding."""
+    model = scan_model(outdrop_test=False, **config).eval()
     target, protos = fixed_batch()
-    grads = []
-    for unique in (False, True):
+    protos = protos[:, :model.nproto]
+    results = []
+    for chosen in (REFERENCE, levers):
         model.zero_grad()
-        loss, nll, _ = model.loss(target, protos, unique_prototypes=unique)
+        loss, nll, ntok = training_loss(model, target, protos, chosen)
         loss.backward()
-        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
-        grads[-1].insert(0, nll.detach())
-    for a, b in zip(*grads):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+        results.append([loss.detach(), nll, ntok.float()] + [p.grad.clone() for p in model.parameters()])
+    for got, want in zip(*results):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded-encoder", "packed-encoder"])
+def test_the_fast_loss_applies_the_reference_dropout(packed):
+    """In training, with the dropout masks the fast loss drew replayed into the reference
+    (the prototypes' embeddings; per decoder step the fed embedding, the output state and
+    the fed-back feature, ones for finished rows, which predict nothing), both give the
+    same loss and gradients."""
+    model = scan_model(writedrop=0.0).train()  # write drop off: the objective is fixed
+    target, protos = fixed_batch()
+    order = torch.argsort((target != 0).sum(1), descending=True, stable=True)
+    target, protos = target[order], protos[order]  # the order the fused decoder runs
+    drawn, bernoulli = [], torch.Generator().manual_seed(7)
+
+    def draw(x, p, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        drawn.append(torch.bernoulli(torch.full(x.shape, 1 - p), generator=bernoulli) / (1 - p))
+        return x * drawn[-1]
+
+    def draw_mask(rows, width, p, active):
+        return draw(torch.ones(rows, width), p, active) if active and p else None
+
+    def run(levers, dropout):
+        model.zero_grad()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch.nn.functional, "dropout", dropout)
+            patch.setattr(scan_decoder, "_dropout_mask", draw_mask)
+            loss, nll, _ = training_loss(model, target, protos, levers)
+        loss.backward()
+        return [loss.detach(), nll] + [p.grad.clone() for p in model.parameters()]
+
+    fused = run(TrainingLoss(distinct_prototypes=False, packed_encoder=packed), draw)
+    encoder, embedded, h_out, feed = drawn
+    if packed:  # the packed encoder reads the prototypes longest first
+        flat = protos.reshape(-1, protos.size(2))
+        by_length = torch.argsort((flat != 0).sum(1), descending=True, stable=True)
+        encoder = torch.empty_like(encoder).index_copy_(0, by_length, encoder)
+    running = ((target[:, 1:] != 0).sum(1)[None, :] > torch.arange(target.size(1) - 1)[:, None]).sum(1)
+    packed = iter(torch.cat([torch.zeros(1), running.cumsum(0)]).long().tolist())
+    start = next(packed)
+    replay = [encoder]
+    for t, end in enumerate(packed):  # per step: the fed embedding, h_out, the feature
+        for mask in (embedded, h_out, feed):
+            step = torch.ones(target.size(0), mask.size(1))
+            step[:end - start] = mask[start:end]
+            replay.append(step)
+        start = end
+    replayed = iter(replay)
+    reference = run(REFERENCE, lambda x, p, training=True, inplace=False:
+                    x * next(replayed) if training and p else x)
+    for got, want in zip(fused, reference):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
+
+
+def test_packed_lstm_directions_are_torch_lstms_over_packed_sequences():
+    """Two directions in one loop, rows of different lengths, given start states: the
+    states and every gradient are those of nn.LSTM over PackedSequences."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    torch.manual_seed(0)
+    lengths, T, E, H = torch.tensor([9, 9, 7, 5, 5, 2, 1]), 9, 5, 6
+    lstms = [torch.nn.LSTM(E, H, batch_first=True) for _ in range(2)]
+    x = torch.randn(2, len(lengths), T, E, requires_grad=True)
+    h0, c0 = torch.randn(len(lengths), H, requires_grad=True), torch.randn(len(lengths), H, requires_grad=True)
+    upstream = torch.randn(2, len(lengths), T, H)
+    reference = []
+    for d, lstm in enumerate(lstms):
+        start = None if d == 0 else (h0[None], c0[None])
+        out, _ = lstm(pack_padded_sequence(x[d], lengths, batch_first=True), start)
+        reference.append(pad_packed_sequence(out, batch_first=True, total_length=T)[0])
+    reference = torch.stack(reference)
+    leaves = [x, h0, c0, *(p for lstm in lstms for p in lstm.parameters())]
+    want = torch.autograd.grad((reference * upstream).sum(), leaves)
+
+    index, batch_sizes = packed_index(lengths, T)
+    weights = [[lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0]
+               for lstm in lstms]
+    hs, _ = lstm_directions([x[d].reshape(-1, E)[index] for d in range(2)], batch_sizes,
+                            weights, [None, (h0, c0)])
+    packed_upstream = upstream.reshape(2, -1, H)[:, index]
+    assert torch.allclose(hs, reference.reshape(2, -1, H)[:, index], atol=1e-6)
+    got = torch.autograd.grad((hs * packed_upstream).sum(), leaves)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-5)
 
 
 def test_bf16_and_fp32_training_steps_give_the_same_loss():
@@ -104,12 +204,12 @@ def test_bf16_and_fp32_training_steps_give_the_same_loss():
     model = scan_model().train()
     target, protos = fixed_batch()
     torch.manual_seed(1)
-    fp32, _, _ = model.loss(target, protos, unique_prototypes=True)
+    fp32, _, _ = training_loss(model, target, protos)
     torch.manual_seed(1)
     # without bf16 units oneDNN has no bf16 LSTM: torch's own kernels then emulate bf16
     native = contextlib.nullcontext() if cpu_has_bf16() else torch.backends.mkldnn.flags(False)
     with native, torch.autocast("cpu", dtype=torch.bfloat16):
-        bf16, _, _ = model.loss(target, protos, unique_prototypes=True)
+        bf16, _, _ = training_loss(model, target, protos)
     assert bf16.dtype == torch.float32  # the loss (and the weights) stay fp32
     assert fp32.item() > 1.0
     assert abs(bf16.item() / fp32.item() - 1) < 0.02

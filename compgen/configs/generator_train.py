@@ -22,7 +22,13 @@ class GeneratorTrainConfig:
     # batches per length-sorted pool; 0 = plain shuffled batches. Off by default: 1.7-2.1x
     # faster, but the loss after the first updates is 8-14 % higher (docs/results.md)
     length_buckets: int = 0
+    # how the scan loss is computed (compgen/models/scan_training.py); each lever gives the
+    # reference loss and gradients, but pad_chains > 0 shares the dropout masks of the
+    # prototypes' padding within a batch
     unique_prototypes: bool = True   # encode each distinct prototype of a batch once
+    packed_encoder: bool = True      # the prototype BiLSTM skips the padding it can skip
+    pad_chains: int = 0              # > 0: the padding's states from this many shared chains
+    fused_decoder: bool = True       # the teacher-forced decoder loop as one autograd function
     prefetch: bool = True            # collate the next batch while the current one trains
     precision: str = "auto"          # auto (bf16 where the CPU has bf16 units) | fp32 | bf16
 
@@ -32,8 +38,9 @@ class GeneratorTrainConfig:
                 raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 (got {self.threads})")
-        if self.length_buckets < 0:
-            raise ValueError(f"length_buckets must be >= 0 (got {self.length_buckets})")
+        if self.length_buckets < 0 or self.pad_chains < 0:
+            raise ValueError(f"length_buckets and pad_chains must be >= 0 (got "
+                             f"{self.length_buckets}, {self.pad_chains})")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be auto, fp32 or bf16 (got {self.precision!r})")
         if not 0.0 <= self.dev_fraction < 1.0:

@@ -44,6 +44,7 @@ from compgen.export.artifact import (  # noqa: F401 (re-exported: the package's 
     LOGP_FLOOR,
     TOLERANCE,
     default_output,
+    eager_model,
     load_manifest,
     logp_diff,
     logp_rel_diff,
@@ -248,31 +249,6 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
                             data_dir=data_dir, cpp_binary=cpp_binary, log=log,
                             max_prototypes=max_prototypes)
-
-
-def eager_model(folder: Path, manifest: dict) -> tuple:
-    """(model, vocab, config) of an export folder: the eager model rebuilt from the
-    manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
-    carry them as ``generator.pt``)."""
-    from compgen.checkpoint import build_recombine, load_generator
-
-    folder = Path(folder)
-    if (folder / "generator.pt").is_file():
-        return load_generator(folder / "generator.pt")
-    vocab = Vocab.load(folder / "vocab.json")
-    model = build_recombine(manifest["config"], len(vocab))
-    prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
-    from compgen.export.artifact import load_torchscript
-
-    scripted = load_torchscript(folder / "model.ts").state_dict()
-    try:
-        model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
-                               if k.startswith(prefix)})
-    except RuntimeError:
-        raise UserError(f"{folder / 'model.ts'}: its weights do not fit the manifest's model "
-                        "config") from None
-    model.eval()
-    return model, vocab, manifest["config"]
 
 
 def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,

@@ -209,3 +209,26 @@ def load_torchscript(path: Path):
     except (RuntimeError, ValueError, OSError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{path}: cannot load the TorchScript model ({reason[:200]})") from None
+
+
+def eager_model(folder: Path, manifest: dict) -> tuple:
+    """(model, vocab, config) of an export folder: the eager model rebuilt from the
+    manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
+    carry them as ``generator.pt``)."""
+    from compgen.checkpoint import build_recombine, load_generator
+
+    folder = Path(folder)
+    if (folder / "generator.pt").is_file():
+        return load_generator(folder / "generator.pt")
+    vocab = Vocab.load(folder / "vocab.json")
+    model = build_recombine(manifest["config"], len(vocab))
+    prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
+    scripted = load_torchscript(folder / "model.ts").state_dict()
+    try:
+        model.load_state_dict({k.removeprefix(prefix): v for k, v in scripted.items()
+                               if k.startswith(prefix)})
+    except RuntimeError:
+        raise UserError(f"{folder / 'model.ts'}: its weights do not fit the manifest's model "
+                        "config") from None
+    model.eval()
+    return model, vocab, manifest["config"]

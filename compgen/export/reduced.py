@@ -49,7 +49,7 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     """``model.ts`` of ``folder`` as the bf16 sampler (built once, ~10 s)."""
     import torch
 
-    from compgen.export import eager_model
+    from compgen.export.artifact import eager_model
     from compgen.export.graphs import deterministic
     from compgen.export.torchscript import export_torchscript
 

@@ -83,8 +83,10 @@ class PositionalAttention(nn.Module):
         q = torch.tanh(nn.functional.linear(query, self.query.weight.reshape(-1, query.size(1)),
                                             self.query.bias.reshape(-1)).view(B, k, -1))
         # batched matmuls on the (B, K, T, A) memories read them in place (einsum copied
-        # keys and values on every step)
-        scores = torch.matmul(keys, q.unsqueeze(-1)).squeeze(-1)  # (B, K, T)
+        # keys and values on every step); the query is the left factor, as torch's CPU
+        # kernels for a (T, A) x (A, 1) product are several times slower than for
+        # (1, A) x (A, T)
+        scores = torch.matmul(q.unsqueeze(-2), keys.transpose(-1, -2)).squeeze(-2)  # (B, K, T)
         # the position terms are gathered / scattered by offset index: a one-hot (B, T, P)
         # matrix and two more contractions per step cost more than the attention itself
         offset = relative_positions(step, keys.size(2), self.kpos)[:, None, :].expand(-1, k, -1)

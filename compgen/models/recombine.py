@@ -21,7 +21,8 @@ prototype with separate attention parameters, and can copy tokens out of them.
 Pieces, top to bottom: config, batch formatting, ``encode`` (prototypes, one by one in
 ``encode_sequences``, -> Memory and the initial State), ``decode_step`` (one step; the
 function the exporters trace; ``decode_step_with_weights`` also returns its attention and
-copy weights, for figures), ``loss`` (teacher forcing), and the vMF helpers.
+copy weights, for figures) and ``loss`` (teacher forcing); the VAE's vMF pieces are in
+``compgen.models.vmf``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from torch import Tensor, nn
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID
 from compgen.models.attention import MASKED, DotAttention, PositionalAttention
+from compgen.models.vmf import sample_vmf_posterior, sample_vmf_prior, vmf_kl
 
 
 @dataclass
@@ -250,28 +252,21 @@ class Recombine(nn.Module):
             return zeros, zeros
         return h_fin.mean(1), c_fin.mean(1)
 
-    def _encode_prototypes(self, protos: Tensor,
-                           unique: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _encode_prototypes(self, protos: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(B, K, T)`` -> outputs ``(B, K, T, 2H)`` (sig: projected to H), summaries
-        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan).
-        ``unique`` (scan): encode each distinct prototype of the batch once and gather
-        (training batches repeat prototypes several times; duplicates then share one
-        dropout mask, which leaves the objective's expectation unchanged)."""
+        ``(B, K, S)`` for the VAE, and the decoder's initial (h, c) (sig; zeros for scan)."""
         B, K, T = protos.shape
-        if unique and self.scan:
-            distinct, inverse = torch.unique(protos.reshape(B * K, T), dim=0, return_inverse=True)
-            enc, summaries, _, _ = self._encode_prototypes(distinct[:, None, :])
-            zeros = enc.new_zeros(B, self.hidden)
-            return (enc[inverse].view(B, K, T, -1), summaries[inverse].view(B, K, -1),
-                    zeros, zeros)
         flat = protos.reshape(B * K, T)
         out, h_fin, c_fin = self.encode_sequences(flat)
         h_fin, c_fin = h_fin.view(B, K, -1), c_fin.view(B, K, -1)
         h0, c0 = self._initial_hc(h_fin, c_fin)
-        summary = h_fin  # sig: the final states; scan: the output at the trailing </s>
-        if self.scan:
-            summary = out[torch.arange(B * K), is_real(flat).sum(1).clamp(min=1) - 1].view(B, K, -1)
+        summary = self._summaries(out, flat, B) if self.scan else h_fin
         return out.view(B, K, T, -1), summary, h0, c0
+
+    def _summaries(self, out: Tensor, flat: Tensor, batch: int) -> Tensor:
+        """scan: each prototype's encoder output at its trailing </s> (``(B, K, 2H)``)."""
+        last = is_real(flat).sum(1).clamp(min=1) - 1
+        return out[torch.arange(flat.size(0)), last].view(batch, flat.size(0) // batch, -1)
 
     def encode(self, protos: Tensor, z: Tensor, max_steps: int) -> tuple[Memory, State]:
         """Prototypes ``(B, K, T)`` and a latent ``(B, 2Z)`` -> (Memory, initial State).
@@ -480,15 +475,15 @@ class Recombine(nn.Module):
         return vmf_kl(self.cfg.kappa, self.latent) + math.log(self.cfg.max_norm / self.cfg.eps)
 
     # -------------------------------------------------------------- training loss
-    def loss(self, target: Tensor, protos: Tensor,
-             unique_prototypes: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    def loss(self, target: Tensor, protos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Teacher-forced loss of ``target`` ``(B, T)`` (``<s> d </s>``) given prototypes.
         Returns (loss to minimise, summed NLL of the exact marginal, number of tokens).
         scan: summed over tokens / B (with write-drop when training with copying);
-        sig: mean over tokens. ``unique_prototypes``: see ``_encode_prototypes``."""
+        sig: mean over tokens. (:mod:`compgen.models.scan_training` computes the scan
+        loss faster for training.)"""
         B, T = target.shape
         if self.nproto > 0:
-            enc, summaries, h0, c0 = self._encode_prototypes(protos, unique_prototypes)
+            enc, summaries, h0, c0 = self._encode_prototypes(protos)
         else:
             enc = torch.zeros(B, 0, 1, 1, device=target.device)
             summaries = enc.new_zeros(B, 0, 1)
@@ -501,30 +496,43 @@ class Recombine(nn.Module):
         valid = is_real(gold)
         ntok = valid.sum()
         if self.scan:
-            # only the recurrence runs step by step; the output layer, the softmax and
-            # the losses run once over all steps
-            ys, scores = [], []
-            for t in range(T - 1):
-                y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
-                ys.append(y)
-                scores.append(score)
-            with torch.autocast("cpu", enabled=False):  # softmax and losses in fp32 under bf16
-                joint = self._scan_joint(torch.stack(ys, 1).float(),
-                                         torch.stack(scores, 1).float())  # (B, T-1, J)
-            scan_copy = self.copy and self.nproto > 0
-            if scan_copy and self.training:
-                loss = self._writedrop_nll(joint, memory.tokens, gold).sum() / B
-                with torch.no_grad():  # the exact marginal is only reported
-                    nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0]
-                return loss, (nll * valid).sum(), ntok
-            nll = -self._marginalise(joint, memory.tokens).gather(2, gold[..., None])[..., 0] * valid
-            return nll.sum() / B, nll.sum().detach(), ntok
+            ys, scores = self._scan_teacher_forced(target, state, memory)
+            return self._scan_objective(ys, scores, memory.tokens, gold, B)
         nll_steps = []
         for t in range(T - 1):
             logp, state = self._sig_step(target[:, t], state, memory)
             nll_steps.append(-logp.gather(1, gold[:, t, None])[:, 0])
         nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
         return nll.sum() / ntok.clamp(min=1), nll.sum().detach(), ntok
+
+    def _scan_teacher_forced(self, target: Tensor, state: State,
+                             memory: Memory) -> tuple[Tensor, Tensor]:
+        """Feed ``target[:, :-1]``: output features ``(B, T-1, E)`` and copy scores ``(B,
+        T-1, K, T')``. Only the recurrence runs step by step; the output layer, the softmax
+        and the losses run once over all steps (``_scan_objective``)."""
+        ys, scores = [], []
+        for t in range(target.size(1) - 1):
+            y, score, _, state = self._scan_recurrence(target[:, t], state, memory)
+            ys.append(y)
+            scores.append(score)
+        return torch.stack(ys, 1), torch.stack(scores, 1)
+
+    def _scan_objective(self, ys: Tensor, scores: Tensor, proto_tokens: Tensor, gold: Tensor,
+                        batch: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The scan loss of ``loss`` from the output features ``(N, L, E)`` and copy scores
+        ``(N, L, K, T)`` of the teacher-forced steps, the gold tokens ``(N, L)`` (<pad> where
+        nothing is predicted) and each row's prototype tokens ``(N, K, T)``; divided by
+        ``batch`` sequences. The output layer, the softmax and the losses run in fp32."""
+        with torch.autocast("cpu", enabled=False):
+            joint = self._scan_joint(ys.float(), scores.float())  # (N, L, J)
+        valid = is_real(gold)
+        if self.copy and self.nproto > 0 and self.training:
+            loss = self._writedrop_nll(joint, proto_tokens, gold).sum() / batch
+            with torch.no_grad():  # the exact marginal is only reported
+                nll = -self._marginalise(joint, proto_tokens).gather(2, gold[..., None])[..., 0]
+            return loss, (nll * valid).sum(), valid.sum()
+        nll = -self._marginalise(joint, proto_tokens).gather(2, gold[..., None])[..., 0] * valid
+        return nll.sum() / batch, nll.sum().detach(), valid.sum()
 
     def _writedrop_nll(self, joint: Tensor, proto_tokens: Tensor, y: Tensor) -> Tensor:
         """-log of the joint mass on {write index (kept with prob 1 - writedrop)} and every
@@ -538,62 +546,3 @@ class Recombine(nn.Module):
         lse = torch.logsumexp(joint.masked_fill(~chosen, float("-inf")), dim=-1)
         has = chosen.any(-1)
         return torch.where(has, -lse, torch.zeros_like(lse))
-
-
-# ------------------------------------------------------------------ vMF helpers
-
-def sample_vmf_prior(batch: int, dim: int, max_norm: float, device=None) -> Tensor:
-    direction = F.normalize(torch.randn(batch, dim, device=device), dim=1)
-    return direction * (max_norm * torch.rand(batch, 1, device=device))
-
-
-def sample_vmf_posterior(mu: Tensor, kappa: float, max_norm: float, eps: float) -> Tensor:
-    """Direction ~ vMF(mu/|mu|, kappa) by Wood's rejection sampler; norm =
-    min(|mu|, max_norm - eps) + eps * U(0, 1)."""
-    B, p = mu.shape
-    mu = mu + 1e-18 * torch.randn_like(mu)
-    norm = mu.norm(dim=1, keepdim=True)
-    mu_hat = mu / norm.clamp_min(1e-30)
-    w = _wood_sample(B, p, kappa, mu.device)[:, None]
-    v = torch.randn_like(mu)
-    v = v - (v * mu_hat).sum(1, keepdim=True) * mu_hat.detach()  # Gram-Schmidt
-    v = F.normalize(v, dim=1)
-    direction = w * mu_hat + torch.sqrt((1 - w ** 2).clamp_min(0)) * v
-    new_norm = torch.clamp(norm, max=max_norm - eps) + eps * torch.rand_like(norm)
-    return direction * new_norm
-
-
-def _wood_sample(n: int, p: int, kappa: float, device=None) -> Tensor:
-    b = (p - 1) / (math.sqrt(4 * kappa ** 2 + (p - 1) ** 2) + 2 * kappa)
-    x0 = (1 - b) / (1 + b)
-    c = kappa * x0 + (p - 1) * math.log(1 - x0 ** 2)
-    beta = torch.distributions.Beta(torch.tensor((p - 1) / 2), torch.tensor((p - 1) / 2))
-    w = torch.zeros(n, device=device)
-    todo = torch.ones(n, dtype=torch.bool, device=device)
-    while bool(todo.any()):  # rejection sampling: a few rounds at most
-        s = beta.sample((n,)).to(device)
-        cand = (1 - (1 + b) * s) / (1 - (1 - b) * s)
-        u = torch.rand(n, device=device)
-        ok = kappa * cand + (p - 1) * torch.log(1 - x0 * cand) - c >= torch.log(u)
-        take = todo & ok
-        w = torch.where(take, cand, w)
-        todo = todo & ~ok
-    return w
-
-
-def log_bessel_iv(v: float, x: float, terms: int = 400) -> float:
-    """log I_v(x) by its power series (float64, log-sum-exp); fine for the sizes here."""
-    logs = [(2 * k + v) * math.log(x / 2) - math.lgamma(k + 1) - math.lgamma(k + v + 1)
-            for k in range(terms)]
-    m = max(logs)
-    return m + math.log(sum(math.exp(a - m) for a in logs))
-
-
-def vmf_kl(kappa: float, dim: int) -> float:
-    """The reference's vMF KL term for latent size ``dim``:
-    k I_{d/2+1}(k)/I_{d/2}(k) + (d/2) log k - log I_{d/2}(k) - lgamma(d/2+1) - (d/2) log 2
-    (the textbook KL(vMF || uniform) on the sphere S^{d+1}; >= 0, constant in training)."""
-    d2 = dim / 2
-    log_i = log_bessel_iv(d2, kappa)
-    ratio = math.exp(log_bessel_iv(d2 + 1, kappa) - log_i)
-    return kappa * ratio + d2 * math.log(kappa) - log_i - math.lgamma(d2 + 1) - d2 * math.log(2)
