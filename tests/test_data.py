@@ -6,10 +6,13 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compgen.data import load_dataset, pairs, select_split
 from compgen.data.sources import checksums, fetch
 from compgen.data.stats import table_stats
+from compgen.data.table import make_table
 from compgen.data.vocab import SPECIALS, UNK_ID, Vocab
 from compgen.errors import UserError
 from compgen.io import atomic_open, read_samples_tsv, write_samples_tsv
@@ -172,3 +175,18 @@ def test_samples_tsv_keeps_space_tokens(tmp_path):
     pairs = [(["l", "a", " ", "c", "a", "s", "a", "N", "SG"], ["l", "a", " ", "c", "a", "s", "a"])]
     write_samples_tsv(tmp_path / "s.tsv", pairs, {"logprob": [-1.5]})
     assert read_samples_tsv(tmp_path / "s.tsv") == pairs
+
+
+TOKENS = st.lists(st.sampled_from(["a", "jump", " ", "x y", "", "\x1f", "é", "I_TURN_LEFT"]),
+                  max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TOKENS, TOKENS), max_size=6))
+def test_make_table_keeps_every_token_list(rows):
+    """The table's list columns hold exactly the token lists given: empty rows, empty
+    tokens, spaces and the join character included (the fast path joins and splits)."""
+    xs, ys = [x for x, _ in rows], [y for _, y in rows]
+    table = make_table(xs, ys, "train")
+    assert table["x"].to_list() == xs
+    assert table["y"].to_list() == ys
