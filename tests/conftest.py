@@ -7,8 +7,10 @@ file of the full corpora is missing is reported as skipped, all under one summar
 one missing from a partial data folder, e.g. after `compgen data fetch scan` alone).
 COMPGEN_REQUIRE_DATA=1 (set by .ci/run) turns every skip into a failure."""
 
+import atexit
 import gzip
 import os
+import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -47,8 +49,10 @@ EMBEDDED_LAYOUT = {
 
 
 def _embedded_data_folder() -> Path:
-    """A data folder holding only the files embedded in the package."""
+    """A data folder holding only the files embedded in the package (removed when the test
+    session's process exits)."""
     root = Path(tempfile.mkdtemp(prefix="compgen-test-data-"))
+    atexit.register(shutil.rmtree, root, True)
     embedded = resources.files("compgen.data").joinpath("embedded")
     for name, relpath in EMBEDDED_LAYOUT.items():
         target = root / relpath
