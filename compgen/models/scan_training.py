@@ -74,8 +74,8 @@ def training_loss(model: Recombine, target: Tensor, protos: Tensor,
     # packed steps: step t runs the rows whose target has a token to predict at t
     lengths = (gold != PAD_ID).sum(1)
     running = (lengths[None, :] > torch.arange(int(lengths[0]))[:, None]).sum(1)
-    row = torch.cat([torch.arange(int(n)) for n in running])
     step = torch.repeat_interleave(torch.arange(running.size(0)), running)
+    row = torch.arange(step.size(0)) - torch.repeat_interleave(running.cumsum(0) - running, running)
     fed = F.dropout(model.embed(target[row, step]), model.pdrop, model.training)
     ys, scores = fused_decoder(model, fed, z, row, keys, values, memory.mask, running.tolist())
     return model._scan_objective(ys[:, None], scores[:, None], protos[row],
