@@ -45,9 +45,13 @@ def resolve_precision(requested: str, option: str = "--precision") -> str:
     if requested == "auto":
         return "bf16" if cpu_has_bf16() else "fp32"
     if requested == "bf16" and not cpu_has_bf16():
-        raise UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
-                        "in the CPU flags); use --precision fp32 or auto")
+        raise _no_bf16_units(option, "fp32 or auto")
     return requested
+
+
+def _no_bf16_units(option: str, instead: str) -> UserError:
+    return UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
+                     f"in the CPU flags); use --precision {instead}")
 
 
 def check_sample_precision(precision: str, backend: str) -> None:
@@ -59,6 +63,4 @@ def check_sample_precision(precision: str, backend: str) -> None:
         raise UserError(f"--precision {precision} runs on --backend {' or '.join(backends)} "
                         f"(not {backend})")
     if precision == "bf16" and not cpu_has_bf16():
-        raise UserError(f"--precision bf16: this CPU has no bf16 units (no "
-                        f"{' or '.join(BF16_FLAGS)} in the CPU flags); use --precision fp32 "
-                        "or int8 (--backend onnx)")
+        raise _no_bf16_units("--precision", "fp32 or int8 (--backend onnx)")
