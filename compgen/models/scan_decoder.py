@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from compgen.models.attention import MASKED, relative_positions
-from compgen.models.packed_lstm import explicit_dtypes
+from compgen.models.packed_lstm import explicit_dtypes, gate_activations, tanh
 
 
 def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values: Tensor,
@@ -99,7 +99,7 @@ class _FusedDecoder(torch.autograd.Function):
         # what the backward pass reads, one row per packed position
         x_fh = gates_ez.new_empty(P, Fd + H, dtype=gemm)   # [feed_{t-1} ; h_{t-1}]
         acts = torch.empty_like(gates_ez)                   # i, f, g, o
-        cs = gates_ez.new_empty(P, H)
+        cs, tanh_cs = gates_ez.new_empty(P, H), gates_ez.new_empty(P, H)
         x_q = gates_ez.new_empty(P, H + Fd, dtype=gemm)    # [h_t ; feed_{t-1}]
         qs = gates_ez.new_empty(P, K, A)
         alphas = gates_ez.new_empty(P, K, T)
@@ -113,14 +113,11 @@ class _FusedDecoder(torch.autograd.Function):
             rows = slice(start, start + n)
             start += n
             gates = gates_ez[rows] + torch.mm(x_fh[rows], w_fh)
-            act = acts[rows]
-            torch.sigmoid(gates, out=act)
-            torch.tanh(gates[:, 2 * H:3 * H], out=act[:, 2 * H:3 * H])
-            i, f, g, o = act.chunk(4, 1)
+            i, f, g, o = gate_activations(gates, acts[rows], H).chunk(4, 1)
             c = torch.addcmul(f * c[:n], i, g, out=cs[rows])
-            h = torch.mul(o, torch.tanh(c), out=x_q[rows, :H])
+            h = torch.mul(o, tanh(c, out=tanh_cs[rows]), out=x_q[rows, :H])
             x_q[rows, H:] = x_fh[rows, :Fd]
-            q = torch.tanh(query_ez[rows] + torch.mm(x_q[rows], w_qhf), out=qs[rows].view(n, K * A))
+            q = tanh(query_ez[rows] + torch.mm(x_q[rows], w_qhf), out=qs[rows].view(n, K * A))
             q = q.view(n, K, A)
             s = torch.matmul(q.unsqueeze(2), keys_t[:n]).squeeze(2)
             s += torch.matmul(q.transpose(0, 1), pos_keys[t]).transpose(0, 1)
@@ -142,7 +139,7 @@ class _FusedDecoder(torch.autograd.Function):
                 else:
                     torch.mul(y[:m], feed_drop[rows][:m], out=x_fh[following, :Fd])
                 x_fh[following, Fd:] = h[:m]
-        ctx.save_for_backward(x_fh, acts, cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop)
+        ctx.save_for_backward(x_fh, acts, cs, tanh_cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop)
         ctx.memories = (w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets,
                         pos_key.size(1))
         ctx.batch_sizes, ctx.dims = batch_sizes, (B, K, T, A, H, Fd)
@@ -151,7 +148,7 @@ class _FusedDecoder(torch.autograd.Function):
     @staticmethod
     @explicit_dtypes
     def backward(ctx, d_ys, d_scores):
-        x_fh, acts, cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop = ctx.saved_tensors
+        x_fh, acts, cs, tanh_cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop = ctx.saved_tensors
         w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets, npos = ctx.memories
         batch_sizes, (B, K, T, A, H, Fd) = ctx.batch_sizes, ctx.dims
         P, gemm = x_fh.size(0), x_fh.dtype
@@ -189,9 +186,8 @@ class _FusedDecoder(torch.autograd.Function):
             dh_out = dx_out[:, :H] if h_drop is None else dx_out[:, :H] * h_drop[rows]
             dh = d_h[:n] + dx_q[:, :H] + dh_out
             i, f, g, o = acts[rows].chunk(4, 1)
-            c = cs[rows]
-            c_prev = cs[ends[t - 1]:ends[t - 1] + n] if t > 0 else torch.zeros_like(c)
-            tanh_c = torch.tanh(c)
+            tanh_c = tanh_cs[rows]
+            c_prev = cs[ends[t - 1]:ends[t - 1] + n] if t > 0 else torch.zeros_like(tanh_c)
             dc = d_c[:n] + dh * o * (1 - tanh_c * tanh_c)
             dg = d_gates[rows]
             dgi, dgf, dgg, dgo = dg.chunk(4, 1)
