@@ -39,6 +39,7 @@ from compgen.generator_data import (
     make_batch,
 )
 from compgen.io import atomic_open
+from compgen.models import native
 from compgen.models.recombine import RecombineConfig
 from compgen.models.scan_training import TrainingLoss, training_loss
 from compgen.precision import resolve_precision
@@ -142,7 +143,8 @@ class _GeneratorRun:
         self.length_buckets = settings.length_buckets
         self.lengths = batch_lengths(self.train_enc) if settings.length_buckets else None
         self.levers = TrainingLoss(settings.unique_prototypes, settings.packed_encoder,
-                                   settings.pad_chains, settings.fused_decoder)
+                                   settings.pad_chains, settings.fused_decoder,
+                                   settings.native_loops)
         self.prefetch = settings.prefetch
         self.bf16 = resolve_precision(settings.precision, "[train] precision") == "bf16"
 
@@ -336,7 +338,8 @@ class _Progress:
 def _run_epochs(run: _GeneratorRun, max_steps: int | None, time_budget: float | None,
                 progress: _Progress | None) -> bool:
     """Train until the epochs are done or a limit stops the run; True if a limit did."""
-    with ThreadPoolExecutor(1) as pool:
+    loops = native.loops() if run.levers.native_loops else None
+    with ThreadPoolExecutor(1) as pool, native.denormals_flushed(loops):
         return _run_batches(run, max_steps, time_budget, progress, pool if run.prefetch else None)
 
 

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(128, "recombine_scan_cpu"), (256, "recombine_scan_h256_cpu"), (512, "recombine_scan")]
 DATA = "scan/jump"
 # each lever of the new trainer toggled on its own ([train] settings), for --ablate
-LEVERS = {"fused_decoder": False, "packed_encoder": False, "unique_prototypes": False,
-          "precision": "fp32", "prefetch": False}
+LEVERS = {"native_loops": False, "fused_decoder": False, "packed_encoder": False,
+          "unique_prototypes": False, "precision": "fp32", "prefetch": False}
 
 
 def cpu_flags() -> str:

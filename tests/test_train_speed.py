@@ -16,7 +16,7 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.generator_data import epoch_batches
-from compgen.models import scan_decoder
+from compgen.models import native, scan_decoder
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
@@ -90,7 +90,8 @@ def test_batched_loss_is_the_sum_of_the_decoder_steps():
 
 
 LEVERS = [TrainingLoss(), TrainingLoss(pad_chains=2), TrainingLoss(distinct_prototypes=False),
-          TrainingLoss(packed_encoder=False), TrainingLoss(fused_decoder=False)]
+          TrainingLoss(packed_encoder=False), TrainingLoss(fused_decoder=False),
+          TrainingLoss(native_loops=False)]
 
 
 @pytest.mark.parametrize("levers", LEVERS, ids=lambda lv: ",".join(
@@ -244,3 +245,17 @@ def test_precision_bf16_without_bf16_units_is_one_error_line(tmp_path):
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --precision bf16")
     assert not out.exists()
+
+
+def test_the_compiled_training_loops_build_here():
+    """The loss tests above run the compiled loops only if they build: a failed build
+    would fall back to the Python loops silently."""
+    assert native.loops() is not None
+
+
+def test_denormals_are_flushed_in_every_torch_thread_only_inside_the_block():
+    tiny = torch.full((1 << 16,), 1e-39)  # subnormal in fp32
+    assert bool((tiny * 1.0 != 0).all())
+    with native.denormals_flushed(native.loops()):
+        assert bool((tiny * 1.0 == 0).all())  # big enough for torch to split across threads
+    assert bool((tiny * 1.0 != 0).all())

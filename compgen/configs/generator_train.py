@@ -29,6 +29,7 @@ class GeneratorTrainConfig:
     packed_encoder: bool = True      # the prototype BiLSTM skips the padding it can skip
     pad_chains: int = 0              # > 0: the padding's states from this many shared chains
     fused_decoder: bool = True       # the teacher-forced decoder loop as one autograd function
+    native_loops: bool = True        # its step loops compiled for this CPU (compgen.models.native)
     prefetch: bool = True            # collate the next batch while the current one trains
     precision: str = "auto"          # auto (bf16 where the CPU has bf16 units) | fp32 | bf16
 

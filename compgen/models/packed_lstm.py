@@ -60,12 +60,13 @@ def packed_index(lengths: Tensor, length: int) -> tuple[Tensor, list[int]]:
 
 
 def lstm_directions(inputs: list[Tensor], batch_sizes: list[int], weights: list[list[Tensor]],
-                    starts: list[tuple[Tensor, Tensor] | None] | None = None
-                    ) -> tuple[Tensor, Tensor]:
+                    starts: list[tuple[Tensor, Tensor] | None] | None = None,
+                    native=None) -> tuple[Tensor, Tensor]:
     """D directions over packed inputs ``inputs[d]`` ``(P, E)`` with the same
     ``batch_sizes``: the hidden and cell states ``(D, P, H)`` after every step, packed the
     same way. ``weights[d]`` = [W_ih, W_hh, b_ih, b_hh] as in nn.LSTM; ``starts[d]`` =
-    (h0, c0) ``(n_0, H)`` (zeros if None)."""
+    (h0, c0) ``(n_0, H)`` (zeros if None). ``native``: the compiled loops
+    (:func:`compgen.models.native.loops`) to run the steps with, else the Python loops."""
     w_ih, w_hh, b_ih, b_hh = (torch.stack(w) for w in zip(*weights))
     # the input part of every step in one product per direction
     gates_in = torch.baddbmm((b_ih + b_hh)[:, None], torch.stack(inputs), w_ih.transpose(1, 2))
@@ -75,15 +76,21 @@ def lstm_directions(inputs: list[Tensor], batch_sizes: list[int], weights: list[
     h0 = torch.stack([zeros if s is None else s[0].float() for s in starts])
     c0 = torch.stack([zeros if s is None else s[1].float() for s in starts])
     gemm = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
-    return _PackedLSTM.apply(gates_in, w_hh, h0, c0, batch_sizes, gemm)
+    return _PackedLSTM.apply(gates_in, w_hh, h0, c0, batch_sizes, gemm, native)
 
 
 class _PackedLSTM(torch.autograd.Function):
     @staticmethod
     @explicit_dtypes
-    def forward(ctx, gates_in, w_hh, h0, c0, batch_sizes, gemm):
+    def forward(ctx, gates_in, w_hh, h0, c0, batch_sizes, gemm, native):
         D, P, H = gates_in.size(0), gates_in.size(1), w_hh.size(2)
         w = w_hh.detach().transpose(1, 2).to(gemm)  # (D, H, 4H)
+        ctx.w, ctx.batch_sizes, ctx.native = w, batch_sizes, native
+        if native is not None:  # reads the gates' input part in the products' dtype
+            acts, hs, cs, tanh_cs = native.lstm_forward(
+                gates_in.detach().to(gemm).contiguous(), w_hh.detach().to(gemm), h0, c0, batch_sizes)
+            ctx.save_for_backward(acts, hs, cs, tanh_cs, h0, c0)
+            return hs, cs
         gates_in = gates_in.detach().float()
         acts = torch.empty_like(gates_in)  # i, f, g, o after their nonlinearities
         hs, cs = gates_in.new_empty(D, P, H, dtype=gemm), gates_in.new_empty(D, P, H)
@@ -97,7 +104,6 @@ class _PackedLSTM(torch.autograd.Function):
             h = torch.mul(o, tanh(c, out=tanh_cs[:, rows]), out=hs[:, rows])
             offset += n
         ctx.save_for_backward(acts, hs, cs, tanh_cs, h0, c0)
-        ctx.w, ctx.batch_sizes = w, batch_sizes
         return hs, cs
 
     @staticmethod
@@ -106,6 +112,13 @@ class _PackedLSTM(torch.autograd.Function):
         acts, hs, cs, tanh_cs, h0, c0 = ctx.saved_tensors
         w, batch_sizes = ctx.w, ctx.batch_sizes
         w_t = w.transpose(1, 2)
+        if ctx.native is not None:
+            d_hs = torch.zeros_like(hs) if d_hs is None else d_hs.to(hs.dtype).contiguous()
+            d_cs = None if d_cs is None else d_cs.float().contiguous()
+            d_gates, h_prev, d_h, d_c = ctx.native.lstm_backward(
+                acts, hs, cs, tanh_cs, h0, c0, d_hs, d_cs, w_t, batch_sizes)
+            d_w = torch.bmm(d_gates.transpose(1, 2), h_prev).float()  # (D, 4H, H)
+            return d_gates, d_w, d_h, d_c, None, None, None
         d_hs = torch.zeros_like(cs) if d_hs is None else d_hs.float()
         d_cs = torch.zeros_like(cs) if d_cs is None else d_cs.float()
         d_gates = acts.new_empty(acts.shape, dtype=w.dtype)
@@ -130,4 +143,4 @@ class _PackedLSTM(torch.autograd.Function):
             d_h[:, :n] = torch.bmm(dg, w_t)
             d_c[:, :n] = dc * f
         d_w = torch.bmm(d_gates.transpose(1, 2), h_prev).float()  # (D, 4H, H)
-        return d_gates, d_w, d_h, d_c, None, None
+        return d_gates, d_w, d_h, d_c, None, None, None

@@ -33,11 +33,13 @@ from compgen.models.packed_lstm import explicit_dtypes, gate_activations, tanh
 
 
 def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values: Tensor,
-                  mask: Tensor, batch_sizes: list[int]) -> tuple[Tensor, Tensor]:
+                  mask: Tensor, batch_sizes: list[int], native=None) -> tuple[Tensor, Tensor]:
     """The scan decoder over packed steps (rows sorted by length, longest first): ``e``
     ``(P, E)`` the (dropped-out) embeddings of the fed tokens, ``row`` ``(P,)`` the batch
     row of each packed position, ``z`` ``(B, 2Z)``, memories ``(B, K, T, A)``, ``mask``
-    ``(B, K, T)``. Returns the output features ``(P, E)`` and copy scores ``(P, K, T)``."""
+    ``(B, K, T)``. Returns the output features ``(P, E)`` and copy scores ``(P, K, T)``.
+    ``native``: the compiled loops (:func:`compgen.models.native.loops`) to run the steps
+    with, else the Python loops."""
     cell, att, out = model.decoder, model.attention, model.out
     H, K, A = model.hidden, keys.size(1), keys.size(3)
     ez = torch.cat([e, z[row]], 1)  # the decoder input without the fed-back feature
@@ -56,7 +58,7 @@ def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values
     gemm = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
     return _FusedDecoder.apply(gates_ez, query_ez, w_feed_h, w_q_h_feed, out.weight, out.bias,
                                keys, values, att.pos_key, att.pos_value, mask, offsets,
-                               h_drop, feed_drop, batch_sizes, gemm)
+                               h_drop, feed_drop, batch_sizes, gemm, native)
 
 
 def _dropout_mask(rows: int, width: int, p: float, active: bool) -> Tensor | None:
@@ -79,13 +81,11 @@ class _FusedDecoder(torch.autograd.Function):
     @staticmethod
     @explicit_dtypes
     def forward(ctx, gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys, values,
-                pos_key, pos_value, mask, offsets, h_drop, feed_drop, batch_sizes, gemm):
+                pos_key, pos_value, mask, offsets, h_drop, feed_drop, batch_sizes, gemm, native):
         B, K, T, A = keys.shape
         H = gates_ez.size(1) // 4
         Fd = w_feed_h.size(1) - H  # width of the fed-back feature
         P = gates_ez.size(0)
-        gates_ez, query_ez = gates_ez.detach().float(), query_ez.detach().float()
-        w_fh, w_qhf, w_o = (w.detach().t().to(gemm) for w in (w_feed_h, w_q_h_feed, w_out))
         b_out = b_out.detach().float()
         # the memories in the layouts every product reads in place, the scale 1/sqrt(A)
         # folded into the keys: scores (1, A) x (A, T), contexts (1, T) x (T, A)
@@ -95,6 +95,20 @@ class _FusedDecoder(torch.autograd.Function):
         # the relative-position vectors of every memory position at every step
         pos_keys = (pos_key.detach().float() * scale)[:, offsets].permute(1, 0, 3, 2).contiguous()
         pos_values = pos_value.detach().float()[:, offsets].transpose(0, 1).contiguous()
+        E = w_out.size(0)
+        ctx.batch_sizes, ctx.dims, ctx.native = batch_sizes, (B, K, T, A, H, Fd, E), native
+        mask = mask.contiguous()
+        if native is not None:
+            weights = [w.detach().to(gemm).contiguous() for w in (w_feed_h, w_q_h_feed, w_out)]
+            ys, scores, *buffers = native.decoder_forward(
+                gates_ez.detach().to(gemm).contiguous(), query_ez.detach().to(gemm).contiguous(),
+                *weights, b_out, keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop,
+                batch_sizes)
+            ctx.save_for_backward(*buffers, mask, h_drop, feed_drop)
+            ctx.memories = (*weights, keys_t, values, pos_keys, pos_values, offsets, pos_key.size(1))
+            return ys, scores
+        gates_ez, query_ez = gates_ez.detach().float(), query_ez.detach().float()
+        w_fh, w_qhf, w_o = (w.detach().t().to(gemm) for w in (w_feed_h, w_q_h_feed, w_out))
         unmasked = ~mask
         # what the backward pass reads, one row per packed position
         x_fh = gates_ez.new_empty(P, Fd + H, dtype=gemm)   # [feed_{t-1} ; h_{t-1}]
@@ -142,63 +156,22 @@ class _FusedDecoder(torch.autograd.Function):
         ctx.save_for_backward(x_fh, acts, cs, tanh_cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop)
         ctx.memories = (w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets,
                         pos_key.size(1))
-        ctx.batch_sizes, ctx.dims = batch_sizes, (B, K, T, A, H, Fd)
         return ys, scores
 
     @staticmethod
     @explicit_dtypes
     def backward(ctx, d_ys, d_scores):
         x_fh, acts, cs, tanh_cs, x_q, qs, alphas, x_out, mask, h_drop, feed_drop = ctx.saved_tensors
-        w_fh, w_qhf, w_o, keys_t, values, pos_keys, pos_values, offsets, npos = ctx.memories
-        batch_sizes, (B, K, T, A, H, Fd) = ctx.batch_sizes, ctx.dims
-        P, gemm = x_fh.size(0), x_fh.dtype
+        *weights, keys_t, values, pos_keys, pos_values, offsets, npos = ctx.memories
+        batch_sizes, (B, K, T, A, _, _, E) = ctx.batch_sizes, ctx.dims
+        P = x_fh.size(0)
         scale = 1 / math.sqrt(A)
-        d_ys = x_out.new_zeros(P, w_o.size(1), dtype=torch.float32) if d_ys is None else d_ys.float()
+        d_ys = x_out.new_zeros(P, E, dtype=torch.float32) if d_ys is None else d_ys.float()
         d_scores = alphas.new_zeros(P, K, T) if d_scores is None else d_scores.float()
-        # the gradients the weight products read, in their dtype
-        d_gates = acts.new_empty(P, 4 * H, dtype=gemm)
-        d_query = acts.new_empty(P, K * A, dtype=gemm)
-        d_y = acts.new_empty(P, w_o.size(1), dtype=gemm)
-        d_context = alphas.new_empty(P, K, A)
-        d_s = torch.empty_like(alphas)  # d loss / d (scores before masking and scaling) * scale
-        keep = mask.float()
-        # gradients w.r.t. the state entering each step, from the steps after it
-        d_h, d_c = acts.new_zeros(B, H), acts.new_zeros(B, H)
-        d_feed = acts.new_zeros(B, Fd)
-        w_fh_t, w_qhf_t, w_o_t = w_fh.t(), w_qhf.t(), w_o.t()
-        ends = torch.tensor([0] + batch_sizes).cumsum(0).tolist()
-        for t in range(len(batch_sizes) - 1, -1, -1):
-            n, rows = batch_sizes[t], slice(ends[t], ends[t + 1])
-            dy = d_ys[rows] + (d_feed[:n] if feed_drop is None else d_feed[:n] * feed_drop[rows])
-            d_y[rows] = dy
-            dx_out = torch.mm(d_y[rows], w_o_t).float()  # (n, H + K*A)
-            dctx = d_context[rows].view(n, K * A).copy_(dx_out[:, H:]).view(n, K, A)
-            alpha = alphas[rows]
-            d_alpha = torch.matmul(dctx.unsqueeze(2), values[:n].transpose(-1, -2)).squeeze(2)
-            d_alpha += torch.matmul(dctx.transpose(0, 1), pos_values[t].transpose(-1, -2)).transpose(0, 1)
-            ds = alpha * (d_alpha - (d_alpha * alpha).sum(-1, keepdim=True)) + d_scores[rows]
-            ds = torch.mul(ds, keep[:n], out=d_s[rows])  # masked scores get none
-            dq = torch.matmul(ds.unsqueeze(2), keys_t[:n].transpose(-1, -2)).squeeze(2)
-            dq += torch.matmul(ds.transpose(0, 1), pos_keys[t].transpose(-1, -2)).transpose(0, 1)
-            q = qs[rows].view(n, K * A)
-            torch.mul(dq.view(n, K * A), 1 - q * q, out=d_query[rows])
-            dx_q = torch.mm(d_query[rows], w_qhf_t).float()  # (n, H + F): [h_t ; feed_{t-1}]
-            dh_out = dx_out[:, :H] if h_drop is None else dx_out[:, :H] * h_drop[rows]
-            dh = d_h[:n] + dx_q[:, :H] + dh_out
-            i, f, g, o = acts[rows].chunk(4, 1)
-            tanh_c = tanh_cs[rows]
-            c_prev = cs[ends[t - 1]:ends[t - 1] + n] if t > 0 else torch.zeros_like(tanh_c)
-            dc = d_c[:n] + dh * o * (1 - tanh_c * tanh_c)
-            dg = d_gates[rows]
-            dgi, dgf, dgg, dgo = dg.chunk(4, 1)
-            torch.mul(dc * g, i * (1 - i), out=dgi)
-            torch.mul(dc * c_prev, f * (1 - f), out=dgf)
-            torch.mul(dc * i, 1 - g * g, out=dgg)
-            torch.mul(dh * tanh_c, o * (1 - o), out=dgo)
-            dx_fh = torch.mm(dg, w_fh_t).float()  # (n, F + H): [feed_{t-1} ; h_{t-1}]
-            d_h[:n] = dx_fh[:, Fd:]
-            d_c[:n] = dc * f
-            d_feed[:n] = dx_fh[:, :Fd] + dx_q[:, H:]
+        steps = _backward_steps if ctx.native is None else ctx.native.decoder_backward
+        d_gates, d_query, d_y, d_context, d_s = steps(
+            d_ys.contiguous(), d_scores.contiguous(), x_fh, acts, cs, tanh_cs, qs, alphas, *weights,
+            keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop, batch_sizes)
         # every weight's gradient in one product over all steps
         d_w_feed_h = torch.mm(d_gates.t(), x_fh).float()
         d_w_q = torch.mm(d_query.t(), x_q).float()
@@ -220,7 +193,62 @@ class _FusedDecoder(torch.autograd.Function):
         d_pos_key = torch.einsum("pkq,pka->kqa", by_offset[0], qs) * scale
         d_pos_value = torch.einsum("pkq,pka->kqa", by_offset[1], d_context)
         return (d_gates, d_query, d_w_feed_h, d_w_q, d_w_out, d_b_out, d_keys, d_values,
-                d_pos_key, d_pos_value) + (None,) * 6
+                d_pos_key, d_pos_value) + (None,) * 7
+
+
+def _backward_steps(d_ys, d_scores, x_fh, acts, cs, tanh_cs, qs, alphas, w_fh, w_qhf, w_o,
+                    keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop, batch_sizes):
+    """The backward loop of ``_FusedDecoder`` in Python (``native.decoder_backward`` in
+    C++): the gradients of the gates, queries and outputs before their products (in the
+    products' dtype), of the contexts and of the scores before masking and scaling."""
+    P, gemm = x_fh.size(0), x_fh.dtype
+    B, K, A, _ = keys_t.shape
+    H, E = tanh_cs.size(1), w_o.size(1)
+    Fd = w_fh.size(0) - H
+    d_gates = acts.new_empty(P, 4 * H, dtype=gemm)
+    d_query = acts.new_empty(P, K * A, dtype=gemm)
+    d_y = acts.new_empty(P, E, dtype=gemm)
+    d_context = alphas.new_empty(P, K, A)
+    d_s = torch.empty_like(alphas)
+    keep = mask.float()
+    # gradients w.r.t. the state entering each step, from the steps after it
+    d_h, d_c = acts.new_zeros(B, H), acts.new_zeros(B, H)
+    d_feed = acts.new_zeros(B, Fd)
+    w_fh_t, w_qhf_t, w_o_t = w_fh.t(), w_qhf.t(), w_o.t()
+    ends = torch.tensor([0] + batch_sizes).cumsum(0).tolist()
+    for t in range(len(batch_sizes) - 1, -1, -1):
+        n, rows = batch_sizes[t], slice(ends[t], ends[t + 1])
+        dy = d_ys[rows] + (d_feed[:n] if feed_drop is None else d_feed[:n] * feed_drop[rows])
+        d_y[rows] = dy
+        dx_out = torch.mm(d_y[rows], w_o_t).float()  # (n, H + K*A)
+        dctx = d_context[rows].view(n, K * A).copy_(dx_out[:, H:]).view(n, K, A)
+        alpha = alphas[rows]
+        d_alpha = torch.matmul(dctx.unsqueeze(2), values[:n].transpose(-1, -2)).squeeze(2)
+        d_alpha += torch.matmul(dctx.transpose(0, 1), pos_values[t].transpose(-1, -2)).transpose(0, 1)
+        ds = alpha * (d_alpha - (d_alpha * alpha).sum(-1, keepdim=True)) + d_scores[rows]
+        ds = torch.mul(ds, keep[:n], out=d_s[rows])  # masked scores get none
+        dq = torch.matmul(ds.unsqueeze(2), keys_t[:n].transpose(-1, -2)).squeeze(2)
+        dq += torch.matmul(ds.transpose(0, 1), pos_keys[t].transpose(-1, -2)).transpose(0, 1)
+        q = qs[rows].view(n, K * A)
+        torch.mul(dq.view(n, K * A), 1 - q * q, out=d_query[rows])
+        dx_q = torch.mm(d_query[rows], w_qhf_t).float()  # (n, H + F): [h_t ; feed_{t-1}]
+        dh_out = dx_out[:, :H] if h_drop is None else dx_out[:, :H] * h_drop[rows]
+        dh = d_h[:n] + dx_q[:, :H] + dh_out
+        i, f, g, o = acts[rows].chunk(4, 1)
+        tanh_c = tanh_cs[rows]
+        c_prev = cs[ends[t - 1]:ends[t - 1] + n] if t > 0 else torch.zeros_like(tanh_c)
+        dc = d_c[:n] + dh * o * (1 - tanh_c * tanh_c)
+        dg = d_gates[rows]
+        dgi, dgf, dgg, dgo = dg.chunk(4, 1)
+        torch.mul(dc * g, i * (1 - i), out=dgi)
+        torch.mul(dc * c_prev, f * (1 - f), out=dgf)
+        torch.mul(dc * i, 1 - g * g, out=dgg)
+        torch.mul(dh * tanh_c, o * (1 - o), out=dgo)
+        dx_fh = torch.mm(dg, w_fh_t).float()  # (n, F + H): [feed_{t-1} ; h_{t-1}]
+        d_h[:n] = dx_fh[:, Fd:]
+        d_c[:n] = dc * f
+        d_feed[:n] = dx_fh[:, :Fd] + dx_q[:, H:]
+    return d_gates, d_query, d_y, d_context, d_s
 
 
 def _padded_index(batch_sizes: list[int]) -> Tensor:

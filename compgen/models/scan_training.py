@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
+from compgen.models import native
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Memory, Recombine, is_real
 from compgen.models.scan_decoder import fused_decoder
@@ -47,9 +48,10 @@ class TrainingLoss:
     packed_encoder: bool = True
     pad_chains: int = 0              # 0: the backward direction reads the padding as is
     fused_decoder: bool = True
+    native_loops: bool = True        # the step loops compiled (compgen.models.native), if built
 
 
-REFERENCE = TrainingLoss(False, False, 0, False)
+REFERENCE = TrainingLoss(False, False, 0, False, False)
 
 
 def training_loss(model: Recombine, target: Tensor, protos: Tensor,
@@ -63,7 +65,8 @@ def training_loss(model: Recombine, target: Tensor, protos: Tensor,
     if fused:  # longest target first: the rows still decoding are a prefix
         order = torch.argsort((target != PAD_ID).sum(1), descending=True, stable=True)
         target, protos = target[order], protos[order]
-    keys, values, summaries = _encode(model, protos, levers)
+    loops = native.loops() if levers.native_loops else None
+    keys, values, summaries = _encode(model, protos, levers, loops)
     z = model.posterior_z(target, protos, summaries) if model.vae else torch.zeros(B, model.latent)
     memory = Memory(keys, values, protos, is_real(protos), z)
     gold = target[:, 1:]
@@ -77,15 +80,16 @@ def training_loss(model: Recombine, target: Tensor, protos: Tensor,
     step = torch.repeat_interleave(torch.arange(running.size(0)), running)
     row = torch.arange(step.size(0)) - torch.repeat_interleave(running.cumsum(0) - running, running)
     fed = F.dropout(model.embed(target[row, step]), model.pdrop, model.training)
-    ys, scores = fused_decoder(model, fed, z, row, keys, values, memory.mask, running.tolist())
+    ys, scores = fused_decoder(model, fed, z, row, keys, values, memory.mask, running.tolist(),
+                               loops)
     return model._scan_objective(ys[:, None], scores[:, None], protos[row],
                                  gold[row, step][:, None], B)
 
 
 # ------------------------------------------------------------------ encoder
 
-def _encode(model: Recombine, protos: Tensor,
-            levers: TrainingLoss) -> tuple[Tensor, Tensor, Tensor]:
+def _encode(model: Recombine, protos: Tensor, levers: TrainingLoss,
+            loops=None) -> tuple[Tensor, Tensor, Tensor]:
     """Prototypes ``(B, K, T)`` -> attention keys and values ``(B, K, T, A)`` and the
     summaries ``(B, K, 2H)`` (encoder outputs at the trailing </s>, for the VAE). With the
     packed encoder, keys and values at padding positions are zeros (the attention masks
@@ -104,7 +108,7 @@ def _encode(model: Recombine, protos: Tensor,
     lengths = (rows != PAD_ID).sum(1)  # padding only trails
     order = torch.argsort(lengths, descending=True, stable=True)
     rows, lengths, inverse = rows[order], lengths[order], torch.argsort(order)[inverse]
-    index, enc = _packed_bilstm(model, rows, lengths, levers.pad_chains)
+    index, enc = _packed_bilstm(model, rows, lengths, levers.pad_chains, loops)
     # keys and values of both memories at every real position in one product
     att, N, A = model.attention, rows.size(0), model.attention.att_dim
     weight = torch.cat([att.key.weight, att.value.weight])  # (2K, A, 2H)
@@ -122,7 +126,7 @@ def _encode(model: Recombine, protos: Tensor,
 
 
 def _packed_bilstm(model: Recombine, tokens: Tensor, lengths: Tensor,
-                   pad_chains: int) -> tuple[Tensor, Tensor]:
+                   pad_chains: int, loops) -> tuple[Tensor, Tensor]:
     """The prototype BiLSTM over ``tokens`` ``(N, T)`` sorted by ``lengths`` (longest first).
     Returns the flat index (row * T + position) of every real position, in the packed
     order of the forward direction, and the outputs ``(P, 2H)`` there."""
@@ -132,17 +136,17 @@ def _packed_bilstm(model: Recombine, tokens: Tensor, lengths: Tensor,
     forward, backward = _direction_weights(lstm, ""), _direction_weights(lstm, "_reverse")
     index, batch_sizes = packed_index(lengths, T)
     if pad_chains == 0:  # the backward direction reads the padding first, as the reference
-        (h_forward,), _ = lstm_directions([emb[index]], batch_sizes, [forward])
+        (h_forward,), _ = lstm_directions([emb[index]], batch_sizes, [forward], native=loops)
         back_index, back_sizes = packed_index(torch.full_like(lengths, T), T)
         back_index = back_index + T - 1 - 2 * (back_index % T)  # step t reads position T-1-t
-        (h_back,), _ = lstm_directions([emb[back_index]], back_sizes, [backward])
+        (h_back,), _ = lstm_directions([emb[back_index]], back_sizes, [backward], native=loops)
     else:  # ... from the state after its padding, shared by the prototypes of a chain;
         # both directions then run the same steps, in one loop
         row, step = index // T, index % T
         back_index = row * T + lengths[row] - 1 - step  # step t reads position length-1-t
         start = _pad_chain_states(model, backward, T - lengths, pad_chains)
         (h_forward, h_back), _ = lstm_directions([emb[index], emb[back_index]], batch_sizes,
-                                                 [forward, backward], [None, start])
+                                                 [forward, backward], [None, start], loops)
     # the backward direction's output at each forward-packed position
     position = torch.empty(N * T, dtype=torch.long).index_put_((back_index,), torch.arange(back_index.size(0)))
     return index, torch.cat([h_forward, h_back[position[index]]], 1)

@@ -1,0 +1,99 @@
+"""The training step loops compiled for this machine (C++ in this folder).
+
+The LSTM and decoder loops of generator training run thousands of small steps per update;
+in Python each step is a dozen separate tensor operations, each with its own pass over
+memory and its own interpreter overhead. The C++ loops here do the same computation with
+each step's element-wise work fused into one vectorised pass. They are built once per
+machine with ``torch.utils.cpp_extension`` (g++ and ninja; ``-march=native``) into
+``~/.cache/compgen/native/<key>/`` (key: the sources, the torch version and the CPU
+flags). Where they cannot be built the Python loops run instead (same results up to float
+rounding; ``loops()`` returns None and says why once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+SOURCES = ("bindings.cpp", "lstm_loops.cpp", "decoder_loops.cpp")
+HEADERS = ("linear.h", "pointwise.h")
+_HERE = Path(__file__).resolve().parent
+_loaded: dict[str, object] = {}
+
+
+def _cache_root() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "compgen" / "native"
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _key() -> str:
+    import torch
+
+    h = hashlib.sha256(f"{torch.__version__} {sys.version_info[:2]} {_cpu_flags()}".encode())
+    for name in SOURCES + HEADERS:
+        h.update((_HERE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def loops():
+    """The compiled module (``lstm_forward``, ``lstm_backward``), building it on first use
+    (~30 s); None when it cannot be built or ``COMPGEN_NATIVE=0``."""
+    if "module" in _loaded:
+        return _loaded["module"]
+    module = None
+    if os.environ.get("COMPGEN_NATIVE", "1") != "0":
+        try:
+            module = _build()
+        except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as exc:
+            # no compiler, no ninja, a failed build: the Python loops
+            print(f"note: the compiled training loops are not available ({_first_line(exc)}); "
+                  "training runs the Python loops", file=sys.stderr)
+    _loaded["module"] = module
+    return module
+
+
+@contextmanager
+def denormals_flushed(module):
+    """Subnormal floats flushed to zero in every torch thread while the block runs (see
+    ``flush_denormals`` in bindings.cpp); nothing when ``module`` is None."""
+    if module is None:
+        yield
+        return
+    was = module.flush_denormals(True)
+    try:
+        yield
+    finally:
+        module.flush_denormals(was)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1][:200] if text else type(exc).__name__
+
+
+def _build():
+    from torch.utils.cpp_extension import load
+
+    key = _key()
+    folder = _cache_root() / key
+    folder.mkdir(parents=True, exist_ok=True)
+    return load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
+                build_directory=str(folder), verbose=False,
+                extra_cflags=["-O3", "-march=native", "-mprefer-vector-width=512",
+                              "-fno-math-errno", "-fno-trapping-math", "-fopenmp"],
+                extra_ldflags=["-fopenmp"])
