@@ -139,7 +139,7 @@ def test_the_fast_loss_applies_the_reference_dropout(packed):
         model.zero_grad()
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(torch.nn.functional, "dropout", dropout)
-            patch.setattr(scan_decoder, "_dropout_mask", draw_mask)
+            patch.setattr(scan_decoder, "dropout_mask", draw_mask)
             loss, nll, _ = training_loss(model, target, protos, levers)
         loss.backward()
         return [loss.detach(), nll] + [p.grad.clone() for p in model.parameters()]
@@ -149,6 +149,7 @@ def test_the_fast_loss_applies_the_reference_dropout(packed):
     if packed:  # the packed encoder reads the prototypes longest first
         flat = protos.reshape(-1, protos.size(2))
         by_length = torch.argsort((flat != 0).sum(1), descending=True, stable=True)
+        encoder = encoder.view(flat.size(0), flat.size(1), -1)  # drawn for (N * T) rows
         encoder = torch.empty_like(encoder).index_copy_(0, by_length, encoder)
     running = ((target[:, 1:] != 0).sum(1)[None, :] > torch.arange(target.size(1) - 1)[:, None]).sum(1)
     packed = iter(torch.cat([torch.zeros(1), running.cumsum(0)]).long().tolist())

@@ -53,19 +53,26 @@ def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values
     steps, T = len(batch_sizes), keys.size(2)
     offsets = relative_positions(torch.arange(steps), T, att.kpos)  # (steps, T)
     P = e.size(0)
-    h_drop = _dropout_mask(P, H, model.outdrop, model.training or model.outdrop_test)
-    feed_drop = _dropout_mask(P, out.weight.size(0), model.pdrop, model.training)
+    h_drop = dropout_mask(P, H, model.outdrop, model.training or model.outdrop_test)
+    feed_drop = dropout_mask(P, out.weight.size(0), model.pdrop, model.training)
     gemm = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
     return _FusedDecoder.apply(gates_ez, query_ez, w_feed_h, w_q_h_feed, out.weight, out.bias,
                                keys, values, att.pos_key, att.pos_value, mask, offsets,
                                h_drop, feed_drop, batch_sizes, gemm, native)
 
 
-def _dropout_mask(rows: int, width: int, p: float, active: bool) -> Tensor | None:
-    """F.dropout's mask (Bernoulli(1 - p) / (1 - p)) for every packed position at once."""
+def dropout_mask(rows: int, width: int, p: float, active: bool) -> Tensor | None:
+    """F.dropout's mask (Bernoulli(1 - p) / (1 - p)) for every packed position at once,
+    drawn as uniform >= p (4x faster than ``bernoulli_``, which F.dropout uses, here)."""
     if not active or p == 0:
         return None
-    return torch.empty(rows, width).bernoulli_(1 - p).div_(1 - p)
+    return torch.rand(rows, width).ge_(p).div_(1 - p)
+
+
+def dropout(x: Tensor, p: float, active: bool) -> Tensor:
+    """F.dropout of the rows ``x`` ``(n, width)`` with :func:`dropout_mask`."""
+    mask = dropout_mask(x.size(0), x.size(1), p, active)
+    return x if mask is None else x * mask
 
 
 def _mm(x: Tensor, w: Tensor) -> Tensor:

@@ -35,10 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
-from compgen.models import native
+from compgen.models import native, scan_decoder
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Memory, Recombine, is_real
-from compgen.models.scan_decoder import fused_decoder
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,8 @@ def training_loss(model: Recombine, target: Tensor, protos: Tensor,
     running = (lengths[None, :] > torch.arange(int(lengths[0]))[:, None]).sum(1)
     step = torch.repeat_interleave(torch.arange(running.size(0)), running)
     row = torch.arange(step.size(0)) - torch.repeat_interleave(running.cumsum(0) - running, running)
-    fed = F.dropout(model.embed(target[row, step]), model.pdrop, model.training)
-    ys, scores = fused_decoder(model, fed, z, row, keys, values, memory.mask, running.tolist(),
+    fed = scan_decoder.dropout(model.embed(target[row, step]), model.pdrop, model.training)
+    ys, scores = scan_decoder.fused_decoder(model, fed, z, row, keys, values, memory.mask, running.tolist(),
                                loops)
     return model._scan_objective(ys[:, None], scores[:, None], protos[row],
                                  gold[row, step][:, None], B)
@@ -132,7 +131,7 @@ def _packed_bilstm(model: Recombine, tokens: Tensor, lengths: Tensor,
     order of the forward direction, and the outputs ``(P, 2H)`` there."""
     lstm = model.proto_encoder
     N, T = tokens.shape
-    emb = F.dropout(model.embed(tokens), model.pdrop, model.training).reshape(N * T, -1)
+    emb = scan_decoder.dropout(model.embed(tokens).reshape(N * T, -1), model.pdrop, model.training)
     forward, backward = _direction_weights(lstm, ""), _direction_weights(lstm, "_reverse")
     index, batch_sizes = packed_index(lengths, T)
     if pad_chains == 0:  # the backward direction reads the padding first, as the reference
@@ -163,7 +162,7 @@ def _pad_chain_states(model: Recombine, weights: list[Tensor], pads: Tensor,
     ``chains`` chains of padding inputs (row i reads chain i mod ``chains``)."""
     steps = int(pads.max())
     pad = model.embed.weight[PAD_ID]
-    inputs = F.dropout(pad.expand(steps * chains, -1), model.pdrop, model.training)
+    inputs = scan_decoder.dropout(pad.expand(steps * chains, -1), model.pdrop, model.training)
     (hs,), (cs,) = lstm_directions([inputs], [chains] * steps, [weights])
     zeros = hs.new_zeros(chains, hs.size(1))
     at = pads * chains + torch.arange(pads.size(0)) % chains  # after pads[i] steps of chain i
