@@ -143,7 +143,7 @@ def _packed_bilstm(model: Recombine, tokens: Tensor, lengths: Tensor,
         # both directions then run the same steps, in one loop
         row, step = index // T, index % T
         back_index = row * T + lengths[row] - 1 - step  # step t reads position length-1-t
-        start = _pad_chain_states(model, backward, T - lengths, pad_chains)
+        start = _pad_chain_states(model, backward, T - lengths, pad_chains, loops)
         (h_forward, h_back), _ = lstm_directions([emb[index], emb[back_index]], batch_sizes,
                                                  [forward, backward], [None, start], loops)
     # the backward direction's output at each forward-packed position
@@ -157,13 +157,13 @@ def _direction_weights(lstm: nn.LSTM, suffix: str) -> list[Tensor]:
 
 
 def _pad_chain_states(model: Recombine, weights: list[Tensor], pads: Tensor,
-                      chains: int) -> tuple[Tensor, Tensor]:
+                      chains: int, loops=None) -> tuple[Tensor, Tensor]:
     """The backward direction's (h, c) after ``pads[i]`` padding steps for each row i, from
     ``chains`` chains of padding inputs (row i reads chain i mod ``chains``)."""
     steps = int(pads.max())
     pad = model.embed.weight[PAD_ID]
     inputs = scan_decoder.dropout(pad.expand(steps * chains, -1), model.pdrop, model.training)
-    (hs,), (cs,) = lstm_directions([inputs], [chains] * steps, [weights])
+    (hs,), (cs,) = lstm_directions([inputs], [chains] * steps, [weights], native=loops)
     zeros = hs.new_zeros(chains, hs.size(1))
     at = pads * chains + torch.arange(pads.size(0)) % chains  # after pads[i] steps of chain i
     return torch.cat([zeros, hs])[at], torch.cat([zeros, cs])[at]

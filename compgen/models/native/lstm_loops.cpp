@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <optional>
 #include <vector>
 
 namespace {
@@ -73,40 +74,58 @@ struct Rows {
   T* operator()(int64_t d, int64_t r) const { return base + d * stride0 + r * stride1; }
 };
 
+// Runs run(d0, d1) for the directions [0, D): with as many torch threads as directions,
+// each direction's whole step loop on its own thread (its products and row loops then
+// run single-threaded inside the parallel region): the directions never wait for each
+// other, where splitting every small step across the threads syncs them at each step.
+template <typename Run>
+void by_direction(int64_t D, const Run& run) {
+  if (D > 1 && at::get_num_threads() >= D && !at::in_parallel_region()) {
+    at::parallel_for(0, D, 1, [&](int64_t begin, int64_t end) { run(begin, end); });
+  } else {
+    run(0, D);
+  }
+}
+
 template <typename Gemm>
 std::vector<at::Tensor> forward_impl(const at::Tensor& gates_in, const at::Tensor& w,
                                      const at::Tensor& h0, const at::Tensor& c0,
                                      const std::vector<int64_t>& batch_sizes) {
   const int64_t D = gates_in.size(0), P = gates_in.size(1), H = w.size(2);
-  std::vector<Linear> w_hh;
-  for (int64_t d = 0; d < D; ++d) w_hh.emplace_back(w[d]);
+  std::vector<std::optional<Linear>> w_hh(D);  // packed by the thread of its direction
   const auto fp32 = gates_in.options().dtype(at::kFloat);
   auto acts = at::empty({D, P, 4 * H}, fp32);
   auto hs = at::empty({D, P, H}, w.options());
   auto cs = at::empty({D, P, H}, fp32);
   auto tanh_cs = at::empty_like(cs);
-  at::Tensor h = h0.to(w.scalar_type()), c = c0;
-  int64_t offset = 0;
-  for (int64_t n : batch_sizes) {
-    std::vector<const Gemm*> hw;  // h_{t-1} W_hh^T (n, 4H) of each direction
-    std::vector<at::Tensor> products;
-    for (int64_t d = 0; d < D; ++d) {
-      products.push_back(w_hh[d](h[d].narrow(0, 0, n)));
-      hw.push_back(static_cast<const Gemm*>(products.back().data_ptr()));
-    }
-    const Rows<float> act(acts), c_prev(c), c_new(cs), tc(tanh_cs);
-    const Rows<Gemm> gin(gates_in), h_new(hs);
-    at::parallel_for(0, D * n, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) {
-        const int64_t d = j / n, r = j % n, p = offset + r;
-        cell_forward_row(gin(d, p), hw[d] + r * 4 * H, act(d, p), c_prev(d, r), c_new(d, p), tc(d, p),
-                         h_new(d, p), H);
+  const at::Tensor h_start = h0.to(w.scalar_type());
+  // directions [d0, d1) over every step
+  auto run = [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) w_hh[d].emplace(w[d]);
+    at::Tensor h = h_start, c = c0;
+    int64_t offset = 0;
+    for (int64_t n : batch_sizes) {
+      std::vector<const Gemm*> hw(D);  // h_{t-1} W_hh^T (n, 4H) of each direction
+      std::vector<at::Tensor> products;
+      for (int64_t d = d0; d < d1; ++d) {
+        products.push_back((*w_hh[d])(h[d].narrow(0, 0, n)));
+        hw[d] = static_cast<const Gemm*>(products.back().data_ptr());
       }
-    });
-    h = hs.narrow(1, offset, n);
-    c = cs.narrow(1, offset, n);
-    offset += n;
-  }
+      const Rows<float> act(acts), c_prev(c), c_new(cs), tc(tanh_cs);
+      const Rows<Gemm> gin(gates_in), h_new(hs);
+      at::parallel_for(d0 * n, d1 * n, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          const int64_t d = j / n, r = j % n, p = offset + r;
+          cell_forward_row(gin(d, p), hw[d] + r * 4 * H, act(d, p), c_prev(d, r), c_new(d, p),
+                           tc(d, p), h_new(d, p), H);
+        }
+      });
+      h = hs.narrow(1, offset, n);
+      c = cs.narrow(1, offset, n);
+      offset += n;
+    }
+  };
+  by_direction(D, run);
   return {acts, hs, cs, tanh_cs};
 }
 
@@ -117,32 +136,38 @@ std::vector<at::Tensor> backward_impl(const at::Tensor& acts, const at::Tensor& 
                                       const at::Tensor& d_hs, const at::Tensor& d_cs,
                                       const at::Tensor& w, const std::vector<int64_t>& batch_sizes) {
   const int64_t D = acts.size(0), H = w.size(2);
-  std::vector<Linear> w_hh_t;  // d_gates (n, 4H) -> (n, H): the weight (4H, H) read as (H, 4H)^T
-  for (int64_t d = 0; d < D; ++d) w_hh_t.emplace_back(w[d].t());
+  // d_gates (n, 4H) -> (n, H): the weight (4H, H) read as (H, 4H)^T, transposed and packed
+  // by the thread of its direction
+  std::vector<std::optional<Linear>> w_hh_t(D);
   auto d_gates = at::empty(acts.sizes(), w.options());
   auto h_prev = at::empty_like(hs);  // the state each step read, packed like the steps
   auto d_h = at::zeros_like(h0), d_c = at::zeros_like(c0);
   auto h0_gemm = h0.to(w.scalar_type());
   std::vector<int64_t> ends{0};
   for (int64_t n : batch_sizes) ends.push_back(ends.back() + n);
-  for (int64_t t = static_cast<int64_t>(batch_sizes.size()) - 1; t >= 0; --t) {
-    const int64_t n = batch_sizes[t], start = ends[t];
-    const at::Tensor c_prev = t > 0 ? cs.narrow(1, ends[t - 1], n) : c0.narrow(1, 0, n);
-    h_prev.narrow(1, start, n).copy_(t > 0 ? hs.narrow(1, ends[t - 1], n) : h0_gemm.narrow(1, 0, n));
-    const Rows<float> act(acts), cp(c_prev), tc(tanh_cs), dh(d_h), dc(d_c);
-    const Rows<Gemm> dho(d_hs), dg(d_gates);
-    const bool cell_grad = d_cs.defined();
-    at::parallel_for(0, D * n, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) {
-        const int64_t d = j / n, r = j % n, p = start + r;
-        const float* dco = cell_grad ? Rows<float>(d_cs)(d, p) : nullptr;
-        cell_backward_row(act(d, p), cp(d, r), tc(d, p), dho(d, p), dh(d, r), dco, dc(d, r),
-                          dg(d, p), H);
-      }
-    });
-    for (int64_t d = 0; d < D; ++d)
-      d_h[d].narrow(0, 0, n).copy_(w_hh_t[d](d_gates[d].narrow(0, start, n)));
-  }
+  auto run = [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) w_hh_t[d].emplace(w[d].t());
+    for (int64_t t = static_cast<int64_t>(batch_sizes.size()) - 1; t >= 0; --t) {
+      const int64_t n = batch_sizes[t], start = ends[t];
+      const at::Tensor c_prev = t > 0 ? cs.narrow(1, ends[t - 1], n) : c0.narrow(1, 0, n);
+      const at::Tensor h_before = t > 0 ? hs.narrow(1, ends[t - 1], n) : h0_gemm.narrow(1, 0, n);
+      for (int64_t d = d0; d < d1; ++d) h_prev[d].narrow(0, start, n).copy_(h_before[d]);
+      const Rows<float> act(acts), cp(c_prev), tc(tanh_cs), dh(d_h), dc(d_c);
+      const Rows<Gemm> dho(d_hs), dg(d_gates);
+      const bool cell_grad = d_cs.defined();
+      at::parallel_for(d0 * n, d1 * n, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          const int64_t d = j / n, r = j % n, p = start + r;
+          const float* dco = cell_grad ? Rows<float>(d_cs)(d, p) : nullptr;
+          cell_backward_row(act(d, p), cp(d, r), tc(d, p), dho(d, p), dh(d, r), dco, dc(d, r),
+                            dg(d, p), H);
+        }
+      });
+      for (int64_t d = d0; d < d1; ++d)
+        d_h[d].narrow(0, 0, n).copy_((*w_hh_t[d])(d_gates[d].narrow(0, start, n)));
+    }
+  };
+  by_direction(D, run);
   return {d_gates, h_prev, d_h, d_c};
 }
 
