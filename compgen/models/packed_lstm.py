@@ -32,6 +32,34 @@ def explicit_dtypes(method):
     return run
 
 
+# oneDNN builds (JIT-compiles) a kernel for every new matrix shape it meets, ~3 ms each
+# here, and the packed position counts P of a batch's products differ from batch to
+# batch: 5-30x the products' own time. Products over P positions pad P with zero rows to
+# a multiple of ROW_BUCKET, so a few shapes recur and their kernels are reused.
+ROW_BUCKET = 64
+
+
+def bucketed_rows(x: Tensor, dim: int = 0) -> Tensor:
+    """``x`` with zero rows appended along ``dim`` up to a multiple of ROW_BUCKET."""
+    pad = -x.size(dim) % ROW_BUCKET
+    if pad == 0:
+        return x
+    shape = list(x.shape)
+    shape[dim] = pad
+    return torch.cat([x, x.new_zeros(shape)], dim)
+
+
+def rows_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """F.linear over the rows of ``x`` ``(P, in)``, its row count bucketed (ROW_BUCKET)."""
+    return torch.nn.functional.linear(bucketed_rows(x), weight, bias)[:x.size(0)]
+
+
+def rows_gradient(a: Tensor, b: Tensor) -> Tensor:
+    """``a^T b`` summed over the rows of ``a`` ``(..., P, M)`` and ``b`` ``(..., P, N)``: a
+    weight's gradient, with the row count bucketed (ROW_BUCKET)."""
+    return torch.matmul(bucketed_rows(a, -2).transpose(-1, -2), bucketed_rows(b, -2))
+
+
 def tanh(x: Tensor, out: Tensor | None = None) -> Tensor:
     """tanh(x) as 2 sigmoid(2x) - 1: equal to 2e-7 and about 3x faster than ``torch.tanh``,
     which this torch's CPU kernels do not vectorise (166 vs 50 us on 64k floats)."""
@@ -69,7 +97,9 @@ def lstm_directions(inputs: list[Tensor], batch_sizes: list[int], weights: list[
     (:func:`compgen.models.native.loops`) to run the steps with, else the Python loops."""
     w_ih, w_hh, b_ih, b_hh = (torch.stack(w) for w in zip(*weights))
     # the input part of every step in one product per direction
-    gates_in = torch.baddbmm((b_ih + b_hh)[:, None], torch.stack(inputs), w_ih.transpose(1, 2))
+    P = inputs[0].size(0)
+    gates_in = torch.baddbmm((b_ih + b_hh)[:, None], bucketed_rows(torch.stack(inputs), 1),
+                             w_ih.transpose(1, 2))[:, :P]
     rows, hidden = batch_sizes[0] if batch_sizes else 0, w_hh.size(2)
     zeros = gates_in.new_zeros(rows, hidden, dtype=torch.float32)
     starts = starts or [None] * len(inputs)
@@ -88,7 +118,7 @@ class _PackedLSTM(torch.autograd.Function):
         ctx.w, ctx.batch_sizes, ctx.native = w, batch_sizes, native
         if native is not None:  # reads the gates' input part in the products' dtype
             acts, hs, cs, tanh_cs = native.lstm_forward(
-                gates_in.detach().to(gemm).contiguous(), w.transpose(1, 2), h0, c0, batch_sizes)
+                gates_in.detach().to(gemm), w.transpose(1, 2), h0, c0, batch_sizes)
             ctx.save_for_backward(acts, hs, cs, tanh_cs, h0, c0)
             return hs, cs
         gates_in = gates_in.detach().float()
@@ -117,7 +147,7 @@ class _PackedLSTM(torch.autograd.Function):
             d_cs = None if d_cs is None else d_cs.float().contiguous()
             d_gates, h_prev, d_h, d_c = ctx.native.lstm_backward(
                 acts, hs, cs, tanh_cs, h0, c0, d_hs, d_cs, w_t, batch_sizes)
-            d_w = torch.bmm(d_gates.transpose(1, 2), h_prev).float()  # (D, 4H, H)
+            d_w = rows_gradient(d_gates, h_prev).float()  # (D, 4H, H)
             return d_gates, d_w, d_h, d_c, None, None, None
         d_hs = torch.zeros_like(cs) if d_hs is None else d_hs.float()
         d_cs = torch.zeros_like(cs) if d_cs is None else d_cs.float()
@@ -142,5 +172,5 @@ class _PackedLSTM(torch.autograd.Function):
             torch.mul(dh * tanh_c, o * (1 - o), out=dgo)
             d_h[:, :n] = torch.bmm(dg, w_t)
             d_c[:, :n] = dc * f
-        d_w = torch.bmm(d_gates.transpose(1, 2), h_prev).float()  # (D, 4H, H)
+        d_w = rows_gradient(d_gates, h_prev).float()  # (D, 4H, H)
         return d_gates, d_w, d_h, d_c, None, None, None

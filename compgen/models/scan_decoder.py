@@ -25,11 +25,16 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from compgen.models.attention import MASKED, relative_positions
-from compgen.models.packed_lstm import explicit_dtypes, gate_activations, tanh
+from compgen.models.packed_lstm import (
+    explicit_dtypes,
+    gate_activations,
+    rows_gradient,
+    rows_linear,
+    tanh,
+)
 
 
 def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values: Tensor,
@@ -45,10 +50,10 @@ def fused_decoder(model, e: Tensor, z: Tensor, row: Tensor, keys: Tensor, values
     ez = torch.cat([e, z[row]], 1)  # the decoder input without the fed-back feature
     split = ez.size(1)
     w_ih = cell.weight_ih
-    gates_ez = F.linear(ez, w_ih[:, :split], cell.bias_ih + cell.bias_hh)
+    gates_ez = rows_linear(ez, w_ih[:, :split], cell.bias_ih + cell.bias_hh)
     w_feed_h = torch.cat([w_ih[:, split:], cell.weight_hh], 1)  # reads [feed ; h]
     w_q = att.query.weight.reshape(K * A, -1)  # the K query layers read the same vector
-    query_ez = F.linear(ez, w_q[:, H:H + split], att.query.bias.reshape(-1))
+    query_ez = rows_linear(ez, w_q[:, H:H + split], att.query.bias.reshape(-1))
     w_q_h_feed = torch.cat([w_q[:, :H], w_q[:, H + split:]], 1)  # reads [h ; feed]
     steps, T = len(batch_sizes), keys.size(2)
     offsets = relative_positions(torch.arange(steps), T, att.kpos)  # (steps, T)
@@ -180,9 +185,9 @@ class _FusedDecoder(torch.autograd.Function):
             d_ys.contiguous(), d_scores.contiguous(), x_fh, acts, cs, tanh_cs, qs, alphas, *weights,
             keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop, batch_sizes)
         # every weight's gradient in one product over all steps
-        d_w_feed_h = torch.mm(d_gates.t(), x_fh).float()
-        d_w_q = torch.mm(d_query.t(), x_q).float()
-        d_w_out = torch.mm(d_y.t(), x_out).float()
+        d_w_feed_h = rows_gradient(d_gates, x_fh).float()
+        d_w_q = rows_gradient(d_query, x_q).float()
+        d_w_out = rows_gradient(d_y, x_out).float()
         d_b_out = d_y.float().sum(0)
         # memories: per (row, prototype), a sum over the steps -> padded (B, K, steps, .)
         where = _padded_index(batch_sizes)

@@ -31,12 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
 from compgen.models import native, scan_decoder
-from compgen.models.packed_lstm import lstm_directions, packed_index
+from compgen.models.packed_lstm import lstm_directions, packed_index, rows_linear
 from compgen.models.recombine import Memory, Recombine, is_real
 
 
@@ -112,7 +111,7 @@ def _encode(model: Recombine, protos: Tensor, levers: TrainingLoss,
     att, N, A = model.attention, rows.size(0), model.attention.att_dim
     weight = torch.cat([att.key.weight, att.value.weight])  # (2K, A, 2H)
     bias = torch.cat([att.key.bias, att.value.bias])
-    memories = torch.tanh(F.linear(enc, weight.reshape(2 * K * A, -1), bias.reshape(-1)))
+    memories = torch.tanh(rows_linear(enc, weight.reshape(2 * K * A, -1), bias.reshape(-1)))
     grid = memories.new_zeros(N * T, 2 * K * A).index_put((index,), memories)
     # (B, K) -> its prototype's row, read with the prototype slot's parameters
     chosen = grid.view(N, T, 2, K, A)[inverse.view(B, K), :, :, torch.arange(K)]  # (B, K, T, 2, A)
