@@ -20,7 +20,7 @@ from compgen.train import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_KEYS = ("batch_size, checkpoint_seconds, dev_fraction, epochs, fused_decoder, gradnorm, "
-              "length_buckets, log_every, lr, lrdecay, packed_encoder, pad_chains, patience, "
+              "length_buckets, log_every, lr, lrdecay, native_loops, packed_encoder, pad_chains, patience, "
               "precision, prefetch, restore_best, seed, threads, unique_prototypes")
 
 
