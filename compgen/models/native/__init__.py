@@ -92,6 +92,9 @@ def _build():
     key = _key()
     folder = _cache_root() / key
     folder.mkdir(parents=True, exist_ok=True)
+    if not any(folder.glob("*.so")):
+        print(f"building the compiled training loops for this CPU (once, ~1 min) in {folder}",
+              file=sys.stderr)
     return load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
                 build_directory=str(folder), verbose=False,
                 extra_cflags=["-O3", "-march=native", "-mprefer-vector-width=512",
