@@ -36,5 +36,8 @@ if ! grep -qF "# compgen shell set-up" .venv/bin/activate; then
   printf '\n%s\n' "$hook" >> .venv/bin/activate
 fi
 
+# the generator's compiled training loops, built once per machine into ~/.cache/compgen/native
+.venv/bin/python -c "from compgen.models import native; native.loops()"
+
 # lmplz and build_binary, built once from the kenlm sources and cached outside the clone.
 bash scripts/install_kenlm.sh
