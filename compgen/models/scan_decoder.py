@@ -80,11 +80,6 @@ def dropout(x: Tensor, p: float, active: bool) -> Tensor:
     return x if mask is None else x * mask
 
 
-def _mm(x: Tensor, w: Tensor) -> Tensor:
-    """``x @ w`` in ``w``'s dtype (bf16 under autocast), returned in fp32."""
-    return torch.mm(x.to(w.dtype), w).float()
-
-
 class _FusedDecoder(torch.autograd.Function):
     """Forward: the steps without autograd. The products with the weights run in ``gemm``
     (bf16 under autocast: their inputs are kept in bf16 buffers, written once); the
