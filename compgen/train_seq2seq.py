@@ -5,7 +5,9 @@ as the reference's conditional run does it.
   train and dev. Morphology (a table with a ``tags`` column): the model reads *analysis*
   pairs (form chars -> lemma chars + tags); dev = ``val_hard`` (PST) when present.
   Augmented samples (TSV ``x<TAB>y`` in the generators' order; morphology samples are
-  reinflection pairs and are turned around the same way) are deduplicated too.
+  reinflection pairs and are turned around the same way) are deduplicated too. Pairs
+  longer than ``max_len`` are cut, as the reference does, or left out with
+  ``[train] drop_long_augmented`` (a cut target has no end token).
 * Mixing: with ``p_aug > 0`` every drawn example comes from the augmented list with
   probability ``p_aug``, otherwise from the original list (each list shuffled once and
   cycled); an epoch is ``floor(|train| / (1 - p_aug) / B)`` batches. The reference uses
@@ -355,6 +357,13 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     morphology = is_morphology(table)
     train, dev = split_train_dev(table, tcfg.dev_fraction, seed)
     augmented = read_augmented(augment, morphology) if augment else []
+    n_long = 0
+    if tcfg.drop_long_augmented:
+        limit = int(model_opts.get("max_len", Seq2SeqConfig.max_len))
+        kept = [(x, y) for x, y in augmented if len(x) <= limit and len(y) <= limit]
+        n_long, augmented = len(augmented) - len(kept), kept
+        if log and n_long:
+            log(f"{n_long:,} augmented pairs longer than max_len {limit} left out")
     # the vocabulary of all original data (the reference: SCAN train = all SCAN tokens;
     # morphology: all items of the split); tokens only in augmented data become <unk>
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
@@ -362,6 +371,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     run = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
            "augment": str(augment) if augment else None, "p_aug": p_aug,
            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
+           "n_augmented_too_long": n_long,
            "label": label or (Path(augment).stem if augment else "baseline")}
     train_cfg = dataclasses.asdict(tcfg)
     torch.manual_seed(seed)

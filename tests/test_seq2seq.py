@@ -307,3 +307,23 @@ def test_restore_best_ends_with_the_best_dev_epoch_also_after_a_resume(tmp_path,
     b, _, _ = load_predictor(tmp_path / "resumed.pt")
     for v, w in zip(a.state_dict().values(), b.state_dict().values()):
         assert torch.allclose(v, w, atol=1e-6)
+
+
+def test_augmented_pairs_longer_than_max_len_are_left_out_only_when_asked(tmp_path, jump):
+    lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
+             zip(jump["x"].to_list()[:200], jump["y"].to_list()[:200]) if len(y) <= 8]
+    data = tmp_path / "tiny.txt"
+    data.write_text("\n".join(lines) + "\n")
+    fits, too_long = "walk twice\tI_WALK I_WALK", "run thrice\t" + " ".join(["I_RUN"] * 9)
+    augment = tmp_path / "augment.tsv"
+    augment.write_text(f"{fits}\n{too_long}\n")
+    preset = {"model": {**TINY["model"], "max_len": 8}, "train": {**TINY["train"], "epochs": 1}}
+    kept = {}
+    for drop in (False, True):
+        out = tmp_path / f"drop{drop}.pt"
+        train_predictor(str(data), {**preset, "train": {**preset["train"],
+                                                        "drop_long_augmented": drop}},
+                        out, augment=augment, p_aug=0.5, seed=0)
+        run = load_predictor(out)[2]
+        kept[drop] = (run["n_augmented"], run["n_augmented_too_long"])
+    assert kept == {False: (2, 0), True: (1, 1)}

@@ -19,6 +19,9 @@ class PredictorTrainConfig:
     dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
     eval_batch_size: int = 256
     restore_best: bool = False  # end with the best-dev epoch's weights (the reference: last)
+    # leave out augmented pairs longer than the model's max_len (the reference cuts them:
+    # a cut target has no end token and teaches the predictor not to stop)
+    drop_long_augmented: bool = False
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
