@@ -73,7 +73,7 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
     description, max_len). Export folders run on ``backend`` (default ONNX Runtime)."""
     path = Path(checkpoint)
     if path.is_dir():
-        from compgen.export import load_manifest
+        from compgen.export.artifact import load_manifest
         from compgen.runtime.predictor import predict_exported
 
         manifest = load_manifest(path)

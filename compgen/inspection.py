@@ -52,7 +52,7 @@ def describe(path: str | Path) -> dict:
     path = Path(path)
     if path.is_dir():
         from compgen.data.vocab import Vocab
-        from compgen.export import load_manifest
+        from compgen.export.artifact import load_manifest
 
         manifest = load_manifest(path)
         vocab = Vocab.load(path / "vocab.json")

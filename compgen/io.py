@@ -14,6 +14,13 @@ from pathlib import Path
 from compgen.errors import UserError, read_text, where
 
 
+def user_cache(name: str) -> Path:
+    """``$XDG_CACHE_HOME/compgen/<name>`` (``~/.cache`` without it): built runners, native
+    loops, optimised graphs and other files a later run can reuse."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "compgen" / name
+
+
 def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -345,7 +345,7 @@ def _remove_stale(folder: Path, timer: Timer) -> None:
 def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,
                  timer: Timer) -> Path:
     """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
-    from compgen.sampling import NoSamples, scan_quality
+    from compgen.sample_collection import NoSamples, scan_quality
 
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
@@ -392,7 +392,7 @@ def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path:
 
     source = generator
     if opts.backend in ("onnx", "torchscript", "cpp"):
-        from compgen.export import export_checkpoint
+        from compgen.export.generator import export_checkpoint
 
         source = folder / "exported"
         if not (source / "manifest.json").is_file():

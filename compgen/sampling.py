@@ -42,13 +42,18 @@ from compgen.decoding import (  # noqa: F401 (STRATEGIES, check_strategy: re-exp
 )
 from compgen.errors import UserError
 from compgen.models.recombine import StepWeights, collate_prototypes
+from compgen.sample_collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
+    NoSamples,
+    Sample,
+    SampleRun,
+    collect_decoded,
+    make_filter,
+    scan_rare_phrase,
+    sig_rare_choice,
+)
 from compgen.sample_options import MAX_ROUNDS, SampleOptions
 
 NEG = float("-inf")
-
-
-class NoSamples(UserError):
-    """No decoded candidate passed the filter: an error, never an empty samples file."""
 
 
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
@@ -154,18 +159,6 @@ def beam_search(model, protos: Tensor, width: int = BEAM_WIDTH, max_len: int = 4
 
 # ------------------------------------------------------------------ collecting samples
 
-@dataclass
-class Sample:
-    x: list[str]
-    y: list[str]
-    logprob: float
-    lm_logprob: float | None = None   # set when an n-gram LM scores the samples (--lm)
-
-
-def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
-    return vocab.decode(row, strip=True)
-
-
 def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list], n: int,
                     nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
@@ -190,96 +183,7 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                            accept, batch_size, max_rounds, patience, log, raise_temperature, keep)
 
 
-def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
-                    n: int, nsamples: int | None = None, strategy: str = "greedy",
-                    temperature: float = 1.0, accept: Callable | None = None,
-                    batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
-                    log: Callable[[str], None] = print,
-                    raise_temperature: bool = False, keep: Callable | None = None) -> list[Sample]:
-    """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
-    ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
-    what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
-    round's first row, which keys the random stream); rows are filtered with ``accept``. When a
-    round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
-    temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
-    ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
-    (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
-    Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
-    check_strategy(strategy)
-    asked = (strategy, temperature)
-    nsamples = max(nsamples or n, n)
-    accept = accept or (lambda toks: None)
-    kept: list[Sample] = []
-    stalled, rounds = 0, 0
-    while len(kept) < nsamples and rounds < max_rounds:
-        rounds += 1
-        rows, scores = decode(draw_prototypes(batch_size), strategy, temperature,
-                              (rounds - 1) * batch_size)
-        before = len(kept)
-        for row, score in zip(rows, scores):
-            pair = accept(_ids_to_tokens(vocab, row))
-            if pair is not None:
-                kept.append(Sample(pair[0], pair[1], score))
-        stalled = stalled + 1 if len(kept) == before else 0
-        if raise_temperature and stalled >= patience:
-            if strategy in ("greedy", "beam"):
-                strategy = "mixed"
-            else:
-                temperature = round(temperature + 0.1, 3)
-            log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
-            stalled = 0
-    report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
-                     max_rounds, raise_temperature, log)
-    return (keep or most_probable)(kept, n)
-
-
-def most_probable(samples: list[Sample], n: int) -> list[Sample]:
-    """The ``n`` of highest log-probability, rounded as the contract ranks
-    (``rank_key``); the sort is stable, so ties keep the decoding order."""
-    return sorted(samples, key=lambda s: rank_key(s.logprob))[:n]
-
-
-def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tuple,
-                     final: tuple, max_rounds: int, raise_temperature: bool,
-                     log: Callable[[str], None]) -> None:
-    """Nothing accepted: NoSamples; fewer than ``n``: a warning naming what helps."""
-    sampler = f"{asked[0]} sampling at T {asked[1]:g}" + (
-        f", raised to {final[0]} at T {final[1]:g}" if tuple(final) != tuple(asked) else "")
-    helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
-    if not kept:
-        raise NoSamples(f"no sample passed the filter in {rounds} rounds of {batch_size} "
-                        f"({sampler}); train the generator longer or allow more: {helps}")
-    if kept < n:
-        log(f"warning: {kept} of the {n} samples asked for (--n) passed the filter in "
-            f"{rounds} rounds ({sampler}); for more: {helps}")
-
-
 # ------------------------------------------------------------------ from a checkpoint
-
-@dataclass
-class SampleRun:
-    samples: list[Sample]
-    seconds: float
-    out: str | None
-    data: str = ""  # the data set the generator was trained on
-    decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
-
-
-def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
-    """--rare for morphology -> (Omega's rare-tag choice, explicit tag set or None).
-    "auto"/"data" = tags with training count in (1, 20]; "fixed" = PST,FUT; or a list."""
-    if not rare or rare in ("auto", "data"):
-        return "data", None
-    tags = {"PST", "FUT"} if rare == "fixed" else {t.strip() for t in rare.split(",") if t.strip()}
-    return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
-
-
-def scan_rare_phrase(split: str, rare: str | None) -> str:
-    """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
-    from compgen.resample import DEFAULT_SCAN_RARE
-
-    return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
-
 
 def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
                      resample: str = "none", rare: str | None = None,
@@ -312,28 +216,6 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     train = table.filter(pl.col("split") == "train")
     choice, _ = sig_rare_choice(rare)
     return nb.sig_omega(train, nproto, resample == "rare", rng, rare=choice).sample
-
-
-def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):
-    """The acceptance test of the checkpoint's task (novelty: SCAN only, by default)."""
-    from compgen import neighborhoods as nb
-    from compgen.resample import SampleFilter, contains_rule, rare_tag_rule
-
-    train = table.filter(pl.col("split") == "train")
-    pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
-    scan = config["data"].startswith("scan/")
-    rule = None
-    if resample == "rare":
-        if scan:
-            split = config["data"].split("/", 1)[1]
-            rule = contains_rule(scan_rare_phrase(split, rare))
-        else:
-            choice, tags = sig_rare_choice(rare)
-            rule = rare_tag_rule(tags if tags is not None else nb.rare_tags(train, choice))
-    elif resample != "none":
-        raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
-    novel = bool(config.get("sample", {}).get("novel", scan))
-    return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
 
 
 def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,
@@ -378,18 +260,3 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     return SampleRun(samples, seconds, str(out) if out else None, config["data"])
 
 
-def scan_quality(run: SampleRun, data_dir=None) -> dict | None:
-    """For SCAN generators: how many samples are novel, use the split's held-out primitive
-    (``jump`` for jump, else ``right``) in a command absent from training, and are correct
-    SCAN pairs according to the full grammar. None for other data."""
-    from compgen.data import load_dataset, select_split
-    from compgen.data.scan import load_scan_grammar, scan_sample_report
-    from compgen.data.sources import resolve_data_dir
-
-    if not run.data.startswith("scan/"):
-        return None
-    train = select_split(load_dataset(run.data, data_dir), "train")
-    primitive = "jump" if "jump" in run.data else "right"
-    report = scan_sample_report([(s.x, s.y) for s in run.samples], train,
-                                load_scan_grammar(resolve_data_dir(data_dir)), primitive)
-    return {**report, "primitive": primitive}

@@ -46,8 +46,9 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compgen.decoding import MODES, Contract, decode
-from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.cpp_runner import build_runner, job_text, run_harness
+from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_decoder import OnnxGenerator
 from compgen.export.reduced import bf16_sampler

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compgen.runtime.sampler import BACKENDS, sample_exported
-from compgen.sampling import scan_quality
+from compgen.sample_collection import scan_quality
 
 
 def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | None,

@@ -122,7 +122,7 @@ def readers(work: Path) -> dict:
     from compgen.data.scan import read_scan_file
     from compgen.data.sigmorphon import read_sigmorphon_file
     from compgen.data.vocab import Vocab
-    from compgen.export import read_prototypes
+    from compgen.export.artifact import read_prototypes
     from compgen.io import read_samples_tsv
 
     return {
@@ -258,8 +258,8 @@ file_edits = st.tuples(st.sampled_from(["vocab.json", "prototypes.txt", "vocab.t
 
 
 def fuzz_exports(n: int, work: Path) -> dict:
-    from compgen.export import export_checkpoint
     from compgen.export.artifact import load_manifest, sha256
+    from compgen.export.generator import export_checkpoint
     from compgen.runtime.verify import check_generator_backends
 
     source = work / "export"

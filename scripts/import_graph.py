@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                            "compgen.sample_options")}),
     ("train/sampling", {"train": ("compgen.train", "compgen.train_seq2seq",
                                   "compgen.train_inflection", "compgen.generator_data"),
-                        "sampling": ("compgen.sampling",)}),
+                        "sampling": ("compgen.sampling", "compgen.sample_collection")}),
     ("export", {"export": ("compgen.export",)}),
     ("runtime", {"runtime": ("compgen.runtime",)}),
     ("pipelines", {"pipelines": ("compgen.evaluate", "compgen.direct_inference",

@@ -75,7 +75,7 @@ def train_pair_lms(data: str, folder: Path) -> dict:
 def decode_candidates(export: Path, args):
     """(accepted candidates in decoding order, every decoded (tokens, logprob) row)."""
     from compgen.data.vocab import Vocab
-    from compgen.export import load_manifest
+    from compgen.export.artifact import load_manifest
     from compgen.runtime.sampler import PrototypeCycle, make_decoder, shipped_training_table
     from compgen.sample_options import SampleOptions
     from compgen.sampling import collect_decoded, make_filter
@@ -150,7 +150,7 @@ def settings_shares(candidates, labels, k: int, models: dict) -> dict:
 def main() -> None:
     from compgen.data.scan import load_scan_grammar
     from compgen.data.sources import resolve_data_dir
-    from compgen.export import TRAINING_PAIRS
+    from compgen.export.artifact import TRAINING_PAIRS
     from compgen.io import write_samples_tsv
     from compgen.runtime.sampler import shipped_training_table
 

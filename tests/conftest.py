@@ -190,7 +190,7 @@ def damaged_copy(tmp_path):
     import json
     import shutil
 
-    from compgen.export import sha256
+    from compgen.export.artifact import sha256
 
     def copy(folder: Path, name: str, content: bytes | None = None) -> Path:
         damaged = tmp_path / f"damaged-{len(list(tmp_path.glob('damaged-*')))}"

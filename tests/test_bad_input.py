@@ -405,6 +405,13 @@ def test_export_folders_are_verified_on_load(tmp_path, capsys, monkeypatch, edit
     assert not (tmp_path / "s.tsv").exists()
 
 
+def test_a_folder_that_failed_the_backend_check_fails_it_again(tmp_path, capsys, monkeypatch):
+    folder = edited_export(tmp_path, files={"model.ts": perturbed_model})
+    for _ in range(2):   # a failed check leaves no record that would skip the next one
+        assert_one_error(run(capsys, monkeypatch, "sample", folder, "--n", "3"),
+                         "model.ts and the ONNX graphs disagree")
+
+
 def test_manifest_json_that_is_binary_is_one_error(tmp_path, capsys, monkeypatch):
     folder = edited_export(tmp_path)
     (folder / "manifest.json").write_bytes(BINARY)

@@ -13,7 +13,7 @@ import pytest
 
 from compgen.decoding import Contract, rank_key
 from compgen.errors import UserError
-from compgen.export import load_manifest
+from compgen.export.artifact import load_manifest
 from compgen.export.cpp_runner import build_runner, job_text, score_with_cpp
 from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text

@@ -13,8 +13,9 @@ from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.decoding import MODES, Contract, decode
 from compgen.errors import UserError
-from compgen.export import export_checkpoint, load_manifest, pad_tuples, read_prototypes
+from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.cpp_runner import build_runner
+from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_decoder import OnnxGenerator
 from compgen.export.torchscript_decoder import TorchScriptGenerator

@@ -8,7 +8,8 @@ from compgen.checkpoint import build_recombine, load_generator, load_preset, sav
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
-from compgen.export import export_checkpoint, load_manifest, read_prototypes
+from compgen.export.artifact import load_manifest, read_prototypes
+from compgen.export.generator import export_checkpoint
 from compgen.runtime.sampler import eager_model, sample_exported
 
 

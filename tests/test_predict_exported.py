@@ -11,7 +11,7 @@ from test_export_predictor import train_tiny_predictor
 
 from compgen.data import load_dataset
 from compgen.evaluate import evaluate_predictor
-from compgen.export import export_checkpoint
+from compgen.export.generator import export_checkpoint
 from compgen.scoring import predict
 from compgen.train_seq2seq import load_predictor
 

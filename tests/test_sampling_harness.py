@@ -135,7 +135,8 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     import numpy as np
     import torch
 
-    from compgen.export import eager_model, load_manifest, pad_tuples, read_prototypes
+    from compgen.export.artifact import eager_model, load_manifest, read_prototypes
+    from compgen.export.generator import pad_tuples
     from compgen.export.onnx_decoder import OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
@@ -162,3 +163,18 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     again = small.encode(protos, z)
     assert len(small.cache.store) == 1 and small.cache.size == one
     np.testing.assert_array_equal(again["keys"], memory["keys"])
+
+
+def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):
+    """The backend check of a folder is recorded once passed; after it, ``--backend cpp``
+    does its job without importing torch (a second of the process otherwise)."""
+    sample_exported(SHIPPED, 4, backend="cpp", nsamples=4, batch_size=8, threads=1,
+                    log=lambda m: None)
+    code = ("import sys\nfrom compgen.runtime.sampler import sample_exported\n"
+            f"run = sample_exported({str(SHIPPED)!r}, 4, backend='cpp', nsamples=4, "
+            "batch_size=8, threads=1, log=lambda m: None)\n"
+            "print(len(run.samples), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "False"]

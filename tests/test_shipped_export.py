@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from compgen.errors import UserError
-from compgen.export import load_manifest
+from compgen.export.artifact import load_manifest
 from compgen.export.cpp_runner import build_runner
 from compgen.runtime.sampler import BACKENDS, sample_exported
-from compgen.sampling import scan_quality
+from compgen.sample_collection import scan_quality
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 N = 24  # one or two rounds of 32 beams per backend: the test stays short

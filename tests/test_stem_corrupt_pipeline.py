@@ -79,7 +79,7 @@ def test_paired_bootstrap_and_table():
 
 def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
     from compgen.errors import UserError
-    from compgen.export import export_checkpoint
+    from compgen.export.generator import export_checkpoint
     from compgen.pipelines.stem_corrupt import evaluate_model
 
     opts = StemCorruptRunOptions(root=tmp_path, strategies=("random",), sizes=(4,), pool_size=20,

@@ -22,8 +22,8 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
-    from compgen.export import export_checkpoint
     from compgen.export.cpp_runner import build_runner
+    from compgen.export.generator import export_checkpoint
 
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")

@@ -97,7 +97,7 @@ def sample_cmd(
                       f"{scorer.seconds:.3f} s ({scorer.sentences / max(scorer.seconds, 1e-9):,.0f}"
                       f" sentences/s, {scorer.seconds / max(run.seconds, 1e-9):.1%} of the "
                       "sampling time)", highlight=False, markup=False)
-    from compgen.sampling import scan_quality
+    from compgen.sample_collection import scan_quality
 
     quality = scan_quality(run, data_dir)
     if quality:

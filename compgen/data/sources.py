@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from compgen.errors import UserError
+from compgen.io import user_cache
 
 UPSTREAM = {
     "scan": "https://raw.githubusercontent.com/brendenlake/SCAN/master/",
@@ -34,8 +35,7 @@ FETCH_NAMES = {"scan": "scan", "sigmorphon": "sigmorphon2018", "sigmorphon2018":
 
 
 def default_data_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "compgen" / "data"
+    return user_cache("data")
 
 
 def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:

@@ -21,6 +21,7 @@ from compgen.errors import UserError, read_text
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
 FORMAT = "compgen-export-1"
+TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filters
 
 
 def sha256(path: Path) -> str:
@@ -198,6 +199,24 @@ def load_manifest(folder) -> dict:
         raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
                         f"{manifest['model']['vocab_size']}")
     return manifest
+
+
+def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
+    """Prototype tuples of an export folder (formatted ids)."""
+    if nproto == 0:
+        return []
+    tuples = []
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
+        fields = line.split("\t")
+        if len(fields) != nproto:
+            raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
+        try:
+            tuples.append([[int(t) for t in f.split()] for f in fields])
+        except ValueError:
+            raise UserError(f"{path}:{lineno}: expected token ids (integers)") from None
+    if not tuples:
+        raise UserError(f"{path}: no prototypes")
+    return tuples
 
 
 def load_torchscript(path: Path):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from compgen.decoding import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
+from compgen.io import user_cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
 
@@ -23,14 +24,14 @@ SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
 
 
 def _cache_root() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "compgen" / "cpp_runner"
+    return user_cache("cpp_runner")
 
 
 def _source_key() -> str:
-    import torch
+    from importlib import metadata
 
-    h = hashlib.sha256(torch.__version__.encode())
+    # the installed torch's version without importing torch (a second of the runner's path)
+    h = hashlib.sha256(metadata.version("torch").encode())
     for path in sorted(SOURCE.rglob("*")):
         if path.is_file() and "build" not in path.parts:
             h.update(path.relative_to(SOURCE).as_posix().encode())
@@ -49,8 +50,6 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
     """Path of the ``compgen-sample`` binary, building it first if needed (~1 min).
     ``kenlm``: the build that links KenLM's query library (it scores samples with an LM
     inside its loop); it also holds ``compgen-lm-score`` (``lm_score_binary``)."""
-    import torch.utils
-
     if not (SOURCE / "CMakeLists.txt").is_file():
         raise UserError(f"{SOURCE}: C++ runner sources not found (run from a compgen checkout)")
     for tool in ("cmake", "c++"):
@@ -68,6 +67,8 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
     binary = folder / "compgen-sample"
     if binary.is_file():
         return binary
+    import torch.utils
+
     build = folder / "build"
     log(f"building the C++ runner in {folder} (once, about a minute)")
     configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",

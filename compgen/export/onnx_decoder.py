@@ -18,6 +18,7 @@ import numpy as np
 
 from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
 from compgen.errors import UserError
+from compgen.io import user_cache
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
 
@@ -76,9 +77,8 @@ def _optimised_path(path: Path) -> Path | None:
 
     if os.environ.get("COMPGEN_NO_ORT_CACHE"):
         return None
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
-    return Path(cache) / "compgen" / "onnx" / f"{digest}-ort{ort.__version__}.onnx"
+    return user_cache("onnx") / f"{digest}-ort{ort.__version__}.onnx"
 
 
 class OnnxGenerator:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from compgen.errors import UserError
 from compgen.export.onnx_export import GENERATOR_GRAPHS
+from compgen.io import user_cache
 
 
 def _cache() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "compgen" / "reduced"
+    return user_cache("reduced")
 
 
 def _key(*paths: Path, version: str) -> str:

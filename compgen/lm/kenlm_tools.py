@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from compgen.errors import UserError
-from compgen.io import atomic_open
+from compgen.io import atomic_open, user_cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
@@ -37,8 +37,7 @@ def kenlm_version() -> str:
 
 def cache_bin_dir() -> Path:
     """Where ``scripts/install_kenlm.sh`` puts the binaries (same rule as the script)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "compgen" / "kenlm" / kenlm_version() / "bin"
+    return user_cache("kenlm") / kenlm_version() / "bin"
 
 
 def _executable(path: Path) -> bool:

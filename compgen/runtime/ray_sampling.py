@@ -1,5 +1,5 @@
 """Sampling on a Ray cluster: rounds of prototype tuples decoded by Ray actors, merged by
-the one sampling loop (``compgen.sampling.collect_decoded``) in round order.
+the one sampling loop (``compgen.sample_collection.collect_decoded``) in round order.
 
 * Each actor receives the export folder's files once (one object in Ray's store), writes
   them to a private temporary folder, loads the backend (ONNX Runtime or TorchScript)
@@ -63,7 +63,7 @@ class _Shard:
     """One Ray actor: an export folder's backend, loaded once."""
 
     def __init__(self, files: dict[str, bytes], backend: str, options):
-        from compgen.export import load_manifest
+        from compgen.export.artifact import load_manifest
         from compgen.runtime.sampler import make_decoder
 
         # the backend is loaded into memory, so the files need not outlive the loading

@@ -6,7 +6,7 @@ folder to ``sample_exported``. On an export every backend follows the manifest's
 decoding contract: sample i takes the stored prototype tuple i (cycling), its random
 draws are keyed by i, and the filters use the training pairs shipped in the export, so
 torch, onnx, torchscript and cpp keep the same samples for the same seed. The Python
-backends run ``compgen.sampling.collect_decoded`` around the shared decode loop; the C++
+backends run ``compgen.sample_collection.collect_decoded`` around the shared decode loop; the C++
 runner does the whole job in one process, n-gram scores, floor and rerank included.
 """
 
@@ -19,23 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import torch
 
 from compgen.data.vocab import Vocab
 from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
 from compgen.errors import UserError
-from compgen.export import (
-    TRAINING_PAIRS,
-    eager_model,
-    load_manifest,
-    pad_tuples,
-    read_prototypes,
-)
+from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest, read_prototypes
 from compgen.precision import check_sample_precision
 from compgen.runtime.verify import check_generator_backends
-from compgen.sample_options import SampleOptions
-from compgen.sampling import (
-    EagerStepper,
+from compgen.sample_collection import (
     NoSamples,
     Sample,
     SampleRun,
@@ -43,6 +34,10 @@ from compgen.sampling import (
     make_filter,
     report_shortfall,
 )
+from compgen.sample_options import SampleOptions
+
+# torch is imported only where a backend needs it: the C++ runner's path does the whole
+# job in its own process, and importing torch would be most of its time outside decoding
 
 BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 
@@ -72,7 +67,10 @@ def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: in
 
         return TorchScriptGenerator(folder, manifest, threads, precision).stepper
     if backend == "torch":
+        import torch
+
         from compgen.export.graphs import deterministic
+        from compgen.sampling import EagerStepper
 
         if threads:
             torch.set_num_threads(threads)
@@ -84,6 +82,8 @@ def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: in
 
 def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOptions) -> Callable:
     """``decode(prototype indices, strategy, temperature, first) -> (rows, scores)``."""
+    from compgen.export.generator import pad_tuples
+
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     nproto = manifest["model"]["nproto"]
     tuples = read_prototypes(folder / "prototypes.txt", nproto)

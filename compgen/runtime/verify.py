@@ -2,18 +2,41 @@
 graphs still are the same model: both decode a few inputs greedily and must agree (a
 near-tie, equal log-probabilities within tolerance, is not a disagreement). Checksums
 catch damage; this catches consistent replacement (a foreign model.ts or graph with a
-re-hashed manifest) and graphs that load but do not run."""
+re-hashed manifest) and graphs that load but do not run.
+
+The check is a function of the files' bytes (the manifest's checksums, verified by
+``load_manifest`` before) and of the installed torch and ONNX Runtime: a passed check is
+recorded under the user's cache with that key, and a folder checked before is not decoded
+again. The C++ runner's path of ``compgen sample`` then loads no torch at all."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from compgen.errors import UserError
 from compgen.export.artifact import TOLERANCE, load_torchscript
+from compgen.io import user_cache
 
 CHECK_SETS = 4
+CHECK_VERSION = 1   # raise when the check itself changes: older records no longer count
+
+
+def passed_record(manifest: dict) -> Path:
+    """Where a passed check of these exact files, with these runtimes, is recorded."""
+    versions = {}
+    for package in ("torch", "onnxruntime", "onnxruntime-gpu"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    key = json.dumps({"files": manifest["files"], "versions": versions,
+                      "check": CHECK_VERSION}, sort_keys=True)
+    return user_cache("checked") / hashlib.sha256(key.encode()).hexdigest()
 
 
 def _trimmed(tokens: np.ndarray, logp: np.ndarray, eos: int) -> list[tuple[tuple, float]]:
@@ -43,9 +66,23 @@ def _run(folder: Path, what: str, call):
 
 
 def check_generator_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
+    """``manifest``: as ``load_manifest`` returned it (its checksums match the files)."""
+    record = passed_record(manifest)
+    if record.is_file():
+        return
+    _decode_and_compare(folder, manifest, threads)
+    try:   # only a shortcut for the next call: a cache that cannot be written is no error
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.touch()
+    except OSError:
+        pass
+
+
+def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> None:
     from compgen.data.vocab import EOS_ID
     from compgen.decoding import MODES, Contract, decode, prior_z
-    from compgen.export import pad_tuples, read_prototypes
+    from compgen.export.artifact import read_prototypes
+    from compgen.export.generator import pad_tuples
     from compgen.export.onnx_decoder import OnnxGenerator
     from compgen.export.torchscript_decoder import TorchScriptGenerator
 

@@ -20,6 +20,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from compgen.io import user_cache
+
 SOURCES = ("bindings.cpp", "lstm_loops.cpp", "decoder_loops.cpp")
 HEADERS = ("linear.h", "pointwise.h")
 _HERE = Path(__file__).resolve().parent
@@ -27,8 +29,7 @@ _loaded: dict[str, object] = {}
 
 
 def _cache_root() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "compgen" / "native"
+    return user_cache("native")
 
 
 def _cpu_flags() -> str:
