@@ -198,6 +198,7 @@ class PipelineOptions:
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
+    csl_temperature: float | None = None  # CSL rows: sampling temperature (the reference: 1)
     backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
     threads: int | None = None
     direct_limit: int | None = None       # direct inference: first N test inputs only
@@ -423,12 +424,16 @@ def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Ti
     from compgen.augment.csl.dataset import csl_augment_dataset
 
     path = folder / "augment.tsv"
+    settings = {"--csl-temperature": opts.csl_temperature}
+    check_settings(path, settings, run, seed)
     if path.is_file():
         return path
     tic = time.perf_counter()
     done = csl_augment_dataset(run.data_for(seed), path, "scan", CSL_SAMPLES, seed,
                                uniform=run.augment == "csl-uniform",
-                               grammar_out=folder / "grammar.txt", data_dir=opts.data_dir)
+                               grammar_out=folder / "grammar.txt", data_dir=opts.data_dir,
+                               temperature=opts.csl_temperature)
+    record_settings(path, settings)
     timer.record("csl", time.perf_counter() - tic)
     summary = {**done.result.summary, **done.quality,
                "phases": done.result.phases}

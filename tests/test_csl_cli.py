@@ -64,6 +64,8 @@ def test_bad_input_is_one_error_line(tmp_path: Path, small_scan: Path):
     one_error_line(run_cli("evaluate-grammar", bad, "--data", "scan/jump", "--data-dir", small_scan),
                    f"{bad}:1:")
     one_error_line(run_cli("augment", "csl", "scan/jump", "-o", tmp_path / "o.tsv", "--n", -1), "--n")
+    one_error_line(run_cli("augment", "csl", "scan/jump", "-o", tmp_path / "o.tsv", "--temperature", 0,
+                           "--data-dir", small_scan), "--temperature")
     one_error_line(run_cli("augment", "csl", "scan/jump", "-o", tmp_path / "o.tsv", "--config", "nope",
                            "--data-dir", small_scan), "config")
     assert not (tmp_path / "o.tsv").exists()

@@ -169,6 +169,25 @@ def test_model_weights_bias_nt_rules():
     assert odds(biased) / odds(plain) == pytest.approx(math.exp(3.0), rel=0.02)
 
 
+def test_a_higher_sampling_temperature_flattens_every_context_toward_uniform():
+    from compgen.augment.csl.sampler import model_weights
+
+    rules = tiny_rules()
+    model = QcfgModel(rules, ModelConfig(num_types=2, num_lhs_emb=6, num_rhs_emb=6, seed=3))
+    with torch.no_grad():   # a peaked model: the initial logits are nearly flat already
+        model.rule_logits.mul_(100.0)
+        model.context_logits.mul_(100.0)
+
+    def entropy(t):
+        w = model_weights(model, SamplerConfig(temperature=t))
+        p = w / w.sum(axis=1, keepdims=True)
+        return -(p * np.log(p)).sum(axis=1)
+
+    cold, warm, hot = entropy(1.0), entropy(3.0), entropy(1000.0)
+    assert (cold < warm).all() and (warm < hot).all()
+    assert hot == pytest.approx(np.full_like(hot, math.log(len(rules))), rel=1e-3)
+
+
 def test_joint_sampling_keeps_targets_in_the_target_cfg():
     from compgen.augment.csl.joint_sampler import JointSampler, rule_signatures
     from compgen.augment.csl.rules import Rule

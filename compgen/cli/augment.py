@@ -98,6 +98,7 @@ def augment_csl(
     uniform: bool = typer.Option(False, "--uniform", help="sample rules uniformly, no model (the paper's ablation)"),
     states: int | None = typer.Option(None, "--states", help="latent states of the model (default: the config's)"),
     steps: int | None = typer.Option(None, "--steps", help="training steps of the model (default: the config's)"),
+    temperature: float | None = typer.Option(None, "--temperature", help="sampling temperature of the fitted model's rule and state distributions (the reference: 1; higher flattens them toward --uniform)"),
     dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples only"),
     seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -116,7 +117,8 @@ def augment_csl(
     config = config or ("cogs" if data == "cogs" else "scan")
     with csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
-                                   grammar_out, states, steps, data_dir, progress)
+                                   grammar_out, states, steps, data_dir, progress,
+                                   temperature=temperature)
     print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''})",
                       done.result.summary, done.result.phases)
     if done.quality:

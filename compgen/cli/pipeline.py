@@ -28,6 +28,7 @@ def pipeline_cmd(
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes and this apply when samples.tsv is made, so compare settings under separate --root folders"),
     predictor_epochs: int | None = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
     p_aug: float | None = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
+    csl_temperature: float | None = typer.Option(None, "--csl-temperature", help="CSL rows: sampling temperature of the fitted model (default 1, the reference's; higher draws rare primitives more often)"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
     direct_limit: int | None = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -64,12 +65,15 @@ def pipeline_cmd(
             raise UserError(f"{option} must be >= 1")
     if p_aug is not None and not 0.0 <= p_aug < 1.0:
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
+    if csl_temperature is not None and not csl_temperature > 0:
+        raise UserError(f"--csl-temperature must be > 0, not {csl_temperature}")
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
                            generator_steps=generator_steps, samples=n, nsamples=nsamples,
                            max_rounds=max_rounds, rare_prototypes=rare_prototypes,
                            test_dropout=test_dropout,
-                           predictor_epochs=predictor_epochs, p_aug=p_aug, backend=backend,
+                           predictor_epochs=predictor_epochs, p_aug=p_aug,
+                           csl_temperature=csl_temperature, backend=backend,
                            threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))
     if ray is not None:

@@ -20,7 +20,7 @@ SCHEMA = {"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String}
 _JOIN = "\x1f"
 
 
-def _token_lists(seqs: Sequence[Sequence[str]]) -> pl.Series | list[list[str]]:
+def token_lists(seqs: Sequence[Sequence[str]]) -> pl.Series | list[list[str]]:
     joined = [_JOIN.join(seq) for seq in seqs]
     if (sum(text.count(_JOIN) for text in joined) != sum(max(len(seq) - 1, 0) for seq in seqs)
             or any(not text and len(seq) for text, seq in zip(joined, seqs))):
@@ -35,7 +35,7 @@ def make_table(
     xs: Sequence[Sequence[str]], ys: Sequence[Sequence[str]], split: str | Sequence[str]
 ) -> pl.DataFrame:
     splits = [split] * len(xs) if isinstance(split, str) else list(split)
-    return pl.DataFrame({"x": _token_lists(xs), "y": _token_lists(ys), "split": splits},
+    return pl.DataFrame({"x": token_lists(xs), "y": token_lists(ys), "split": splits},
                         schema=SCHEMA)
 
 

@@ -106,20 +106,19 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
 
 def shipped_training_table(folder: Path) -> pl.DataFrame:
     """The training pairs shipped in an export, as the filters read a data set."""
+    from compgen.data.table import make_table, token_lists
     from compgen.io import parse_samples_tsv
+    from compgen.resample import split_morph
 
     path = folder / TRAINING_PAIRS
     if not path.is_file():
         raise UserError(f"{path}: missing; this export predates the shipped training pairs, "
                         f"re-export it (compgen export {folder})")
-    from compgen.resample import split_morph
-
     pairs = parse_samples_tsv(path.read_text(encoding="utf-8"), str(path))
-    tags = [(split_morph(x) or ([], []))[1] for x, _ in pairs]  # morphology's rare tags
-    return pl.DataFrame({"x": [x for x, _ in pairs], "y": [y for _, y in pairs],
-                         "tags": tags, "split": ["train"] * len(pairs)},
-                        schema={"x": pl.List(pl.String), "y": pl.List(pl.String),
-                                "tags": pl.List(pl.String), "split": pl.String})
+    xs = [x for x, _ in pairs]
+    tags = [(split_morph(x) or ([], []))[1] for x in xs]  # morphology's rare tags
+    return make_table(xs, [y for _, y in pairs], "train").with_columns(
+        tags=token_lists(tags))
 
 
 def sample(source, backend: str | None = None, *, out=None, data_dir=None,
@@ -127,8 +126,6 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
            **asked) -> SampleRun:
     """The sampling entry of ``compgen sample`` and ``compgen pipeline``: ``source`` is a
     checkpoint (eager) or an export folder (``backend``, default onnx)."""
-    from compgen.sampling import sample_generator
-
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
@@ -145,6 +142,8 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
                                lm=lm, decoder_factory=decoder_factory, **asked)
     if decoder_factory is not None:
         raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
+    from compgen.sampling import sample_generator
+
     return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, **asked)
 
 

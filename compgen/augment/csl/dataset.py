@@ -30,7 +30,8 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                         grammar: str | Path | None = None, grammar_out: str | Path | None = None,
                         states: int | None = None, steps: int | None = None,
                         data_dir: str | Path | None = None,
-                        progress: Progress | None = None) -> CslDatasetResult:
+                        progress: Progress | None = None,
+                        temperature: float | None = None) -> CslDatasetResult:
     from compgen.augment.csl.rules import read_grammar, write_grammar
     from compgen.data import load_dataset, select_split
     from compgen.data.table import pairs as table_pairs
@@ -41,11 +42,14 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     for name, value in (("--states", states), ("--steps", steps)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1 (got {value})")
+    if temperature is not None and not temperature > 0:
+        raise UserError(f"--temperature must be > 0 (got {temperature})")
     cfg = preset(config)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, seed=seed, num_types=states or cfg.model.num_types,
         training_steps=steps or cfg.model.training_steps),
-        sampler=dataclasses.replace(cfg.sampler, seed=seed))
+        sampler=dataclasses.replace(cfg.sampler, seed=seed,
+                                    temperature=temperature or cfg.sampler.temperature))
     rules = read_grammar(grammar) if grammar is not None else None
     table = load_dataset(data, data_dir)
     names = table["split"].unique().to_list() if "split" in table.columns else []
