@@ -210,10 +210,8 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
         if kind != "recombine":
             raise UserError(f"{checkpoint}: re-exporting a '{kind}' export folder is not "
                             "supported; export its checkpoint")
-        return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
-                                data_dir=data_dir, cpp_binary=cpp_binary, log=log,
-                                max_prototypes=max_prototypes)
-    kind = load_checkpoint(checkpoint).kind
+    else:
+        kind = load_checkpoint(checkpoint).kind
     if kind == "seq2seq":
         from compgen.export.predictor import export_predictor
 

@@ -49,7 +49,8 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
         cfg.model, seed=seed, num_types=states or cfg.model.num_types,
         training_steps=steps or cfg.model.training_steps),
         sampler=dataclasses.replace(cfg.sampler, seed=seed,
-                                    temperature=temperature or cfg.sampler.temperature))
+                                    temperature=cfg.sampler.temperature if temperature is None
+                                    else temperature))
     rules = read_grammar(grammar) if grammar is not None else None
     table = load_dataset(data, data_dir)
     names = table["split"].unique().to_list() if "split" in table.columns else []
