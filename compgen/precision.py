@@ -4,8 +4,8 @@ precision of an export: fp32 (the default), bf16 or int8, opt-in.
 bf16 matmuls pay only on CPUs with AMX or AVX512-BF16; elsewhere torch emulates them and
 training gets slower, so ``auto`` picks bf16 only where those units exist, and forcing
 ``bf16`` on a CPU without them is refused. Weights, optimizer and checkpoint stay fp32.
-Sampling in bf16 (TorchScript, the C++ runner) is refused the same way; int8 (ONNX
-Runtime's int8 kernels) needs no special units.
+Sampling in bf16 (TorchScript, the C++ runner, the eager model compiled by TorchInductor)
+is refused the same way; int8 (ONNX Runtime's int8 kernels) needs no special units.
 The flags are read from /proc/cpuinfo, or from the file ``$COMPGEN_CPUINFO`` names (to
 run as on another CPU, e.g. to check the refusal on a machine that has the units).
 """
@@ -21,7 +21,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 # sampling precision -> the backends that run it
 SAMPLE_PRECISIONS = {"fp32": ("onnx", "torchscript", "cpp", "torch"),
-                     "bf16": ("torchscript", "cpp"), "int8": ("onnx",)}
+                     "bf16": ("torchscript", "cpp", "torch"), "int8": ("onnx",)}
 
 
 def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:

@@ -17,7 +17,9 @@ Prints the CPU's flags, the machine's fp32 matmul rate (best 1024^3 rate, measur
 the same run), samples/s for eager PyTorch, TorchScript and ONNX Runtime (from Python),
 the C++ runner (its own decode time, model load excluded), and the reduced-precision
 paths of ``compgen.export.reduced``: int8 ONNX Runtime (dynamically quantised weights)
-and, on a CPU with AVX512-BF16 or AMX units, bf16 TorchScript and the bf16 C++ runner;
+and, on a CPU with AVX512-BF16 or AMX units, bf16 TorchScript and the bf16 graphs
+compiled by AOTInductor (``compgen.export.compiled``) from Python (``--backend
+torch --precision bf16``) and in the C++ runner (``--backend cpp --precision bf16``);
 each backend's ratio to eager and the fraction of the matmul rate reached (matrix-product
 FLOPs per sample of the eager model, prototype encoder included: for the exported
 backends an effective rate, since they skip the encodings they reuse). Quality of reduced
@@ -47,11 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compgen.decoding import MODES, Contract, decode
 from compgen.export.artifact import load_manifest, read_prototypes
+from compgen.export.compiled_decoder import CompiledBf16Generator
 from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_decoder import OnnxGenerator
-from compgen.export.reduced import bf16_sampler
+from compgen.export.reduced import bf16_libraries, bf16_sampler
 from compgen.export.torchscript_decoder import TorchScriptGenerator
 from compgen.precision import cpu_has_bf16
 from compgen.sampling import EagerStepper
@@ -145,12 +148,13 @@ class TupleStream:
 
 
 def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads: int,
-             model: Path | None = None) -> float:
-    """Samples/s of the C++ runner (``model``: the bf16 sampler instead of model.ts)."""
+             bf16: tuple[Path, Path] | None = None) -> float:
+    """Samples/s of the C++ runner (``bf16``: the bf16 sampler and compiled libraries instead of
+    model.ts)."""
     n = max(batch, min(4096, 8 * batch))
     job = job_text(folder, contract, out=None, mode=MODES["greedy"], temperature=1.0, seed=0,
                    n=n, nsamples=n, batch_size=batch, max_rounds=1, threads=threads, raw=True,
-                   zero_latent=True, model=model)
+                   zero_latent=True, model=bf16 and bf16[0], compiled=bf16 and bf16[1])
     result = run_harness(binary, job)
     return n / result.decode_seconds
 
@@ -163,6 +167,7 @@ def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
             "onnx_int8": OnnxGenerator(folder, manifest, threads, "int8")}
     if bf16:
         gens["torchscript_bf16"] = TorchScriptGenerator(folder, manifest, threads, "bf16")
+        gens["torch_bf16"] = CompiledBf16Generator(folder, manifest, threads)
     return gens
 
 
@@ -185,7 +190,7 @@ def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: boo
     grammar = load_scan_grammar(resolve_data_dir(None))
     gens = generators(folder, manifest, threads, bf16)
     out, rows = {"samples": len(tuples)}, {}
-    for name in ("onnx", "onnx_int8", "torchscript_bf16"):
+    for name in ("onnx", "onnx_int8", "torchscript_bf16", "torch_bf16"):
         if name not in gens:
             continue
         tokens = []
@@ -244,7 +249,8 @@ def main() -> None:
     contract = Contract.from_manifest(manifest["decoding"])
     bf16 = cpu_has_bf16()
     gens = generators(folder, manifest, threads, bf16)
-    bf16_model = bf16_sampler(folder, manifest) if bf16 else None
+    bf16_compiled = ((bf16_sampler(folder, manifest), bf16_libraries(folder, manifest, threads=1))
+                     if bf16 else None)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     width = contract.prototype_width
     steppers = {"eager": lambda: EagerStepper(model, steps),
@@ -272,8 +278,8 @@ def main() -> None:
                 result["onnx_encoded_share"] = ((gens[name].cache.encoded - encoded)
                                                 / ((streams[name].cursor - cursor) * model.nproto))
         result["cpp"] = cpp_rate(binary, folder, contract, batch, threads)
-        if bf16_model is not None:
-            result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_model)
+        if bf16_compiled is not None:
+            result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_compiled)
         # reduced precision against fp32 on the benchmark model: greedy outputs cut at </s>
         fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, MODES["greedy"])[0]
         for name in REDUCED:
@@ -291,7 +297,7 @@ def main() -> None:
         quality = greedy_quality(args.quality_export, load_manifest(args.quality_export),
                                  args.quality_samples, threads, bf16)
     names = [n for n in ("eager", "torchscript", "onnx", "cpp", "onnx_int8", "torchscript_bf16",
-                         "cpp_bf16") if n in rows[0]]
+                         "cpp_bf16", "torch_bf16") if n in rows[0]]
     for r in rows:
         r["ratio_to_eager"] = {n: r[n] / r["eager"] for n in names}
         r["matmul_fraction"] = {n: r[n] * r["gflop_per_sample"] / gflops_peak for n in names}
@@ -303,7 +309,8 @@ def main() -> None:
                                          "reduced_quality": quality}, indent=1))
 
 
-REDUCED = ("onnx_int8", "torchscript_bf16")  # the Python reduced paths (cpp_bf16 = the bf16 TorchScript)
+# the Python reduced paths (cpp_bf16 runs the compiled libraries of torch_bf16)
+REDUCED = ("onnx_int8", "torchscript_bf16", "torch_bf16")
 FP32 = ("torchscript", "onnx", "cpp")
 
 

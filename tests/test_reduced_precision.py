@@ -39,16 +39,42 @@ def assert_reduced(reduced: dict, fp32: dict) -> None:
     assert max(abs(reduced[p] - fp32[p]) for p in common) > 1e-3
 
 
-def test_bf16_samples_are_the_same_on_torchscript_and_cpp(tmp_path, one_torch_thread):
+def test_compiled_bf16_samples_are_the_same_from_python_and_cpp(tmp_path, one_torch_thread):
+    """``--precision bf16`` on ``--backend torch`` and ``cpp``: one set of libraries
+    compiled by AOTInductor, so one seed gives one result; on ``torchscript``, its own
+    traced graphs."""
     if not cpu_has_bf16():
         with pytest.raises(UserError, match="this CPU has no bf16 units"):
-            samples("torchscript", "bf16", tmp_path)
+            samples("torch", "bf16", tmp_path)
         return
     build_runner(log=lambda m: None)
-    scripted, reduced = samples("torchscript", "bf16", tmp_path)
-    runner, _ = samples("cpp", "bf16", tmp_path)
-    assert runner == scripted  # one seed, one result, within a precision too
-    assert_reduced(reduced, samples("torchscript", "fp32", tmp_path)[1])
+    compiled_text, compiled = samples("torch", "bf16", tmp_path)
+    runner_text, _ = samples("cpp", "bf16", tmp_path)
+    assert runner_text == compiled_text
+    _, scripted = samples("torchscript", "bf16", tmp_path)
+    _, fp32 = samples("torch", "fp32", tmp_path)
+    assert_reduced(compiled, fp32)
+    assert_reduced(scripted, fp32)
+    assert_reduced(compiled, scripted)  # compiled, not the TorchScript graphs replayed
+
+
+def test_a_failed_compilation_is_one_error_line(tmp_path):
+    """No C++ compiler (``$CXX`` names none) and nothing compiled yet (a fresh cache)."""
+    if not cpu_has_bf16():
+        pytest.skip("bf16 sampling is refused before compiling on a CPU without bf16 units")
+    out = tmp_path / "s.tsv"
+    proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend",
+                           "torch", "--precision", "bf16", "--n", "3", "-o", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "CXX": str(tmp_path / "no-cxx"),
+                               "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: --precision bf16 with --backend torch or cpp compiles the model with "
+        "TorchInductor, which failed"), lines
+    assert not out.exists()
+    assert not any((tmp_path / "cache" / "compgen" / "reduced").glob("*aoti*"))
 
 
 def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):
@@ -57,7 +83,7 @@ def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):
 
 
 @pytest.mark.parametrize("backend,precision,message", [
-    ("onnx", "bf16", "--precision bf16 runs on --backend torchscript or cpp (not onnx)"),
+    ("onnx", "bf16", "--precision bf16 runs on --backend torchscript or cpp or torch (not onnx)"),
     ("torchscript", "int8", "--precision int8 runs on --backend onnx (not torchscript)"),
     ("torch", "int8", "--precision int8 runs on --backend onnx (not torch)"),
     ("onnx", "fp16", "--precision fp16: unknown (valid: fp32, bf16, int8)"),

@@ -28,7 +28,7 @@ def sample_cmd(
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
     raise_temperature: bool = typer.Option(False, "--raise-temperature", help="when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (off: the sampler runs as asked)"),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: the cores)"),
-    precision: str | None = typer.Option(None, "--precision", help="export folders: fp32 (default) | bf16 (--backend torchscript or cpp, CPUs with AVX512-BF16 or AMX) | int8 (--backend onnx); reduced precision is faster, its samples may differ from fp32's"),
+    precision: str | None = typer.Option(None, "--precision", help="export folders: fp32 (default) | bf16 (--backend torchscript, or cpp / torch: compiled by AOTInductor; CPUs with AVX512-BF16 or AMX) | int8 (--backend onnx); reduced precision is faster, its samples may differ from fp32's"),
     seed: int = typer.Option(0, "--seed", help="random seed: prototype order, sampling and dropout; the same seed gives the same samples"),
     lm: str | None = typer.Option(None, "--lm", help="KenLM model(s) BASE[,AUG] (.arpa/.bin): adds an lm_logprob column (log10)"),
     lm_weight: float | None = typer.Option(None, "--lm-weight", help="weight of the augmented model AUG (geca mix: ratio r)"),

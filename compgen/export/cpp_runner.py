@@ -106,10 +106,12 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
-             model: Path | None = None) -> str:
+             model: Path | None = None, compiled: Path | None = None) -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
-    bf16 one of ``compgen.export.reduced``)."""
+    bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
+    compiled by AOTInductor, run instead of their TorchScript graphs
+    (``compgen.export.reduced.bf16_libraries``)."""
     lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
              f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
              f"mode {mode}", f"temperature {temperature!r}",
@@ -129,6 +131,8 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         lines.append(f"out {Path(out).resolve()}")
     if model is not None:
         lines.append(f"model {Path(model).resolve()}")
+    if compiled is not None:
+        lines.append(f"compiled {Path(compiled).resolve()}")
     for key, value in (filter_spec or {}).items():
         lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
                                   else str(value)))

@@ -4,8 +4,11 @@ library version, and for bf16 the model code it is traced from), never in the ex
 (its files are checksummed):
 
 * bf16: the TorchScript sampler traced under CPU bf16 autocast from the eager model in
-  ``model.ts`` (``export_torchscript(bf16=True)``), for the torchscript and cpp backends
-  on CPUs with AVX512-BF16 or AMX units;
+  ``model.ts`` (``export_torchscript(bf16=True)``), for the torchscript backend on CPUs
+  with AVX512-BF16 or AMX units;
+* bf16 compiled: the encoder and the step of those graphs compiled ahead of time by
+  AOTInductor (``compgen.export.compiled``), for ``--backend torch`` and the C++
+  runner;
 * int8: the three ONNX graphs with dynamically quantised int8 weights (ONNX Runtime's
   ``quantize_dynamic``), for the onnx backend.
 
@@ -45,6 +48,12 @@ def _staged(target: Path) -> Path:
     return target.with_name(staging_prefix(target) + "tmp")
 
 
+def check_bf16_variant(manifest: dict) -> None:
+    if manifest["model"]["variant"] != "scan":
+        raise UserError("--precision bf16: the bf16 sampling graphs exist for SCAN generators "
+                        "(variant scan) only; use --precision fp32")
+
+
 def bf16_sampler(folder: Path, manifest: dict) -> Path:
     """``model.ts`` of ``folder`` as the bf16 sampler (built once, ~10 s)."""
     import torch
@@ -53,9 +62,7 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     from compgen.export.graphs import deterministic
     from compgen.export.torchscript import export_torchscript
 
-    if manifest["model"]["variant"] != "scan":
-        raise UserError("--precision bf16: the bf16 sampling graphs exist for SCAN generators "
-                        "(variant scan) only; use --precision fp32")
+    check_bf16_variant(manifest)
     folder = Path(folder)
     # the bf16 graphs are traced from this library's model code: a change to it is a new key
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
@@ -69,6 +76,48 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
             os.replace(staged, target)  # atomic: a concurrent build writes the same bytes
         finally:
             staged.unlink(missing_ok=True)
+    return target
+
+
+def bf16_libraries(folder: Path, manifest: dict, threads: int) -> Path:
+    """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor, their
+    generated loops on ``threads`` threads (``compgen.export.compiled``; built
+    once, about 30 s)."""
+    import torch
+
+    from compgen.export.artifact import eager_model
+    from compgen.export.compiled import build_libraries, compile_error, inductor_cache
+    from compgen.export.graphs import deterministic
+
+    check_bf16_variant(manifest)
+    width = manifest["decoding"].get("prototype_width", 0)
+    if not width:
+        raise UserError(f"{folder}: the export has no fixed prototype width; export it again "
+                        "to sample it in bf16 with --backend torch or cpp")
+    folder = Path(folder)
+    code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
+    code += [Path(__file__).with_name(name) for name in ("compiled.py", "graphs.py")]
+    key = _key(folder / "model.ts", *code, version=f"{torch.__version__} threads {threads}")
+    target = _cache() / (key + "-bf16-aoti")
+    inductor_cache()
+    if not target.is_dir():
+        staged = _staged(target)
+        try:
+            staged.mkdir()
+            try:
+                build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width,
+                               threads)
+            except UserError:
+                raise
+            except Exception as error:  # Inductor reports a failed C++ build as its own errors
+                raise compile_error(error) from error
+            try:
+                os.replace(staged, target)
+            except OSError:  # a concurrent build got there first
+                if not target.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
     return target
 
 

@@ -40,6 +40,14 @@ BF16_WEIGHTS = ("proto_encoder", "decoder", "out", "attention.key", "attention.v
                 "attention.query")
 
 
+def bf16_copy(model: nn.Module) -> nn.Module:
+    """A frozen copy of ``model`` whose ``BF16_WEIGHTS`` are bf16."""
+    model = copy.deepcopy(model).requires_grad_(False)
+    for name in BF16_WEIGHTS:
+        model.get_submodule(name).to(torch.bfloat16)
+    return model
+
+
 class Bf16Graph(nn.Module):
     """A graph to trace under bf16 autocast, its floating outputs returned in fp32 (state,
     log-probs, cached prototype encodings), except the outputs ``keep`` (the attention
@@ -47,10 +55,10 @@ class Bf16Graph(nn.Module):
 
     def __init__(self, graph: nn.Module, keep: tuple[int, ...] = ()):
         super().__init__()
-        self.graph, self.keep = graph, keep
+        self.wrapped, self.keep = graph, keep  # not `graph`: an exported module's own field
 
     def forward(self, *args):
-        out = self.graph(*args)
+        out = self.wrapped(*args)
         return tuple(t if i in self.keep or not t.is_floating_point() else t.float()
                      for i, t in enumerate(out))
 
@@ -115,9 +123,7 @@ def export_torchscript(model, path, max_len: int, bf16: bool = False) -> torch.j
     ``bf16``: the reduced-precision sampler (module docstring)."""
     graph, autocast = (lambda g, keep=(): g), contextlib.nullcontext()
     if bf16:
-        model = copy.deepcopy(model).requires_grad_(False)
-        for name in BF16_WEIGHTS:
-            model.get_submodule(name).to(torch.bfloat16)
+        model = bf16_copy(model)
         graph, autocast = Bf16Graph, torch.autocast("cpu", dtype=torch.bfloat16)
     with torch.no_grad(), autocast, warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # sizes fixed per model

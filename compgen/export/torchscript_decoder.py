@@ -15,7 +15,44 @@ import torch
 from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
 
 
-class TorchScriptGenerator:
+class GraphGenerator:
+    """Three graphs (``prototypes``, ``encoder``, ``step``, as in ``model.ts``) as a step
+    function of the shared decode loop; a subclass sets them up, with ``bf16``, ``contract``
+    and ``cache``."""
+
+    prototypes: object
+    encoder: object
+    step: object
+    bf16: bool
+    contract: Contract
+    cache: PrototypeCache
+
+    def running(self):
+        """How the graphs run: the traced graph as it is (the profiling executor would
+        re-specialise it for every batch size that compaction produces, 3-10x slower),
+        under bf16 autocast for the bf16 sampler."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.no_grad())
+        stack.enter_context(torch.jit.optimized_execution(False))
+        if self.bf16:
+            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+        return stack
+
+    def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
+        with self.running():
+            return [t.numpy() for t in self.prototypes(torch.from_numpy(seqs))]
+
+    def _encode_tuples(self, *arrays: np.ndarray) -> dict:
+        """The memory as tensors (the bf16 sampler keeps keys and values in bf16)."""
+        with self.running():
+            keys, values, mask, h, c = self.encoder(*map(torch.from_numpy, arrays))
+        return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
+
+    def stepper(self) -> GraphStepper:
+        return GraphStepper(self)
+
+
+class TorchScriptGenerator(GraphGenerator):
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None,
                  precision: str = "fp32"):
         if threads:
@@ -42,33 +79,9 @@ class TorchScriptGenerator:
         self.contract = Contract.from_manifest(manifest["decoding"])
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
-    def running(self):
-        """How the graphs run: the traced graph as it is (the profiling executor would
-        re-specialise it for every batch size that compaction produces, 3-10x slower),
-        under bf16 autocast for the bf16 sampler."""
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch.no_grad())
-        stack.enter_context(torch.jit.optimized_execution(False))
-        if self.bf16:
-            stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
-        return stack
 
-    def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
-        with self.running():
-            return [t.numpy() for t in self.prototypes(torch.from_numpy(seqs))]
-
-    def _encode_tuples(self, *arrays: np.ndarray) -> dict:
-        """The memory as tensors (the bf16 sampler keeps keys and values in bf16)."""
-        with self.running():
-            keys, values, mask, h, c = self.encoder(*map(torch.from_numpy, arrays))
-        return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
-
-    def stepper(self) -> TorchScriptStepper:
-        return TorchScriptStepper(self)
-
-
-class TorchScriptStepper:
-    def __init__(self, gen: TorchScriptGenerator):
+class GraphStepper:
+    def __init__(self, gen: GraphGenerator):
         self.gen = gen
 
     def start(self, protos: np.ndarray, z: np.ndarray) -> None:

@@ -66,6 +66,10 @@ def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: in
         from compgen.export.torchscript_decoder import TorchScriptGenerator
 
         return TorchScriptGenerator(folder, manifest, threads, precision).stepper
+    if backend == "torch" and precision == "bf16":
+        from compgen.export.compiled_decoder import CompiledBf16Generator
+
+        return CompiledBf16Generator(folder, manifest, threads).stepper
     if backend == "torch":
         import torch
 
@@ -215,12 +219,13 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
         accept_lines.update(lm.runner_job())
     binary = build_runner(log=log, kenlm=lm is not None)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
-    model = None
-    if options.precision == "bf16":
-        from compgen.export.reduced import bf16_sampler
+    model = compiled = None
+    if options.precision == "bf16":  # the runner's workers run one thread each
+        from compgen.export.reduced import bf16_libraries, bf16_sampler
 
-        model = bf16_sampler(folder, manifest)
-    job = job_text(folder, contract, out=out, model=model, mode=MODES[options.strategy],
+        model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest, 1)
+    job = job_text(folder, contract, out=out, model=model, compiled=compiled,
+                   mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
                    nsamples=options.nsamples, batch_size=options.batch_size,
                    max_rounds=options.max_rounds, threads=options.threads,

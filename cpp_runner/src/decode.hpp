@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner_cpu.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -159,13 +161,16 @@ class AutocastScope {
 // compgen/export/torchscript_decoder.py does: a linear layer becomes a product with its
 // weight transposed once, 1.7x faster per step at batch 1. It is frozen from a copy of its
 // own (freezing edits module types the graphs share); the bf16 step runs as traced
-// (libtorch's freezing leaves it calling a method it removed).
+// (libtorch's freezing leaves it calling a method it removed). With `compiled`, a folder of
+// libraries compiled by AOTInductor (compgen/export/compiled.py), the steppers run
+// those for the encoder and the step.
 struct Graphs {
-  Graphs(torch::jit::script::Module& model, const std::string& path)
+  Graphs(torch::jit::script::Module& model, const std::string& path, std::string compiled_dir)
       : prototypes(model.attr("prototypes").toModule()),
         encoder(model.attr("encoder").toModule()),
         step(model.attr("step").toModule()),
-        bf16(model.hasattr("bf16") && model.attr("bf16").toBool()) {
+        bf16(model.hasattr("bf16") && model.attr("bf16").toBool()),
+        compiled(std::move(compiled_dir)) {
     if (bf16) return;
     auto copy = torch::jit::load(path).attr("step").toModule();
     copy.eval();
@@ -174,20 +179,56 @@ struct Graphs {
 
   torch::jit::script::Module prototypes, encoder, step;
   bool bf16;
+  std::string compiled;
 };
+
+// One graph as a function of tensors: a TorchScript module (the bf16 sampler's replayed
+// under bf16 autocast), or a library compiled by AOTInductor (one runner per stepper: a
+// runner runs one call at a time; its code assumes the strides it was compiled for,
+// contiguous ones).
+class Graph {
+ public:
+  Graph(const torch::jit::script::Module& module, bool bf16) : module_(module), bf16_(bf16) {}
+  explicit Graph(const std::string& library)
+      : compiled_(std::make_shared<torch::inductor::AOTIModelContainerRunnerCpu>(library)) {}
+
+  std::vector<torch::Tensor> operator()(std::vector<torch::Tensor> inputs) {
+    if (compiled_) {
+      for (auto& t : inputs) t = t.contiguous();
+      return compiled_->run(inputs);
+    }
+    AutocastScope autocast(bf16_);
+    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    const auto result = module_.forward(args).toTuple();  // kept: the loop reads into it
+    std::vector<torch::Tensor> out;
+    for (const auto& v : result->elements()) out.push_back(v.toTensor());
+    return out;
+  }
+
+ private:
+  torch::jit::script::Module module_;
+  bool bf16_ = false;
+  std::shared_ptr<torch::inductor::AOTIModelContainerRunnerCpu> compiled_;
+};
+
+// The compiled libraries replace the encoder and the step; prototypes are always encoded
+// by the TorchScript graph (its fused LSTM; AOTInductor unrolls it into per-step products).
+inline Graph make_graph(const Graphs& graphs, const torch::jit::script::Module& module,
+                        const std::string& library) {
+  if (graphs.compiled.empty() || library.empty()) return Graph(module, graphs.bf16);
+  return Graph(graphs.compiled + "/" + library);
+}
 
 class Stepper {
  public:
   Stepper(Graphs& graphs, const Contract& c)
-      : prototypes_(graphs.prototypes),
-        encoder_(graphs.encoder),
-        step_(graphs.step),
-        c_(c),
-        bf16_(graphs.bf16) {}
+      : prototypes_(make_graph(graphs, graphs.prototypes, "")),
+        encoder_(make_graph(graphs, graphs.encoder, "encoder.so")),
+        step_(make_graph(graphs, graphs.step, "step.so")),
+        c_(c) {}
 
   // Encode (each distinct prototype once, cached) and set up the initial state.
   void start(const torch::Tensor& protos, const torch::Tensor& z) {
-    AutocastScope autocast(bf16_);
     const int64_t B = protos.size(0), K = protos.size(1), T = protos.size(2);
     std::vector<torch::Tensor> gathered(3);
     if (K == 0) {  // nothing to encode: the encoder graph does not read these
@@ -208,11 +249,10 @@ class Stepper {
       }
       std::map<PrototypeCache::Row, PrototypeCache::Entry> fresh;
       if (!missing_at.empty()) {
-        auto out = prototypes_.forward({flat.index_select(0, torch::tensor(missing_at))})
-                       .toTuple()->elements();
+        auto out = prototypes_({flat.index_select(0, torch::tensor(missing_at))});
         for (const auto& [row, j] : missing) {
           PrototypeCache::Entry entry;
-          for (const auto& t : out) entry.push_back(t.toTensor()[j].clone());
+          for (const auto& t : out) entry.push_back(t[j].clone());
           fresh[row] = entry;
         }
       }
@@ -230,28 +270,26 @@ class Stepper {
         gathered[i] = stacked.view(shape);
       }
     }
-    auto enc = encoder_.forward({gathered[0], gathered[1], gathered[2], protos, z})
-                   .toTuple()->elements();
-    memory_ = {enc[0].toTensor(), enc[1].toTensor(), protos, enc[2].toTensor(), z};
+    auto enc = encoder_({gathered[0], gathered[1], gathered[2], protos, z});
+    memory_ = {enc[0], enc[1], protos, enc[2], z};
     state_.clear();
     for (const auto& slot : c_.state) {
       std::vector<int64_t> shape{B};
       shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
-      if (slot.name == "h") state_.push_back(enc[3].toTensor());
-      else if (slot.name == "c") state_.push_back(enc[4].toTensor());
+      if (slot.name == "h") state_.push_back(enc[3]);
+      else if (slot.name == "c") state_.push_back(enc[4]);
       else if (slot.name == "past_tok") state_.push_back(torch::full(shape, c_.pad, torch::kLong));
       else state_.push_back(torch::zeros(shape, slot.is_long ? torch::kLong : torch::kFloat));
     }
   }
 
   torch::Tensor step(const std::vector<int64_t>& token) {
-    AutocastScope autocast(bf16_);
-    std::vector<c10::IValue> args{torch::tensor(token, torch::kLong)};
+    std::vector<torch::Tensor> args{torch::tensor(token, torch::kLong)};
     for (const auto& t : state_) args.push_back(t);
     for (const auto& t : memory_) args.push_back(t);
-    auto out = step_.forward(args).toTuple()->elements();
-    for (size_t i = 0; i < state_.size(); ++i) state_[i] = out[i + 1].toTensor();
-    return out[0].toTensor().contiguous();
+    auto out = step_(std::move(args));
+    for (size_t i = 0; i < state_.size(); ++i) state_[i] = out[i + 1];
+    return out[0].contiguous();
   }
 
   void take(const std::vector<int64_t>& rows, bool memory) {
@@ -262,9 +300,8 @@ class Stepper {
   }
 
  private:
-  torch::jit::script::Module prototypes_, encoder_, step_;
+  Graph prototypes_, encoder_, step_;
   const Contract& c_;
-  bool bf16_;
   std::vector<torch::Tensor> memory_, state_;
   PrototypeCache cache_;
 };

@@ -47,6 +47,7 @@ using Ids = std::vector<int64_t>;
 
 struct Job {
   std::string folder, out, model;  // model: the sampler to load (default folder/model.ts)
+  std::string compiled;             // a folder of AOTInductor packages to run instead
   compgen::Contract contract;
   int64_t n = 400, nsamples = 400, batch = 128, max_rounds = 200, patience = 3, threads = 0;
   int64_t seed = 0;
@@ -99,6 +100,7 @@ Job read_job(std::istream& in) {
     if (key == "folder") std::getline(words >> std::ws, job.folder);
     else if (key == "out") std::getline(words >> std::ws, job.out);
     else if (key == "model") std::getline(words >> std::ws, job.model);
+    else if (key == "compiled") std::getline(words >> std::ws, job.compiled);
     else if (key == "n") job.n = number();
     else if (key == "nsamples") job.nsamples = number();
     else if (key == "batch_size") job.batch = number();
@@ -375,7 +377,7 @@ int main() {
   // Every row's result depends only on its own prototypes and random draws.
   const int64_t workers = std::max<int64_t>(1, job.threads > 0 ? job.threads : at::get_num_threads());
   if (workers > 1) at::set_num_threads(1);
-  compgen::Graphs graphs(model, model_path);
+  compgen::Graphs graphs(model, model_path, job.compiled);
   std::vector<compgen::Stepper> steppers;
   for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(graphs, c);
 
