@@ -249,7 +249,7 @@ def main() -> None:
     contract = Contract.from_manifest(manifest["decoding"])
     bf16 = cpu_has_bf16()
     gens = generators(folder, manifest, threads, bf16)
-    bf16_compiled = ((bf16_sampler(folder, manifest), bf16_libraries(folder, manifest, threads=1))
+    bf16_compiled = ((bf16_sampler(folder, manifest), bf16_libraries(folder, manifest))
                      if bf16 else None)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     width = contract.prototype_width

@@ -48,10 +48,10 @@ class AutocastGraph(Bf16Graph):
             return super().forward(*args)
 
 
-def build_libraries(model: nn.Module, target: Path, width: int, threads: int) -> None:
+def build_libraries(model: nn.Module, target: Path, width: int) -> None:
     """The encoder's and the step's libraries compiled by AOTInductor from a deterministic
     ``model``, in the folder ``target`` (which exists): prototypes padded to ``width`` (the decoding
-    contract's), any batch size, the generated loops on ``threads`` threads."""
+    contract's), any batch size."""
     from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
     from compgen.export.torchscript import bf16_copy
 
@@ -70,7 +70,8 @@ def build_libraries(model: nn.Module, target: Path, width: int, threads: int) ->
                  for inputs in (enc_args, step_args))
     graphs = (AutocastGraph(EncoderGraph(model), keep=(0, 1)), AutocastGraph(StepGraph(model)))
     configs = {"freezing": True,  # weights as constants Inductor may pre-pack
-               "cpp.threads": threads,
+               # one thread, as each of the C++ runner's workers runs
+               "cpp.threads": 1,
                # they would go to a folder in the system temp dir, whatever the cache dir
                "cpp_cache_precompile_headers": False,
                "aot_inductor.precompile_headers": False}

@@ -27,7 +27,7 @@ class CompiledBf16Generator(GraphGenerator):
             torch.set_num_threads(threads)
         # the C++ runner's libraries (its workers run one thread each): the same compiled
         # code, so the same samples; the matrix products still use every thread here
-        libraries = bf16_libraries(folder, manifest, threads=1)
+        libraries = bf16_libraries(folder, manifest)
         scripted = load_torchscript(bf16_sampler(folder, manifest)).prototypes
         self.bf16 = False  # the libraries carry their own casts; the prototype graph:
 

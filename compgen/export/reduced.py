@@ -79,10 +79,9 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     return target
 
 
-def bf16_libraries(folder: Path, manifest: dict, threads: int) -> Path:
-    """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor, their
-    generated loops on ``threads`` threads (``compgen.export.compiled``; built
-    once, about 30 s)."""
+def bf16_libraries(folder: Path, manifest: dict) -> Path:
+    """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor
+    (``compgen.export.compiled``; built once, about 30 s)."""
     import torch
 
     from compgen.export.artifact import eager_model
@@ -97,28 +96,18 @@ def bf16_libraries(folder: Path, manifest: dict, threads: int) -> Path:
     folder = Path(folder)
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
     code += [Path(__file__).with_name(name) for name in ("compiled.py", "graphs.py")]
-    key = _key(folder / "model.ts", *code, version=f"{torch.__version__} threads {threads}")
-    target = _cache() / (key + "-bf16-aoti")
+    target = _cache() / (_key(folder / "model.ts", *code, version=torch.__version__) + "-bf16-aoti")
     inductor_cache()
-    if not target.is_dir():
-        staged = _staged(target)
+
+    def build(staged: Path) -> None:
         try:
-            staged.mkdir()
-            try:
-                build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width,
-                               threads)
-            except UserError:
-                raise
-            except Exception as error:  # Inductor reports a failed C++ build as its own errors
-                raise compile_error(error) from error
-            try:
-                os.replace(staged, target)
-            except OSError:  # a concurrent build got there first
-                if not target.is_dir():
-                    raise
-        finally:
-            shutil.rmtree(staged, ignore_errors=True)
-    return target
+            build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width)
+        except UserError:
+            raise
+        except Exception as error:  # Inductor reports a failed C++ build as its own errors
+            raise compile_error(error) from error
+
+    return _built_folder(target, build)
 
 
 def int8_graphs(folder: Path) -> Path:
@@ -129,12 +118,22 @@ def int8_graphs(folder: Path) -> Path:
     folder = Path(folder)
     graphs = [folder / name for name in GENERATOR_GRAPHS]
     target = _cache() / (_key(*graphs, version=ort.__version__) + "-int8")
+
+    def build(staged: Path) -> None:
+        for path in graphs:
+            quantize_dynamic(path, staged / path.name, weight_type=QuantType.QInt8)
+
+    return _built_folder(target, build)
+
+
+def _built_folder(target: Path, build) -> Path:
+    """``target``, made by ``build(staged)`` in a staged folder renamed over it when done
+    (nothing left behind on failure) unless it exists already."""
     if not target.is_dir():
         staged = _staged(target)
         try:
             staged.mkdir()
-            for path in graphs:
-                quantize_dynamic(path, staged / path.name, weight_type=QuantType.QInt8)
+            build(staged)
             try:
                 os.replace(staged, target)
             except OSError:  # a concurrent build got there first

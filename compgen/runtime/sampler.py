@@ -223,7 +223,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     if options.precision == "bf16":  # the runner's workers run one thread each
         from compgen.export.reduced import bf16_libraries, bf16_sampler
 
-        model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest, 1)
+        model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)
     job = job_text(folder, contract, out=out, model=model, compiled=compiled,
                    mode=MODES[options.strategy],
                    temperature=options.temperature, seed=options.seed, n=options.n,
