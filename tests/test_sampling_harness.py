@@ -11,6 +11,7 @@ import pytest
 
 from compgen.export.cpp_runner import build_runner
 from compgen.io import parse_samples_tsv
+from compgen.precision import cpu_has_bf16
 from compgen.runtime.sampler import BACKENDS, sample_exported
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
@@ -72,8 +73,15 @@ def test_cpp_sample_is_one_runner_process(runner, tmp_path, monkeypatch):
     assert [cmd[0] for cmd in started] == [str(runner)]
 
 
+def temp_env(tmpdir: Path) -> dict:
+    """This environment with ``tmpdir`` as the system temp dir (and torch's compiler cache
+    where compgen itself puts it: this process's setting is not inherited)."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    return {**env, "TMPDIR": str(tmpdir), "TEMP": str(tmpdir), "TMP": str(tmpdir)}
+
+
 def run_cli(args, tmpdir: Path):
-    env = {**os.environ, "TMPDIR": str(tmpdir), "TEMP": str(tmpdir), "TMP": str(tmpdir)}
+    env = temp_env(tmpdir)
     return subprocess.run([sys.executable, "-m", "compgen", *args], capture_output=True,
                           text=True, env=env, check=False, timeout=900)
 
@@ -94,6 +102,15 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
     assert again.returncode == 0, again.stderr
     broken = run_cli(["export", str(tmp_path / "missing.pt"), "--no-cpp"], system_tmp)
     assert broken.returncode == 2
+    if cpu_has_bf16():  # the compiled bf16 graphs (AOTInductor) and the bf16 TorchScript
+        bf16 = run_cli(["sample", str(SHIPPED), "--backend", "cpp", "--precision", "bf16",
+                        "--n", "8", "--threads", "1", "-o", str(out)], system_tmp)
+        assert bf16.returncode == 0, bf16.stderr
+    # torch makes its compiler's cache folder in the temp dir when an optimizer is built
+    # (training); a compgen process keeps it in the user's cache
+    subprocess.run([sys.executable, "-c", ("import compgen, torch; "
+                                           "torch.optim.Adam(torch.nn.Linear(2, 2).parameters())")],
+                   env=temp_env(system_tmp), check=True)
     # onnxruntime's own library writes one fixed-name file, ".ses", into the temp folder
     # when it is imported (reused, not one per run); everything else must be gone
     assert [p.name for p in system_tmp.iterdir() if p.name != ".ses"] == []
