@@ -54,21 +54,26 @@ def check_bf16_variant(manifest: dict) -> None:
                         "(variant scan) only; use --precision fp32")
 
 
+def _torch_version() -> str:
+    """Without importing torch: a cached build is found without it (the C++ runner's path)."""
+    from importlib import metadata
+
+    return metadata.version("torch")
+
+
 def bf16_sampler(folder: Path, manifest: dict) -> Path:
     """``model.ts`` of ``folder`` as the bf16 sampler (built once, ~10 s)."""
-    import torch
-
-    from compgen.export.artifact import eager_model
-    from compgen.export.graphs import deterministic
-    from compgen.export.torchscript import export_torchscript
-
     check_bf16_variant(manifest)
     folder = Path(folder)
     # the bf16 graphs are traced from this library's model code: a change to it is a new key
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
     code.append(Path(__file__).with_name("torchscript.py"))
-    target = _cache() / (_key(folder / "model.ts", *code, version=torch.__version__) + "-bf16.ts")
+    target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16.ts")
     if not target.is_file():
+        from compgen.export.artifact import eager_model
+        from compgen.export.graphs import deterministic
+        from compgen.export.torchscript import export_torchscript
+
         model = deterministic(eager_model(folder, manifest)[0])
         staged = _staged(target)
         try:
@@ -82,12 +87,6 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
 def bf16_libraries(folder: Path, manifest: dict) -> Path:
     """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor
     (``compgen.export.compiled``; built once, about 30 s)."""
-    import torch
-
-    from compgen.export.artifact import eager_model
-    from compgen.export.compiled import build_libraries, compile_error, inductor_cache
-    from compgen.export.graphs import deterministic
-
     check_bf16_variant(manifest)
     width = manifest["decoding"].get("prototype_width", 0)
     if not width:
@@ -96,10 +95,14 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
     folder = Path(folder)
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
     code += [Path(__file__).with_name(name) for name in ("compiled.py", "graphs.py")]
-    target = _cache() / (_key(folder / "model.ts", *code, version=torch.__version__) + "-bf16-aoti")
-    inductor_cache()
+    target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16-aoti")
 
     def build(staged: Path) -> None:
+        from compgen.export.artifact import eager_model
+        from compgen.export.compiled import build_libraries, compile_error, inductor_cache
+        from compgen.export.graphs import deterministic
+
+        inductor_cache()
         try:
             build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width)
         except UserError:
