@@ -76,12 +76,12 @@ def files_read_and_written(path: str, command, args: list[str]) -> tuple[list[st
     params = ctx.params
     reads = []
     for name in ("checkpoint", "models", "model", "path", "augment", "base", "aug", "input",
-                 "corpus"):
+                 "corpus", "grammar"):
         value = params.get(name)
         for v in value if isinstance(value, list | tuple) else [value]:
             if v is not None and (str(v).endswith(FILE_SUFFIXES) or str(v).startswith("exported/")):
                 reads.append(str(v))
-    written = [str(params["output"])] if params.get("output") else []
+    written = [str(params[name]) for name in ("output", "grammar_out") if params.get(name)]
     if path == "export" and not params.get("output"):
         written = [f"exported/{Path(str(params['checkpoint'])).stem}"]
     return reads, written
