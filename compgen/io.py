@@ -21,6 +21,23 @@ def user_cache(name: str) -> Path:
     return Path(root) / "compgen" / name
 
 
+def keep_torch_compiler_cache() -> None:
+    """torch's compiler (Inductor) makes its cache folder in the system temp dir as soon as
+    an optimizer is built or the compiler imported, and leaves it there: point it at the
+    user's cache instead, unless the caller chose a folder (Inductor writes its default into
+    the variable once it has used it, so that value counts as not chosen)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    default = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen is None or os.path.abspath(chosen) == os.path.abspath(default):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(user_cache("inductor"))
+
+
 def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -4,7 +4,7 @@ precision of an export: fp32 (the default), bf16 or int8, opt-in.
 bf16 matmuls pay only on CPUs with AMX or AVX512-BF16; elsewhere torch emulates them and
 training gets slower, so ``auto`` picks bf16 only where those units exist, and forcing
 ``bf16`` on a CPU without them is refused. Weights, optimizer and checkpoint stay fp32.
-Sampling in bf16 (TorchScript, the C++ runner, the eager model compiled by TorchInductor)
+Sampling in bf16 (TorchScript; the C++ runner and the torch backend, compiled by AOTInductor)
 is refused the same way; int8 (ONNX Runtime's int8 kernels) needs no special units.
 The flags are read from /proc/cpuinfo, or from the file ``$COMPGEN_CPUINFO`` names (to
 run as on another CPU, e.g. to check the refusal on a machine that has the units).

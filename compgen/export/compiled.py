@@ -25,7 +25,6 @@ libraries (its matrix products still use every thread), so both give the same sa
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 
@@ -95,23 +94,3 @@ def compile_error(error: Exception) -> UserError:
     return UserError("--precision bf16 with --backend torch or cpp compiles the model with "
                      "TorchInductor, which failed (it needs a C++ compiler and the Python "
                      f"headers): {first[:300]}")
-
-
-def inductor_cache() -> None:
-    """Inductor's default cache is a folder in the system temp dir, left behind: the
-    user's cache instead, unless the caller chose a folder. Called before anything imports
-    ``torch._inductor``, which creates its cache folder on import (and, having used its
-    default, writes it into the variable)."""
-    import getpass
-    import tempfile
-
-    from compgen.io import user_cache
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = f"uid_{os.getuid()}"
-    default = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
-    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if chosen is None or os.path.abspath(chosen) == os.path.abspath(default):
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(user_cache("inductor"))

@@ -99,10 +99,11 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
 
     def build(staged: Path) -> None:
         from compgen.export.artifact import eager_model
-        from compgen.export.compiled import build_libraries, compile_error, inductor_cache
+        from compgen.export.compiled import build_libraries, compile_error
         from compgen.export.graphs import deterministic
+        from compgen.io import keep_torch_compiler_cache
 
-        inductor_cache()
+        keep_torch_compiler_cache()  # again: torch's compiler may have been imported first
         try:
             build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width)
         except UserError:

@@ -220,7 +220,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     binary = build_runner(log=log, kenlm=lm is not None)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     model = compiled = None
-    if options.precision == "bf16":  # the runner's workers run one thread each
+    if options.precision == "bf16":
         from compgen.export.reduced import bf16_libraries, bf16_sampler
 
         model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)
