@@ -19,6 +19,7 @@ from compgen.generator_data import epoch_batches
 from compgen.models import native, scan_decoder
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
+from compgen.models import sig_training
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 from compgen.precision import cpu_has_bf16, resolve_precision
 
@@ -55,6 +56,13 @@ def test_bucketed_batches_cut_padding():
 def scan_model(**kw):
     cfg = RecombineConfig(**{"variant": "scan", "vocab_size": 20, "nproto": 2, "hidden": 32,
                              "embed": 16, "attdim": 16, "zdim": 2, "kpos": 4, **kw})
+    torch.manual_seed(0)
+    return Recombine(cfg)
+
+
+def sig_model(**kw):
+    cfg = RecombineConfig(**{"variant": "sig", "vocab_size": 20, "nproto": 1, "hidden": 32,
+                             "embed": 16, "attdim": 32, "zdim": 1, "kpos": 0, **kw})
     torch.manual_seed(0)
     return Recombine(cfg)
 
@@ -110,6 +118,30 @@ def test_the_training_loss_levers_give_the_reference_loss_and_gradients(levers, 
         loss, nll, ntok = training_loss(model, target, protos, chosen)
         loss.backward()
         results.append([loss.detach(), nll, ntok.float()] + [p.grad.clone() for p in model.parameters()])
+    for got, want in zip(*results):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
+
+
+@pytest.mark.parametrize("rows", [1, 16], ids=["running-rows", "all-rows"])
+@pytest.mark.parametrize("config", [{}, {"nproto": 2}, {"copy": False}, {"feedcontext": False}],
+                         ids=["recomb-1", "recomb-2", "no-copy", "no-feed"])
+def test_the_sig_training_loss_gives_the_reference_loss_and_gradients(config, rows, monkeypatch):
+    """The sig loss with per-step products' gradients summed at the end, over stacked
+    decoder states and the running rows only, is Recombine.loss (the sampling step,
+    every row every step): same loss, NLL and gradients."""
+    monkeypatch.setattr(sig_training, "ROWS", rows)
+    model = sig_model(**config).eval()
+    target, protos = fixed_batch(T=9)
+    target[2, 3:], target[5, 6:] = 0, 0  # three target lengths: the running rows shrink
+    protos = protos[:, :model.nproto]
+    results = []
+    for chosen in (REFERENCE, TrainingLoss()):
+        model.zero_grad()
+        loss, nll, ntok = training_loss(model, target, protos, chosen)
+        loss.backward()
+        unused = torch.zeros(())  # no copy: the copy gate gets no gradient from either
+        results.append([loss.detach(), nll, ntok.float()] + [
+            unused if p.grad is None else p.grad.clone() for p in model.parameters()])
     for got, want in zip(*results):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6 * float(want.abs().max()) + 1e-9)
 
@@ -200,11 +232,13 @@ def test_packed_lstm_directions_are_torch_lstms_over_packed_sequences():
         assert torch.allclose(g, w, atol=1e-5)
 
 
-def test_bf16_and_fp32_training_steps_give_the_same_loss():
+@pytest.mark.parametrize("variant", ["scan", "sig"])
+def test_bf16_and_fp32_training_steps_give_the_same_loss(variant):
     """A numerics check of bf16 autocast (torch emulates bf16 where the CPU lacks units):
     the training loss on a fixed batch with one fixed dropout stream."""
-    model = scan_model().train()
+    model = scan_model().train() if variant == "scan" else sig_model(pdrop=0.1).train()
     target, protos = fixed_batch()
+    protos = protos[:, :model.nproto]
     torch.manual_seed(1)
     fp32, _, _ = training_loss(model, target, protos)
     torch.manual_seed(1)

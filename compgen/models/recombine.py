@@ -389,7 +389,7 @@ class Recombine(nn.Module):
         return marginal.clamp_min(1e-30).log()
 
     def _sig_step(self, token: Tensor, state: State, memory: Memory) -> tuple[Tensor, State]:
-        B, L = token.size(0), state.past_tok.size(1)
+        L = state.past_tok.size(1)
         # the state entering this step, h_{t-1}, joins the self-attention memory paired
         # with the token it predicted (the one fed now); slot 0 holds h_0 and <s>
         slot = torch.arange(L, device=token.device)[None, :] == state.step[:, None]
@@ -397,15 +397,7 @@ class Recombine(nn.Module):
         past_key = torch.where(slot[..., None], self.self_attention.key(state.h[:, None])[:, 0][:, None, :],
                                state.past_key)
         past_tok = torch.where(slot, token[:, None], state.past_tok)
-
-        e = self.dec_embed(token) * (token != PAD_ID)[:, None]
-        e = F.dropout(e, self.pdrop, self.training)
-        parts = [e]
-        if self.vae:
-            parts.append(memory.z)
-        if self.feed_dim > 0:
-            parts.append(state.feed)
-        h, c = self.decoder(torch.cat(parts, 1), (state.h, state.c))
+        h, c = self._sig_cell(token, state.feed, state.h, state.c, memory)
 
         # self-attention over h_1..h_{t-1}; h_0/<s> is masked. Unfilled slots get a lower
         # score than slot 0, so at the first step all weight sits on <s> as in the reference
@@ -414,15 +406,43 @@ class Recombine(nn.Module):
         self_scores = torch.where((pos >= 1) & (pos <= state.step[:, None]), self_scores,
                                   torch.where(pos == 0, torch.full_like(self_scores, MASKED),
                                               torch.full_like(self_scores, 2 * MASKED)))
+        logp, f = self._sig_readout(h, self_scores, past_h, past_tok, memory)
+        feed = f if self.feed_dim > 0 else state.feed
+        return logp, State(h, c, feed, state.step + 1, past_h, past_key, past_tok)
+
+    def _sig_cell(self, token: Tensor, feed: Tensor, h: Tensor, c: Tensor,
+                  memory: Memory) -> tuple[Tensor, Tensor]:
+        """The sig decoder's LSTM cell fed ``token`` ``(B,)`` (and z, the fed-back feature)."""
+        e = self.dec_embed(token) * (token != PAD_ID)[:, None]
+        e = F.dropout(e, self.pdrop, self.training)
+        parts = [e]
+        if self.vae:
+            parts.append(memory.z)
+        if self.feed_dim > 0:
+            parts.append(feed)
+        return self.decoder(torch.cat(parts, 1), (h, c))
+
+    def _sig_readout(self, h: Tensor, self_scores: Tensor, past_h: Tensor, past_tok: Tensor,
+                     memory: Memory) -> tuple[Tensor, Tensor]:
+        """One sig step's log p(next token) ``(B, V)`` and output feature ``(B, H)`` from the
+        new state ``h``, the self-attention scores over the ``past_h`` slots (masked
+        already) and the tokens paired with them."""
         self_alpha = torch.softmax(self_scores, dim=1)
         self_context = torch.einsum("bl,blh->bh", self_alpha, past_h)
         if self.nproto > 0:
             context, _, alpha = self.attention(h, memory.keys, memory.values, memory.mask)
             feats = torch.cat([h, context.flatten(1), self_context], 1)
         else:
-            alpha = memory.keys.new_zeros(B, 0, 0)
+            alpha = memory.keys.new_zeros(h.size(0), 0, 0)
             feats = torch.cat([h, self_context], 1)
         f = F.dropout(self.combine(feats), self.outdrop, self.training)
+        return self._sig_distribution(f, h, alpha, self_alpha, past_tok, memory), f
+
+    def _sig_distribution(self, f: Tensor, h: Tensor, alpha: Tensor, self_alpha: Tensor,
+                          past_tok: Tensor, memory: Memory) -> Tensor:
+        """log p(next token) ``(B, V)`` from the output feature ``f``, the state ``h`` (the
+        copy gate reads it), the prototype and self-attention weights and the tokens they
+        weigh (copying marginalised)."""
         p = torch.softmax(self.output(f), dim=1)
         if self.copy:
             beta = torch.softmax(self.copygate(h), dim=1)  # (B, K+1) stream weights
@@ -430,14 +450,12 @@ class Recombine(nn.Module):
             weights = torch.cat([(beta[:, : self.nproto, None] * alpha).flatten(1),
                                  beta[:, self.nproto:] * self_alpha], 1)
             sources = torch.cat([memory.tokens.flatten(1), past_tok], 1)
-            p_copy = torch.zeros_like(p).scatter_add(1, sources, weights)
+            p_copy = torch.zeros_like(p).scatter_add(1, sources, weights.to(p.dtype))
             p = p + gate * p_copy + 1e-7
         # <copy> is never emitted; renormalise (the reference leaves the total at ~1)
         p = p.masked_fill(torch.arange(self.vocab_size, device=p.device) == COPY_ID, 0.0)
         p = p / p.sum(1, keepdim=True)
-        feed = f if self.feed_dim > 0 else state.feed
-        new = State(h, c, feed, state.step + 1, past_h, past_key, past_tok)
-        return p.clamp_min(1e-30).log(), new
+        return p.clamp_min(1e-30).log()
 
     # -------------------------------------------------------------- VAE
     def posterior_z(self, target: Tensor, protos: Tensor, summaries: Tensor) -> Tensor:

@@ -37,6 +37,7 @@ from compgen.data.vocab import PAD_ID
 from compgen.models import native, scan_decoder
 from compgen.models.packed_lstm import lstm_directions, packed_index, rows_linear
 from compgen.models.recombine import Memory, Recombine, is_real
+from compgen.models.sig_training import sig_training_loss
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,13 @@ REFERENCE = TrainingLoss(False, False, 0, False, False)
 def training_loss(model: Recombine, target: Tensor, protos: Tensor,
                   levers: TrainingLoss = TrainingLoss()) -> tuple[Tensor, Tensor, Tensor]:
     """``model.loss(target, protos)`` computed with ``levers`` (scan models with
-    prototypes; others, and the reference levers, run ``model.loss``)."""
-    if not model.scan or model.nproto == 0 or levers == REFERENCE:
+    prototypes; sig models with any lever on run :mod:`compgen.models.sig_training`;
+    the others, and the reference levers, run ``model.loss``)."""
+    if levers == REFERENCE or (model.scan and model.nproto == 0):
         return model.loss(target, protos)
+    if not model.scan:
+        return sig_training_loss(model, target, protos,
+                                 native.loops() if levers.native_loops else None)
     B = target.size(0)
     fused = levers.fused_decoder and model.feed_dim > 0
     if fused:  # longest target first: the rows still decoding are a prefix
