@@ -43,7 +43,7 @@ def sig_training_loss(model: Recombine, target: Tensor, protos: Tensor,
     """``model.loss(target, protos)`` for a sig model: (mean NLL over the target tokens,
     their summed NLL, their number). ``loops``: the compiled LSTM loops
     (:func:`compgen.models.native.loops`), else the Python loops."""
-    B, T = target.shape
+    B = target.size(0)
     order = torch.argsort(is_real(target).sum(1), descending=True, stable=True)
     target, protos = target[order], protos[order]
     if model.nproto > 0:
@@ -60,7 +60,7 @@ def sig_training_loss(model: Recombine, target: Tensor, protos: Tensor,
     lengths = valid.sum(1)  # descending
 
     # the LSTM input [e ; z ; feed]: the e and z columns' product for all steps at once
-    cell, E = model.decoder, model.dec_embed.embedding_dim
+    cell = model.decoder
     fed = target[:, :-1]
     e = F.dropout(model.dec_embed(fed) * (fed != PAD_ID)[..., None], model.pdrop, model.training)
     ez = torch.cat([e, z[:, None].expand(-1, e.size(1), -1)], 2) if model.vae else e
