@@ -1,6 +1,7 @@
 """Generator training speed: examples/s of the trainer in this tree and of a base commit,
 side by side in one run, at H 128, 256 and 512 (SCAN jump, recomb-2, each preset's batch
-size), and the training loss both reach after the same number of updates.
+size) and, with ``--hidden 1024``, the reference's SIGMORPHON generator (swahili hints 8,
+recomb-1, H 1024), and the training loss both reach after the same number of updates.
 
     .venv/bin/python scripts/bench_train.py --base-ref COMMIT [--threads 2] [--json]
     .venv/bin/python scripts/bench_train.py --base-ref COMMIT --hidden 512 --loss-updates 300 --seeds 0 1 2
@@ -33,8 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = [(128, "recombine_scan_cpu"), (256, "recombine_scan_h256_cpu"), (512, "recombine_scan")]
-DATA = "scan/jump"
+SIZES = {128: ("recombine_scan_cpu", "scan/jump"), 256: ("recombine_scan_h256_cpu", "scan/jump"),
+         512: ("recombine_scan", "scan/jump"),
+         1024: ("recombine_sig", "sigmorphon/swahili/hints-8.0")}
+DEFAULT_SIZES = [128, 256, 512]
 # each lever of the new trainer toggled on its own ([train] settings), for --ablate
 LEVERS = {"native_loops": False, "fused_decoder": False, "packed_encoder": False,
           "unique_prototypes": False, "precision": "fp32", "prefetch": False}
@@ -115,10 +118,11 @@ def worker(spec: dict) -> None:
     cfg = apply_overrides(load_preset(spec["preset"]),
                           {"train.threads": spec["threads"], "train.seed": spec["seed"],
                            **spec.get("overrides", {})})
-    prepared = generator_data(DATA, cfg["model"]["nproto"], 0, 0.1, None)
+    data = spec["data"]
+    prepared = generator_data(data, cfg["model"]["nproto"], 0, 0.1, None)
     out = Path(spec["out"])
     quiet = {"progress": False, "log": lambda line: None, "prepared": prepared}
-    train_generator(cfg, DATA, out, max_steps=spec["warmup"], **quiet)
+    train_generator(cfg, data, out, max_steps=spec["warmup"], **quiet)
     # time the update loop only: data encoding, model set-up and checkpoint writes excluded
     loop, timed, cpu = train._run_epochs, [0.0], [0.0]
 
@@ -133,7 +137,7 @@ def worker(spec: dict) -> None:
     split = profile_split(train) if spec.get("profile") else None
     if spec["steps"]:
         train._run_epochs = timed_loop
-        train_generator(cfg, DATA, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
+        train_generator(cfg, data, out, resume=True, max_steps=spec["warmup"] + spec["steps"],
                         **quiet)
     print(json.dumps({"seconds": sum(timed), "cpu_seconds": sum(cpu), "split": split,
                       "batch_size": cfg["train"]["batch_size"], "threads": torch.get_num_threads()}))
@@ -153,7 +157,7 @@ def run_tree(tree: Path, spec: dict) -> dict:
     return result
 
 
-def fixed_loss(checkpoint: Path, tuples: int = 512) -> float:
+def fixed_loss(checkpoint: Path, data: str, tuples: int = 512) -> float:
     """Per-token NLL on the first ``tuples`` training tuples, one fixed dropout stream."""
     import torch
 
@@ -161,13 +165,13 @@ def fixed_loss(checkpoint: Path, tuples: int = 512) -> float:
     from compgen.generator_data import encode_items, generator_data, make_batch
 
     model, vocab, _ = load_generator(checkpoint)
-    prepared = generator_data(DATA, model.nproto, 0, 0.1, None)
+    prepared = generator_data(data, model.nproto, 0, 0.1, None)
     encoded = encode_items(prepared.train[:tuples], vocab)
     torch.manual_seed(0)
     total, tokens = 0.0, 0
     with torch.no_grad():
         for s in range(0, len(encoded), 64):
-            target, protos = make_batch(encoded, range(s, min(s + 64, len(encoded))), "scan",
+            target, protos = make_batch(encoded, range(s, min(s + 64, len(encoded))), model.cfg.variant,
                                         model.cfg.max_len)
             _, nll, ntok = model.loss(target, protos)
             total, tokens = total + float(nll), tokens + int(ntok)
@@ -181,13 +185,13 @@ def ensure_base(base_dir: Path, ref: str) -> Path:
     return base_dir
 
 
-def speed_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict:
+def speed_row(args, preset: str, data: str, trees: dict, settings: dict, tmp: Path) -> dict:
     """``--rounds`` alternating timings of both trainers (medians), plus --ablate."""
     runs: dict[str, list] = {name: [] for name in trees}
     load_before = load()
     for _ in range(args.rounds):
         for name, tree in trees.items():
-            spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+            spec = {"preset": preset, "data": data, "threads": args.threads, "steps": args.steps, "seed": 0,
                     "warmup": args.warmup, "out": str(tmp / f"{name}.pt"),
                     "overrides": settings if name == "new" else {}}
             runs[name].append(run_tree(tree, spec))
@@ -199,14 +203,14 @@ def speed_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict
     row["cpu_speedup"] = row["new"]["examples_per_cpu_s"] / row["base"]["examples_per_cpu_s"]
     if args.profile:  # one more run of each, instrumented
         for name, tree in trees.items():
-            spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+            spec = {"preset": preset, "data": data, "threads": args.threads, "steps": args.steps, "seed": 0,
                     "warmup": args.warmup, "out": str(tmp / f"{name}.pt"), "profile": True,
                     "overrides": settings if name == "new" else {}}
             result = run_tree(tree, spec)
             row[name]["profile"] = {k: 1000 * v / args.steps for k, v in result["split"].items()}
             row[name]["profile"]["update (CPU, all threads)"] = 1000 * result["cpu_seconds"] / args.steps
     for lever, off in LEVERS.items() if args.ablate else ():
-        spec = {"preset": preset, "threads": args.threads, "steps": args.steps, "seed": 0,
+        spec = {"preset": preset, "data": data, "threads": args.threads, "steps": args.steps, "seed": 0,
                 "warmup": args.warmup, "out": str(tmp / f"{lever}.pt"),
                 "overrides": {**settings, f"train.{lever}": off}}
         row.setdefault("toggled", {})[lever] = run_tree(trees["new"], spec)["examples_per_s"]
@@ -214,16 +218,16 @@ def speed_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict
     return row
 
 
-def loss_row(args, preset: str, trees: dict, settings: dict, tmp: Path) -> dict:
+def loss_row(args, preset: str, data: str, trees: dict, settings: dict, tmp: Path) -> dict:
     """Both trainers' loss after ``--loss-updates`` updates from each seed."""
     losses: dict[str, list] = {name: [] for name in trees}
     for seed in args.seeds:
         for name, tree in trees.items():
             out = tmp / f"loss-{name}-{seed}.pt"
-            run_tree(tree, {"preset": preset, "threads": args.threads, "steps": 0, "seed": seed,
+            run_tree(tree, {"preset": preset, "data": data, "threads": args.threads, "steps": 0, "seed": seed,
                             "warmup": args.loss_updates, "out": str(out),
                             "overrides": settings if name == "new" else {}})
-            losses[name].append(fixed_loss(out))
+            losses[name].append(fixed_loss(out, data))
     diffs = [n / b - 1 for n, b in zip(losses["new"], losses["base"])]
     return {"updates": args.loss_updates, "seeds": args.seeds, "base": losses["base"],
             "new": losses["new"], "rel_diffs": diffs, "mean_rel_diff": statistics.mean(diffs),
@@ -238,17 +242,17 @@ def mean_sd(values: list[float], digits: int = 4) -> str:
 
 def print_report(report: dict) -> None:
     settings = report["new_settings"]
-    print(f"generator training, {DATA} recomb-2, base {report['base_ref']}, {report['threads']} "
+    print(f"generator training, base {report['base_ref']}, {report['threads']} "
           f"thread(s), {report['cores']} cores; CPU flags: {report['cpu_flags']}"
           + (f"; new trainer with {settings}" if settings else ""))
     print(f"speed: median of {report['rounds']} alternating rounds of {report['steps']} timed "
           f"updates after {report['warmup']}")
     print()
-    print("| H | preset | batch | base ex/s | new ex/s | speed-up | speed-up in CPU time | load |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| H | preset | data | batch | base ex/s | new ex/s | speed-up | speed-up in CPU time | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in report["rows"]:
         b, n = r["base"], r["new"]
-        print(f"| {r['hidden']} | {r['preset']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
+        print(f"| {r['hidden']} | {r['preset']} | {r['data']} | {b['batch_size']} | {b['examples_per_s']:.1f} | "
               f"{n['examples_per_s']:.1f} | {r['speedup']:.2f}x | {r['cpu_speedup']:.2f}x | "
               f"{r['load']} |")
     if any("loss" in r for r in report["rows"]):
@@ -290,7 +294,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed updates first")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timings per size")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--hidden", type=int, nargs="*", default=[h for h, _ in SIZES])
+    parser.add_argument("--hidden", type=int, nargs="*", default=DEFAULT_SIZES,
+                        help=f"sizes among {sorted(SIZES)} (1024: the SIGMORPHON generator)")
     parser.add_argument("--loss-updates", type=int, default=0,
                         help="also compare the loss after this many updates (0: no)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="for the loss")
@@ -308,9 +313,9 @@ def main() -> None:
         return
     if not args.base_ref:
         sys.exit("error: --base-ref COMMIT is required")
-    unknown = sorted(set(args.hidden) - {h for h, _ in SIZES})
+    unknown = sorted(set(args.hidden) - set(SIZES))
     if unknown or min(args.steps, args.warmup, args.rounds) < 1 or args.loss_updates < 0:
-        sys.exit(f"error: --hidden takes {[h for h, _ in SIZES]}; --steps, --warmup and "
+        sys.exit(f"error: --hidden takes {sorted(SIZES)}; --steps, --warmup and "
                  "--rounds >= 1; --loss-updates >= 0")
     settings = {}
     for item in args.set:
@@ -326,13 +331,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
         base = ensure_base(args.base_dir or Path(tmp) / "base", args.base_ref)
         trees = {"base": base, "new": ROOT}
-        for hidden, preset in SIZES:
-            if hidden not in args.hidden:
-                continue
-            row = {"hidden": hidden, "preset": preset,
-                   **speed_row(args, preset, trees, settings, Path(tmp))}
+        for hidden in sorted(args.hidden):
+            preset, data = SIZES[hidden]
+            row = {"hidden": hidden, "preset": preset, "data": data,
+                   **speed_row(args, preset, data, trees, settings, Path(tmp))}
             if args.loss_updates:
-                row["loss"] = loss_row(args, preset, trees, settings, Path(tmp))
+                row["loss"] = loss_row(args, preset, data, trees, settings, Path(tmp))
             rows.append(row)
         if args.base_dir is None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
