@@ -122,8 +122,9 @@ def test_the_training_loss_levers_give_the_reference_loss_and_gradients(levers, 
 
 
 @pytest.mark.parametrize("rows", [1, 16], ids=["running-rows", "all-rows"])
-@pytest.mark.parametrize("config", [{}, {"nproto": 2}, {"copy": False}, {"feedcontext": False}],
-                         ids=["recomb-1", "recomb-2", "no-copy", "no-feed"])
+@pytest.mark.parametrize("config", [{}, {"nproto": 2}, {"nproto": 0}, {"copy": False},
+                                    {"feedcontext": False}],
+                         ids=["recomb-1", "recomb-2", "no-prototype", "no-copy", "no-feed"])
 def test_the_sig_training_loss_gives_the_reference_loss_and_gradients(config, rows, monkeypatch):
     """The sig loss with per-step products' gradients summed at the end, over stacked
     decoder states and the running rows only, is Recombine.loss (the sampling step,
