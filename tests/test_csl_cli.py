@@ -68,6 +68,10 @@ def test_bad_input_is_one_error_line(tmp_path: Path, small_scan: Path):
                            "--data-dir", small_scan), "--temperature")
     one_error_line(run_cli("augment", "csl", "scan/jump", "-o", tmp_path / "o.tsv", "--config", "nope",
                            "--data-dir", small_scan), "config")
+    good = tmp_path / "good.txt"
+    good.write_text("walk ### I_WALK\n")
+    one_error_line(run_cli("augment", "csl", "scan/jump", "-o", tmp_path / "o.tsv", "--grammar", good,
+                           "--refine", "--data-dir", small_scan), "--refine", "--grammar")
     assert not (tmp_path / "o.tsv").exists()
 
 

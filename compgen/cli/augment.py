@@ -99,6 +99,7 @@ def augment_csl(
     states: int | None = typer.Option(None, "--states", help="latent states of the model (default: the config's)"),
     steps: int | None = typer.Option(None, "--steps", help="training steps of the model (default: the config's)"),
     temperature: float | None = typer.Option(None, "--temperature", help="sampling temperature of the fitted model's rule and state distributions (the reference: 1; higher flattens them toward --uniform)"),
+    refine: bool = typer.Option(False, "--refine", help="after the search, drop or replace rules while that lowers the objective and every training pair stays derivable (the project's extension; the reference stops at the search's fixed point)"),
     dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples only"),
     seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -118,8 +119,9 @@ def augment_csl(
     with csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
-                                   temperature=temperature)
-    print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''})",
+                                   temperature=temperature, refine=refine)
+    print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''}"
+                      f"{', refined' if refine else ''})",
                       done.result.summary, done.result.phases)
     if done.quality:
         q = done.quality

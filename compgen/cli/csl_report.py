@@ -40,7 +40,8 @@ def print_csl_summary(console: Console, title: str, summary: dict, phases: list[
     table.add_column("")
     table.add_column("value", justify="right")
     labels = {"train_pairs": "training pairs", "dev_pairs": "dev pairs", "test_pairs": "test pairs",
-              "seed_rules": "seed rules (kept by induction)", "rules": "rules",
+              "seed_rules": "seed rules (kept by induction)",
+              "refinements": "refinement moves kept (--refine)", "rules": "rules",
               "train_coverage": "train derivable", "dev_coverage": "dev derivable",
               "test_coverage": "test derivable",
               "unparsed_train_pairs": "distinct train pairs without a parse",

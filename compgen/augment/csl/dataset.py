@@ -31,7 +31,8 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                         states: int | None = None, steps: int | None = None,
                         data_dir: str | Path | None = None,
                         progress: Progress | None = None,
-                        temperature: float | None = None) -> CslDatasetResult:
+                        temperature: float | None = None,
+                        refine: bool = False) -> CslDatasetResult:
     from compgen.augment.csl.rules import read_grammar, write_grammar
     from compgen.data import load_dataset, select_split
     from compgen.data.table import pairs as table_pairs
@@ -45,7 +46,10 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     if temperature is not None and not temperature > 0:
         raise UserError(f"--temperature must be > 0 (got {temperature})")
     cfg = preset(config)
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(
+    if refine and grammar is not None:
+        raise UserError("--refine applies to an induced grammar; leave out --grammar")
+    cfg = dataclasses.replace(cfg, induction=dataclasses.replace(cfg.induction, refine=refine),
+                              model=dataclasses.replace(
         cfg.model, seed=seed, num_types=states or cfg.model.num_types,
         training_steps=steps or cfg.model.training_steps),
         sampler=dataclasses.replace(cfg.sampler, seed=seed,

@@ -17,6 +17,7 @@ import numpy as np
 
 from compgen.augment.csl.chart import RuleIndex, derivable
 from compgen.augment.csl.derive import PenaltyStats, SideIndex, can_maybe_derive
+from compgen.augment.csl.refine import refine
 from compgen.augment.csl.rules import Rule, example_rule
 from compgen.augment.csl.unify import UnifyConfig, unify
 from compgen.errors import UserError
@@ -38,6 +39,7 @@ class InductionConfig:
     allow_duplicate_examples: bool = False
     use_rule_penalty: bool = True
     max_single_nt_applications: int = 2
+    refine: bool = False  # the project's refinement after the search (csl/refine.py); not the reference's
 
     def validate(self) -> None:
         if self.max_num_nts < 1 or self.max_num_nts > 9:
@@ -63,6 +65,7 @@ class InductionResult:
     rules: list[Rule]
     examples: list[tuple[tuple[str, ...], tuple[str, ...]]]
     steps: list[dict] = field(default_factory=list)  # per step: partition, step, rules, added, removed, seconds
+    refinements: list[dict] = field(default_factory=list)  # per kept refinement move
 
 
 def sorted_examples(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], dedup: bool):
@@ -215,21 +218,35 @@ def induce(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], cfg: InductionC
         start = end
         for step in range(cfg.max_num_steps):
             began = time.perf_counter()
-            search.snapshot(grammar)
-            add: set[Rule] = set()
-            remove: set[Rule] = set()
-            for rule in search.rules:
-                a, r = search.select_action(rule)
-                add |= a
-                remove |= r
-            grammar = (grammar | add) - remove
-            info = {"partition": part, "step": step, "rules": len(grammar), "added": len(add),
-                    "removed": len(remove), "seconds": time.perf_counter() - began,
+            grammar, added, removed = _step(search, grammar)
+            info = {"partition": part, "step": step, "rules": len(grammar), "added": added,
+                    "removed": removed, "seconds": time.perf_counter() - began,
                     "partitions": cfg.num_partitions}
             result.steps.append(info)
             if progress is not None:
                 progress(info)
-            if not add and not remove:
+            if not added and not removed:
                 break
+    if cfg.refine:
+        def run_steps(g: set[Rule]) -> set[Rule]:
+            for _ in range(cfg.max_num_steps):
+                g, added, removed = _step(search, g)
+                if not added and not removed:
+                    break
+            return g
+        grammar = refine(search, grammar, examples, seed_set, run_steps, result.refinements.append)
     result.rules = sorted(grammar)
     return result
+
+
+def _step(search: _Search, grammar: set[Rule]) -> tuple[set[Rule], int, int]:
+    """One search step: every rule's action against the same snapshot, then their union.
+    Returns the new grammar and the numbers of rules added and removed."""
+    search.snapshot(grammar)
+    add: set[Rule] = set()
+    remove: set[Rule] = set()
+    for rule in search.rules:
+        a, r = search.select_action(rule)
+        add |= a
+        remove |= r
+    return (grammar | add) - remove, len(add), len(remove)

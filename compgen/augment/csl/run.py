@@ -162,6 +162,8 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
                         (lambda info: progress("induce", info["partition"] + 1, info["partitions"])))
         summary["seed_rules"] = len(seeds)
         rules = result.rules
+        if cfg.induction.refine:
+            summary["refinements"] = len(result.refinements)
         phases.done("induce", steps=len(result.steps))
     else:
         rules = sorted(grammar)
