@@ -18,11 +18,13 @@ from compgen.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 FILE_SUFFIXES = (".pt", ".tsv", ".bin", ".arpa", ".txt", ".csv")
-# options that only shorten a run (appended; the last value of an option wins)
+# options that only shorten a run (appended; the last value of an option wins), and
+# --raise-temperature for sample: a generator stopped after 200 updates seldom writes the
+# rare word under beam search, so the shortened run may raise its temperature
 SHORTER = {
     "train generator": ["--max-steps", "200", "--quiet", "--threads", "1"],
     "train predictor": ["--epochs", "1", "--threads", "1"],
-    "sample": ["--n", "20", "--max-rounds", "50", "--threads", "1"],
+    "sample": ["--n", "20", "--max-rounds", "50", "--threads", "1", "--raise-temperature"],
     "export": ["--parity-sets", "16"],
     "pipeline": ["--seeds", "0", "--generator-steps", "20", "--predictor-epochs", "1",
                  "--n", "20", "--threads", "1", "--root", "runs/pipeline"],
