@@ -99,7 +99,7 @@ def augment_csl(
     states: int | None = typer.Option(None, "--states", help="latent states of the model (default: the config's)"),
     steps: int | None = typer.Option(None, "--steps", help="training steps of the model (default: the config's)"),
     temperature: float | None = typer.Option(None, "--temperature", help="sampling temperature of the fitted model's rule and state distributions (the reference: 1; higher flattens them toward --uniform)"),
-    refine: bool = typer.Option(False, "--refine", help="after the search, drop or replace rules while that lowers the objective and every training pair stays derivable (the project's extension; the reference stops at the search's fixed point)"),
+    refine: bool = typer.Option(False, "--refine", help="after the search, drop or replace rules while that lowers the objective and every training pair stays derivable (the project's extension; the reference stops at the search's fixed point). Each try parses the training pairs that have the rule's words: 20 s on scan/simple"),
     dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples only"),
     seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),

@@ -4,7 +4,8 @@ Objective L(G) = sum over rules of size(r) + penalty(r) (``derive.PenaltyStats``
 examples are sorted by source length and split into partitions (a curriculum); each
 partition adds its example rules, then up to ``max_num_steps`` steps compute, for every
 rule against the same grammar, the best action (drop a derivable rule, or add a unifier
-and drop the rules it makes redundant) and apply the union of all actions.
+and drop the rules it makes redundant) and apply the union of all actions. With
+``refine`` (not the reference's), :mod:`compgen.augment.csl.refine` follows the search.
 """
 
 from __future__ import annotations
