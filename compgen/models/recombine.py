@@ -497,18 +497,10 @@ class Recombine(nn.Module):
         """Teacher-forced loss of ``target`` ``(B, T)`` (``<s> d </s>``) given prototypes.
         Returns (loss to minimise, summed NLL of the exact marginal, number of tokens).
         scan: summed over tokens / B (with write-drop when training with copying);
-        sig: mean over tokens. (:mod:`compgen.models.scan_training` computes the scan
-        loss faster for training.)"""
+        sig: mean over tokens. (:mod:`compgen.models.scan_training` and
+        :mod:`compgen.models.sig_training` compute them faster for training.)"""
         B, T = target.shape
-        if self.nproto > 0:
-            enc, summaries, h0, c0 = self._encode_prototypes(protos)
-        else:
-            enc = torch.zeros(B, 0, 1, 1, device=target.device)
-            summaries = enc.new_zeros(B, 0, 1)
-            h0 = c0 = torch.zeros(B, self.hidden, device=target.device)
-        z = self.posterior_z(target, protos, summaries) if self.vae else \
-            torch.zeros(B, self.latent, device=target.device)
-        memory = self._memory(enc, protos, z)
+        memory, h0, c0 = self._loss_memory(target, protos)
         state = self._initial_state(h0, c0, T)
         gold = target[:, 1:]
         valid = is_real(gold)
@@ -522,6 +514,21 @@ class Recombine(nn.Module):
             nll_steps.append(-logp.gather(1, gold[:, t, None])[:, 0])
         nll = torch.stack(nll_steps, 1) * valid  # (B, T-1)
         return nll.sum() / ntok.clamp(min=1), nll.sum().detach(), ntok
+
+    def _loss_memory(self, target: Tensor, protos: Tensor,
+                     encode=None) -> tuple[Memory, Tensor, Tensor]:
+        """A teacher-forced loss's memory (z drawn from the posterior with a VAE) and the
+        decoder's initial (h, c). ``encode`` stands in for ``_encode_prototypes``."""
+        B = target.size(0)
+        if self.nproto > 0:
+            enc, summaries, h0, c0 = (encode or self._encode_prototypes)(protos)
+        else:
+            enc = torch.zeros(B, 0, 1, 1, device=target.device)
+            summaries = enc.new_zeros(B, 0, 1)
+            h0 = c0 = torch.zeros(B, self.hidden, device=target.device)
+        z = self.posterior_z(target, protos, summaries) if self.vae else \
+            torch.zeros(B, self.latent, device=target.device)
+        return self._memory(enc, protos, z), h0, c0
 
     def _scan_teacher_forced(self, target: Tensor, state: State,
                              memory: Memory) -> tuple[Tensor, Tensor]:

@@ -46,15 +46,9 @@ def sig_training_loss(model: Recombine, target: Tensor, protos: Tensor,
     B = target.size(0)
     order = torch.argsort(is_real(target).sum(1), descending=True, stable=True)
     target, protos = target[order], protos[order]
-    if model.nproto > 0:
-        enc, summaries, h, c = _encode_prototypes(model, protos, loops)
-    else:
-        enc = torch.zeros(B, 0, 1, 1, device=target.device)
-        summaries = enc.new_zeros(B, 0, 1)
-        h = c = torch.zeros(B, model.hidden, device=target.device)
-    z = model.posterior_z(target, protos, summaries) if model.vae else \
-        torch.zeros(B, model.latent, device=target.device)
-    memory = model._memory(enc, protos, z)
+    memory, h, c = model._loss_memory(target, protos,
+                                      lambda p: _encode_prototypes(model, p, loops))
+    z = memory.z
     gold = target[:, 1:]
     valid = is_real(gold)
     lengths = valid.sum(1)  # descending
