@@ -195,6 +195,7 @@ class PipelineOptions:
     nsamples: int | None = None           # accepted samples the n are kept from
     max_rounds: int | None = None         # sampling batches at most (default: the preset's)
     rare_prototypes: bool | None = None   # SCAN: prototype tuples must contain the rare phrase
+    prototype_cut: str | None = None      # SCAN Omega's length cut (default: the preset's, mean)
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
@@ -350,7 +351,8 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
 
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
-                "--rare-prototypes": opts.rare_prototypes, "--test-dropout": opts.test_dropout,
+                "--rare-prototypes": opts.rare_prototypes, "--prototype-cut": opts.prototype_cut,
+                "--test-dropout": opts.test_dropout,
                 "--backend": opts.backend}
     check_settings(path, settings, run, seed)
     if path.is_file():
@@ -362,6 +364,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options["nsamples"] = opts.nsamples or (None if opts.samples else run.sample.get("nsamples"))
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
+    options["prototype_cut"] = opts.prototype_cut
     options["raise_temperature"] = True  # the reference's recipe: warmer when stalled
     try:
         result = _sample(generator, samples, seed, folder, path, opts, options)
@@ -541,6 +544,12 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     if opts.test_dropout and opts.backend != "torch":
         raise UserError(f"--test-dropout: exported graphs sample without dropout; "
                         f"use --backend torch, not {opts.backend}")
+    if opts.prototype_cut not in (None, "mean"):
+        if opts.backend != "torch":
+            raise UserError(f"--prototype-cut: an export decodes the prototype tuples drawn "
+                            f"at export time; use --backend torch, not {opts.backend}")
+        if run.augment != "generator" or run.task != "scan" or not run.generator.get("model.nproto"):
+            raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
     if opts.rare_prototypes:
         if opts.backend != "torch":
             raise UserError(f"--rare-prototypes: an export decodes the prototype tuples drawn "

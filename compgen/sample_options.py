@@ -12,6 +12,9 @@ from compgen.precision import SAMPLE_PRECISIONS
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
 RESAMPLE = ("none", "rare")
+# SCAN Omega keeps prototypes no longer than the training prototypes' mean length (the
+# reference's code) or mean + std (the paper's text): compgen.neighborhoods.scan_omega
+PROTOTYPE_CUTS = ("mean", "mean+std")
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class SampleOptions:
     resample: str = "none"
     rare: str | None = None
     rare_prototypes: bool = False
+    prototype_cut: str = "mean"
     raise_temperature: bool = False
     test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
     seed: int = 0
@@ -79,5 +83,8 @@ class SampleOptions:
         if self.precision not in SAMPLE_PRECISIONS:
             raise UserError(f"--precision {self.precision}: unknown (valid: "
                             f"{', '.join(SAMPLE_PRECISIONS)})")
+        if self.prototype_cut not in PROTOTYPE_CUTS:
+            raise UserError(f"--prototype-cut {self.prototype_cut}: unknown (valid: "
+                            f"{', '.join(PROTOTYPE_CUTS)})")
         if self.resample not in RESAMPLE:
             raise UserError(f"--resample {self.resample}: unknown (valid: {', '.join(RESAMPLE)})")

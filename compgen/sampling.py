@@ -187,10 +187,12 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
 
 def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
                      resample: str = "none", rare: str | None = None,
-                     rare_prototypes: bool = False):
+                     rare_prototypes: bool = False, prototype_cut: str = "mean"):
     """Omega of the checkpoint's data set: a function k -> k prototype tuples.
     ``rare_prototypes`` (SCAN, with rare resampling) keeps only tuples whose prototypes
-    contain every word of the rare phrase between them."""
+    contain every word of the rare phrase between them; ``prototype_cut`` (SCAN) is the
+    length cut of its prototypes, ``mean`` (the reference's code) or ``mean+std`` (the
+    paper's text)."""
     from compgen import neighborhoods as nb
 
     data_name = config["data"]
@@ -199,6 +201,9 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     if rare_prototypes and (resample != "rare" or not scan or nproto == 0):
         raise UserError("--rare-prototypes: needs --resample rare, a SCAN generator and "
                         "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")
+    if prototype_cut != "mean" and (not scan or nproto == 0):
+        raise UserError("--prototype-cut: only SCAN generators with prototypes draw them by "
+                        "length (SIGMORPHON's Omega is drawn around rare tags)")
     if nproto == 0:
         return lambda k: [() for _ in range(k)]
     if scan:
@@ -207,7 +212,8 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
         phrase = scan_rare_phrase(split, rare)
         try:
             omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split,
-                                  rng=rng, cover=phrase.split() if rare_prototypes else ())
+                                  rng=rng, threshold=prototype_cut,
+                                  cover=phrase.split() if rare_prototypes else ())
         except ValueError as e:
             raise UserError(f"--rare {phrase}: {e}") from None
         if len(omega) == 0:
@@ -245,7 +251,7 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
         accept = lm.filtered(accept)
     torch.manual_seed(options.seed)
     draw = prototype_source(config, table, model.nproto, options.seed, options.resample,
-                            options.rare, options.rare_prototypes)
+                            options.rare, options.rare_prototypes, options.prototype_cut)
     start = time.perf_counter()
     samples = collect_samples(model, vocab, draw, options.n, options.nsamples, options.strategy,
                               options.temperature, accept, options.batch_size,

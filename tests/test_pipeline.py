@@ -205,15 +205,29 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert any("jump" not in first + second for first, second in everything)
     with pytest.raises(UserError, match="--rare-prototypes: needs --resample rare"):
         prototype_source(config, table, 2, 0, "none", None, rare_prototypes=True)
+    # --prototype-cut mean+std: Omega also draws prototypes longer than the mean cut
+    at_mean = prototype_source(config, table, 2, 0)(2000)
+    at_mean_std = prototype_source(config, table, 2, 0, prototype_cut="mean+std")(2000)
+    longest = max(len(first) for first, _ in at_mean)
+    assert max(len(first) for first, _ in at_mean_std) > longest
+    with pytest.raises(UserError, match="--prototype-cut: only SCAN generators with prototypes"):
+        prototype_source(config, table, 0, 0, prototype_cut="mean+std")
+    with pytest.raises(UserError, match="--prototype-cut median: unknown"):
+        make_samples(run, 0, generator, tmp_path / "median-cut",
+                     dataclasses.replace(opts, prototype_cut="median"),
+                     Timer(tmp_path / "timing-median.json"))
     (tmp_path / "rare-prototypes").mkdir()
     path = make_samples(run, 0, generator, tmp_path / "rare-prototypes",
                         dataclasses.replace(opts, samples=5, rare_prototypes=True),
                         Timer(tmp_path / "rare-prototypes" / "timing.json"))
     assert all("jump" in x for x, _ in read_samples_tsv(path))
     for argv in (["pipeline", "jump-recomb2", "--backend", "onnx", "--rare-prototypes"],
-                 ["pipeline", "jump-baseline", "--rare-prototypes"]):
+                 ["pipeline", "jump-baseline", "--rare-prototypes"],
+                 ["pipeline", "jump-recomb2", "--backend", "onnx", "--prototype-cut", "mean+std"],
+                 ["pipeline", "jump-geca", "--prototype-cut", "mean+std"]):
         result = CliRunner().invoke(app, [*argv, "--root", str(tmp_path / "cli")])
-        assert result.exit_code != 0 and "--rare-prototypes" in str(result.exception)
+        option = argv[-2] if argv[-1] == "mean+std" else argv[-1]
+        assert result.exit_code != 0 and option in str(result.exception)
 
 
 def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeypatch):

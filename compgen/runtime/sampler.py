@@ -177,6 +177,9 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     if options.rare_prototypes:
         raise UserError("--rare-prototypes: an export decodes the prototype tuples stored at "
                         "export time; sample the checkpoint instead")
+    if options.prototype_cut != "mean":
+        raise UserError("--prototype-cut: an export decodes the prototype tuples stored at "
+                        "export time; sample the checkpoint instead")
     if options.test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the "
                         "checkpoint instead")
