@@ -544,18 +544,18 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     if opts.test_dropout and opts.backend != "torch":
         raise UserError(f"--test-dropout: exported graphs sample without dropout; "
                         f"use --backend torch, not {opts.backend}")
-    if opts.prototype_cut not in (None, "mean"):
-        if opts.backend != "torch":
-            raise UserError(f"--prototype-cut: an export decodes the prototype tuples drawn "
+    # options that change how Omega is drawn: only the checkpoint draws it (an export
+    # decodes the tuples it stored), and only rows whose generator draws SCAN prototypes
+    cut = opts.prototype_cut not in (None, "mean")
+    for option, given in (("--prototype-cut", cut), ("--rare-prototypes", opts.rare_prototypes)):
+        if given and opts.backend != "torch":
+            raise UserError(f"{option}: an export decodes the prototype tuples drawn "
                             f"at export time; use --backend torch, not {opts.backend}")
-        if run.augment != "generator" or run.task != "scan" or not run.generator.get("model.nproto"):
-            raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
-    if opts.rare_prototypes:
-        if opts.backend != "torch":
-            raise UserError(f"--rare-prototypes: an export decodes the prototype tuples drawn "
-                            f"at export time; use --backend torch, not {opts.backend}")
-        if run.sample.get("resample") != "rare" or run.task != "scan":
-            raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
+    if cut and (run.augment != "generator" or run.task != "scan"
+                or not run.generator.get("model.nproto")):
+        raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
+    if opts.rare_prototypes and (run.sample.get("resample") != "rare" or run.task != "scan"):
+        raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
     all_rows = []
     for seed in seeds:
         tic = time.perf_counter()

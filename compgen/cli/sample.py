@@ -81,7 +81,8 @@ def sample_cmd(
                  n=n, strategy=strategy, temperature=temperature, resample=resample, rare=rare,
                  nsamples=nsamples, batch_size=batch_size, seed=seed, threads=threads,
                  max_rounds=max_rounds, rare_prototypes=rare_prototypes,
-                 prototype_cut=prototype_cut, raise_temperature=raise_temperature or None, test_dropout=test_dropout,
+                 prototype_cut=prototype_cut, raise_temperature=raise_temperature or None,
+                 test_dropout=test_dropout,
                  beam_width=beam_width, precision=precision)
     if output is None:
         for s in run.samples:

@@ -174,12 +174,11 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
-    if options.rare_prototypes:
-        raise UserError("--rare-prototypes: an export decodes the prototype tuples stored at "
-                        "export time; sample the checkpoint instead")
-    if options.prototype_cut != "mean":
-        raise UserError("--prototype-cut: an export decodes the prototype tuples stored at "
-                        "export time; sample the checkpoint instead")
+    for option, given in (("--rare-prototypes", options.rare_prototypes),
+                          ("--prototype-cut", options.prototype_cut != "mean")):
+        if given:
+            raise UserError(f"{option}: an export decodes the prototype tuples stored at "
+                            "export time; sample the checkpoint instead")
     if options.test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the "
                         "checkpoint instead")
