@@ -196,6 +196,7 @@ class PipelineOptions:
     max_rounds: int | None = None         # sampling batches at most (default: the preset's)
     rare_prototypes: bool | None = None   # SCAN: prototype tuples must contain the rare phrase
     prototype_cut: str | None = None      # SCAN Omega's length cut (default: the preset's, mean)
+    raise_temperature: bool | None = None  # warmer when stalled (None: yes, the pipeline's recipe)
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
     p_aug: float | None = None            # override the run's augmentation probability
@@ -353,7 +354,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
                 "--rare-prototypes": opts.rare_prototypes, "--prototype-cut": opts.prototype_cut,
                 "--test-dropout": opts.test_dropout,
-                "--backend": opts.backend}
+                "--raise-temperature": opts.raise_temperature, "--backend": opts.backend}
     check_settings(path, settings, run, seed)
     if path.is_file():
         return path
@@ -365,7 +366,10 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
     options["prototype_cut"] = opts.prototype_cut
-    options["raise_temperature"] = True  # the reference's recipe: warmer when stalled
+    # warmer when stalled, unless asked not to: the reference had no such loop (it ran each
+    # script at one temperature until nsamples were accepted), but without it a cold sampler
+    # can stall for thousands of rounds
+    options["raise_temperature"] = opts.raise_temperature is not False
     try:
         result = _sample(generator, samples, seed, folder, path, opts, options)
     except NoSamples as exc:

@@ -184,6 +184,23 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
         assert "no sample that passes the filter" in str(error)
     assert any("of the 1000 samples asked for" in line or "filter in 2 rounds" in line
                for line in lines), lines
+    # --fixed-temperature: the sampler keeps the run's strategy and temperature when stalled
+    # and names --raise-temperature as the way out; by default it names only --max-rounds
+    for name, raise_temperature in (("fixed", False), ("raised", None)):
+        lines = []
+        (tmp_path / name).mkdir()
+        try:
+            make_samples(run, 0, generator, tmp_path / name,
+                         dataclasses.replace(opts, samples=1000, max_rounds=6, log=lines.append,
+                                             raise_temperature=raise_temperature),
+                         Timer(tmp_path / name / "timing.json"))
+        except UserError:
+            pass
+        shortfall = [line for line in lines if "--max-rounds (now 6)" in line]
+        assert len(shortfall) == 1, lines
+        assert ("--raise-temperature" in shortfall[0]) == (raise_temperature is False)
+        if raise_temperature is False:
+            assert not any("no new samples" in line for line in lines), lines
     with pytest.raises(UserError, match="--nsamples 3 must be >= --n 5"):
         make_samples(run, 0, generator, tmp_path / "selective-too-few",
                      dataclasses.replace(opts, samples=5, nsamples=3),
