@@ -78,11 +78,12 @@ class Run:
 
 def _scan_runs(split: str) -> dict[str, Run]:
     data, rare, p_aug = f"scan/{split}", SCAN_SPLITS[split], SCAN_P_AUG[split]
-    # reference temperatures (spec §8): recomb-1 T 0.4 jump / 0.5 around_right;
-    # recomb-2 beam for jump, T 0.2 for around_right; basic: mixed sampler T 0.5
+    # the reference's samplers (spec §5.2): recomb-1 mixed T 0.4 jump / 0.5 around_right;
+    # recomb-2 beam for jump, mixed T 0.2 for around_right; basic: mixed T 0.5. Mixed draws
+    # the command at T and decodes its actions greedily.
     recomb1_t = 0.4 if split == "jump" else 0.5
     recomb2 = ({"strategy": "beam"} if split == "jump" else
-               {"strategy": "temperature", "temperature": 0.2})
+               {"strategy": "mixed", "temperature": 0.2})
     # samples kept: jump the 400 most probable of 500 (the presets'), around_right 300 of 500
     kept = {} if split == "jump" else {"n": 300, "nsamples": 500}
     resampled = {"resample": "rare", "rare": rare}

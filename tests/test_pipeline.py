@@ -283,6 +283,16 @@ def test_run_catalogue_covers_the_papers_rows():
     assert {find_run(f"around_right-{row}").sample["n"] for row in ("basic", "recomb1", "recomb2",
                                                                      "recomb2-noresample")} == {300}
     assert "n" not in find_run("jump-recomb2").sample
+    # the reference's samplers (rr-spec §5.2): (strategy, temperature) per SCAN row
+    samplers = {"jump-basic": ("mixed", 0.5), "jump-recomb1": ("mixed", 0.4),
+                "jump-recomb2": ("beam", None), "jump-recomb2-vae": ("beam", None),
+                "around_right-basic": ("mixed", 0.5), "around_right-recomb1": ("mixed", 0.5),
+                "around_right-recomb2": ("mixed", 0.2), "around_right-recomb2-vae": ("mixed", 0.2),
+                "around_right-recomb2-noresample": ("mixed", 0.2)}
+    assert {name: (RUNS[name].sample["strategy"], RUNS[name].sample.get("temperature"))
+            for name in samplers} == samplers
+    from compgen.checkpoint import load_preset
+    assert load_preset("recombine_scan_around_right")["sample"]["strategy"] == "mixed"
     with pytest.raises(UserError, match="unknown run"):
         find_run("jump-recomb3")
 
