@@ -24,18 +24,34 @@ SAMPLE_PRECISIONS = {"fp32": ("onnx", "torchscript", "cpp", "torch"),
                      "bf16": ("torchscript", "cpp", "torch"), "int8": ("onnx",)}
 
 
-def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:
-    """True when the CPU flags list AMX-BF16 or AVX512-BF16."""
+# torch's bf16 CPU kernels (oneDNN) need one of these sets even to emulate bf16 without
+# bf16 units; an AVX2-only CPU computes no bf16 at all
+BF16_EMULATION_FLAGS = (("avx512bw", "avx512vl", "avx512dq"), ("avx_ne_convert",))
+
+
+def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
+    """The CPU flags of /proc/cpuinfo (or of the file ``$COMPGEN_CPUINFO`` names)."""
     if cpuinfo is None:
         cpuinfo = Path(os.environ.get("COMPGEN_CPUINFO") or "/proc/cpuinfo")
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return False
+        return set()
     for line in text.splitlines():
         if line.startswith("flags"):
-            return any(flag in line.split(":", 1)[1].split() for flag in BF16_FLAGS)
-    return False
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:
+    """True when the CPU flags list AMX-BF16 or AVX512-BF16."""
+    return any(flag in cpu_flags(cpuinfo) for flag in BF16_FLAGS)
+
+
+def cpu_computes_bf16(cpuinfo: Path | None = None) -> bool:
+    """True when torch can run bf16 here at all, with bf16 units or emulated."""
+    flags = cpu_flags(cpuinfo)
+    return cpu_has_bf16(cpuinfo) or any(set(group) <= flags for group in BF16_EMULATION_FLAGS)
 
 
 def resolve_precision(requested: str, option: str = "--precision") -> str:

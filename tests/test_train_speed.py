@@ -20,7 +20,8 @@ from compgen.models import native, scan_decoder, sig_training
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
-from compgen.precision import cpu_has_bf16, resolve_precision
+from compgen.errors import UserError
+from compgen.precision import cpu_computes_bf16, cpu_has_bf16, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
@@ -236,6 +237,10 @@ def test_packed_lstm_directions_are_torch_lstms_over_packed_sequences():
 def test_bf16_and_fp32_training_steps_give_the_same_loss(variant):
     """A numerics check of bf16 autocast (torch emulates bf16 where the CPU lacks units):
     the training loss on a fixed batch with one fixed dropout stream."""
+    if not cpu_computes_bf16():  # AVX2 only: torch has no bf16 kernel; training refuses it
+        with pytest.raises(UserError, match="this CPU has no bf16 units"):
+            resolve_precision("bf16")
+        return
     model = scan_model().train() if variant == "scan" else sig_model(pdrop=0.1).train()
     target, protos = fixed_batch()
     protos = protos[:, :model.nproto]
@@ -264,6 +269,9 @@ def test_cpu_has_bf16_reads_the_flags(tmp_path):
     assert cpu_has_bf16(info)
     info.write_text("processor : 0\nflags : fpu avx2 fma avx512f\n")
     assert not cpu_has_bf16(info)
+    assert not cpu_computes_bf16(info)  # AVX-512 foundation alone: no bf16 kernels in torch
+    info.write_text("processor : 0\nflags : fpu avx2 avx512f avx512bw avx512vl avx512dq\n")
+    assert cpu_computes_bf16(info) and not cpu_has_bf16(info)  # emulated
 
 
 def test_precision_bf16_without_bf16_units_is_one_error_line(tmp_path):
