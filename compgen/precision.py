@@ -51,8 +51,8 @@ def cpu_has_bf16(cpuinfo: Path | None = None) -> bool:
 def cpu_computes_bf16(cpuinfo: Path | None = None) -> bool:
     """True when torch can run bf16 here at all, with bf16 units or emulated."""
     flags = cpu_flags(cpuinfo)
-    return any(set(group) <= flags for group in ((f,) for f in BF16_FLAGS)) or any(
-        set(group) <= flags for group in BF16_EMULATION_FLAGS)
+    return bool(flags & set(BF16_FLAGS)) or any(set(group) <= flags
+                                                for group in BF16_EMULATION_FLAGS)
 
 
 def resolve_precision(requested: str, option: str = "--precision") -> str:
