@@ -14,7 +14,7 @@ MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with few
 RESAMPLE = ("none", "rare")
 # SCAN Omega keeps prototypes no longer than the training prototypes' mean length (the
 # reference's code) or mean + std (the paper's text): compgen.neighborhoods.scan_omega
-PROTOTYPE_CUTS = ("mean", "mean+std")
+PROTOTYPE_CUTS = ("mean", "mean+std", "none")
 
 
 @dataclass(frozen=True)

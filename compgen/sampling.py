@@ -191,8 +191,8 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     """Omega of the checkpoint's data set: a function k -> k prototype tuples.
     ``rare_prototypes`` (SCAN, with rare resampling) keeps only tuples whose prototypes
     contain every word of the rare phrase between them; ``prototype_cut`` (SCAN) is the
-    length cut of its prototypes, ``mean`` (the reference's code) or ``mean+std`` (the
-    paper's text)."""
+    length cut of its prototypes, ``mean`` (the reference's code), ``mean+std`` (the
+    paper's text) or ``none`` (any length)."""
     from compgen import neighborhoods as nb
 
     data_name = config["data"]

@@ -154,6 +154,10 @@ def test_scan_omega_filters_match_brute_force(split_kind):
 
     wide = nb.scan_omega(data, triples, 2, split_kind, rng=0, threshold="mean+std")
     assert len(wide) > len(omega)
+    uncut = nb.scan_omega(data, triples, 2, split_kind, rng=0, threshold="none")
+    i, j = uncut.indices(len(uncut))
+    assert set(zip(i.tolist(), j.tolist())) == brute_force_omega(
+        data, max(map(len, data)), max(map(len, data)), split_kind == "around_right")
     single = nb.scan_omega(data, triples, 1, split_kind, rng=0)
     assert len(single) == sum(len(d) <= p_cut for d in data)
     assert all(len(t) == 1 and len(t[0]) <= p_cut for t in single.sample(20))

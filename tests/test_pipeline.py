@@ -227,6 +227,9 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     at_mean_std = prototype_source(config, table, 2, 0, prototype_cut="mean+std")(2000)
     longest = max(len(first) for first, _ in at_mean)
     assert max(len(first) for first, _ in at_mean_std) > longest
+    uncut = prototype_source(config, table, 2, 0, prototype_cut="none")(2000)
+    assert (max(len(first) for first, _ in uncut)
+            > max(len(first) for first, _ in at_mean_std))
     with pytest.raises(UserError, match="--prototype-cut: only SCAN generators with prototypes"):
         prototype_source(config, table, 0, 0, prototype_cut="mean+std")
     with pytest.raises(UserError, match="--prototype-cut median: unknown"):

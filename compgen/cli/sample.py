@@ -22,7 +22,7 @@ def sample_cmd(
     nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
     rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
-    prototype_cut: str | None = typer.Option(None, "--prototype-cut", help="SCAN: Omega's prototypes no longer than the mean length of the training prototypes (mean, the reference's code) or mean + one std (mean+std, the paper's text); default: the preset's, else mean"),
+    prototype_cut: str | None = typer.Option(None, "--prototype-cut", help="SCAN: Omega's prototypes no longer than the mean length of the training prototypes (mean, the reference's code) or mean + one std (mean+std, the paper's text), or of any length (none); default: the preset's, else mean"),
     batch_size: int | None = typer.Option(None, "--batch-size", help="prototype tuples decoded per round (default: the preset's, else 128)"),
     output: Path | None = typer.Option(None, "-o", "--output", help="samples TSV (x<TAB>y<TAB>logprob)"),
     backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch: on an export folder, the same samples as the others; default for checkpoints)"),

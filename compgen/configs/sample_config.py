@@ -21,6 +21,6 @@ class SampleConfig:
     resample: str | None = None        # none | rare
     rare: str | None = None            # the rare-token rule (jump, auto, ...)
     rare_prototypes: bool | None = None
-    prototype_cut: str | None = None   # SCAN Omega's length cut: mean | mean+std
+    prototype_cut: str | None = None   # SCAN Omega's length cut: mean | mean+std | none
     max_rounds: int | None = None      # batches decoded before giving up
     raise_temperature: bool | None = None  # greedy/beam -> mixed, then hotter, when stuck
