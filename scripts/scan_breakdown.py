@@ -5,16 +5,19 @@ thrice``, each after ``turn`` or an action verb; for jump, ``jump``, ``jump twic
 use it that way and how many of those are correct SCAN pairs.
 
     .venv/bin/python scripts/scan_breakdown.py RUN_FOLDER [RUN_FOLDER ...] [--json]
+    .venv/bin/python scripts/scan_breakdown.py SAMPLES.tsv --data scan/around_right [--most-probable N]
 
 A RUN_FOLDER is a pipeline seed folder (``runs/.../around_right-recomb2/seed0``) with a
-predictor.pt and, for augmented rows, a samples.tsv. Prints a Markdown table per folder.
+predictor.pt and, for augmented rows, a samples.tsv; a samples TSV alone (``compgen
+sample -o``) gives the samples' columns only, of all its samples or of the N most probable.
+Prints a Markdown table per source.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 from compgen.data.scan import load_scan_grammar
@@ -43,57 +46,92 @@ def use_of(command: list[str], phrase: list[str]) -> str | None:
     return None
 
 
-def breakdown(folder: Path, data_dir=None) -> dict:
+def empty_row() -> dict:
+    return {"test": 0, "test_correct": 0, "samples": 0, "samples_correct": 0}
+
+
+def count_test(rows: dict, folder: Path, data_dir=None) -> str:
+    """Test exact match per use, with the folder's predictor.pt; returns its data set."""
     predict, meta, max_len = predictor_source(folder / "predictor.pt")
     data = meta["data"]
-    if not data.startswith("scan/"):
-        raise SystemExit(f"error: {folder}: trained on {data}, not a SCAN split")
-    phrase = scan_rare_phrase(data.split("/", 1)[1], None).split()
     test = evaluation_sets(evaluation_table(data, data_dir))["test"]
     sources, refs = test["source"].to_list(), test["target"].to_list()
     correct = score_predictions(predict(sources), refs, False, max_len)["correct"]
-    rows: dict[str, dict] = {}
+    phrase = held_out_phrase(data)
     for source, ok in zip(sources, correct):
-        row = rows.setdefault(use_of(source, phrase) or "(not used)",
-                              {"test": 0, "test_correct": 0, "samples": 0, "samples_correct": 0})
+        row = rows.setdefault(use_of(source, phrase) or "(not used)", empty_row())
         row["test"] += 1
         row["test_correct"] += ok
-    samples_path = folder / "samples.tsv"
-    if samples_path.is_file():
-        grammar = load_scan_grammar(resolve_data_dir(data_dir))
-        uses = Counter()
-        for x, y in read_samples_tsv(samples_path):
-            use = use_of(x, phrase) or "(not used)"
-            uses[use, grammar.get(tuple(x)) == tuple(y)] += 1
-        for (use, ok), count in uses.items():
-            row = rows.setdefault(use, {"test": 0, "test_correct": 0, "samples": 0,
-                                        "samples_correct": 0})
-            row["samples"] += count
-            row["samples_correct"] += count if ok else 0
-    return {"folder": str(folder), "data": data, "rows": dict(sorted(rows.items()))}
+    return data
+
+
+def count_samples(rows: dict, path: Path, data: str, most_probable: int | None,
+                  data_dir=None) -> None:
+    """Samples per use and how many are correct SCAN pairs; with ``most_probable`` only
+    that many of the highest logprob (the samples TSV's third column)."""
+    samples = read_samples_tsv(path)
+    if most_probable is not None:
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+        logprobs = [float(line.split("\t")[2]) for line in lines if line]
+        order = sorted(range(len(samples)), key=lambda i: -logprobs[i])[:most_probable]
+        samples = [samples[i] for i in sorted(order)]
+    grammar = load_scan_grammar(resolve_data_dir(data_dir))
+    phrase = held_out_phrase(data)
+    for x, y in samples:
+        row = rows.setdefault(use_of(x, phrase) or "(not used)", empty_row())
+        row["samples"] += 1
+        row["samples_correct"] += grammar.get(tuple(x)) == tuple(y)
+
+
+def held_out_phrase(data: str) -> list[str]:
+    if not data.startswith("scan/"):
+        raise SystemExit(f"error: {data}: not a SCAN split")
+    return scan_rare_phrase(data.split("/", 1)[1], None).split()
+
+
+def breakdown(path: Path, data: str | None, most_probable: int | None) -> dict:
+    """A pipeline seed folder (test and samples.tsv) or a samples TSV (samples only)."""
+    rows: dict[str, dict] = {}
+    if path.is_dir():
+        data = count_test(rows, path, None)
+        path = path / "samples.tsv"
+        if not path.is_file():
+            return {"source": str(path.parent), "data": data, "rows": dict(sorted(rows.items()))}
+    count_samples(rows, path, data, most_probable)
+    return {"source": str(path), "data": data, "rows": dict(sorted(rows.items()))}
 
 
 def markdown(result: dict) -> str:
-    lines = [f"{result['folder']} ({result['data']})", "",
+    lines = [f"{result['source']} ({result['data']})", "",
              "| use in the command | test | exact match | samples | samples correct |",
              "|---|---:|---:|---:|---:|"]
+    tested = any(r["test"] for r in result["rows"].values())
     for use, r in result["rows"].items():
         match = f"{r['test_correct'] / r['test']:.3f}" if r["test"] else "–"
         right = f"{r['samples_correct']} ({r['samples_correct'] / r['samples']:.0%})" \
             if r["samples"] else "–"
-        lines.append(f"| {use} | {r['test']} | {match} | {r['samples']} | {right} |")
+        lines.append(f"| {use} | {r['test'] if tested else '–'} | {match} | {r['samples']} | {right} |")
     return "\n".join(lines)
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--json"]
-    if not args:
-        sys.exit(__doc__)
-    for folder in map(Path, args):
-        if not (folder / "predictor.pt").is_file():
-            sys.exit(f"error: {folder}: no predictor.pt (a pipeline seed folder)")
-    results = [breakdown(Path(folder)) for folder in args]
-    if "--json" in sys.argv:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sources", nargs="+", type=Path,
+                        help="pipeline seed folders (predictor.pt, samples.tsv) or samples TSVs")
+    parser.add_argument("--data", help="the SCAN split of samples TSVs, e.g. scan/around_right")
+    parser.add_argument("--most-probable", type=int,
+                        help="count only this many of a samples TSV's most probable samples")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    for path in args.sources:
+        if path.is_dir() and not (path / "predictor.pt").is_file():
+            sys.exit(f"error: {path}: no predictor.pt (a pipeline seed folder)")
+        if not path.is_dir() and not path.is_file():
+            sys.exit(f"error: {path}: no such folder or file")
+        if path.is_file() and not args.data:
+            sys.exit(f"error: {path}: a samples TSV needs --data (its SCAN split)")
+    results = [breakdown(path, args.data, args.most_probable) for path in args.sources]
+    if args.json:
         print(json.dumps(results, indent=1))
     else:
         print("\n\n".join(markdown(r) for r in results))
