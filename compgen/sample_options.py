@@ -13,7 +13,8 @@ from compgen.precision import SAMPLE_PRECISIONS
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
 RESAMPLE = ("none", "rare")
 # SCAN Omega keeps prototypes no longer than the training prototypes' mean length (the
-# reference's code) or mean + std (the paper's text): compgen.neighborhoods.scan_omega
+# reference's code), mean + std (the paper's text) or of any length (none; not in the
+# reference): compgen.neighborhoods.scan_omega
 PROTOTYPE_CUTS = ("mean", "mean+std", "none")
 
 

@@ -138,8 +138,8 @@ def scan_omega(
     computes the std but uses the mean alone (``threshold="mean"``, default); the paper
     says mean + std (``threshold="mean+std"``); ``threshold="none"`` (not in the reference)
     admits every training datum, for test sets whose data are longer than the training
-    data's (around_right: 22.6 output tokens against 11.8). For template splits (around_right) a
-    pair must also satisfy ``|setdiff(d1, d2)| == 1``. nproto 0 and 1 use single
+    data's (around_right: 22.6 output tokens against 11.8). For template splits
+    (around_right) a pair must also satisfy ``|setdiff(d1, d2)| == 1``. nproto 0 and 1 use single
     prototypes (0-proto generators ignore them).
 
     ``cover`` (not in the reference; ``--rare-prototypes``): keep only tuples whose
