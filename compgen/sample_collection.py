@@ -14,6 +14,8 @@ from compgen.decoding import check_strategy, rank_key
 from compgen.errors import UserError
 from compgen.sample_options import MAX_ROUNDS
 
+PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -46,6 +48,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     round's first row, which keys the random stream); rows are filtered with ``accept``. When a
     round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
     temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
+    Every ``PROGRESS_ROUNDS`` rounds it logs how many are accepted (the C++ runner, which
+    runs this loop natively, reports at the end only).
     ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
     (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
@@ -65,6 +69,9 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
             if pair is not None:
                 kept.append(Sample(pair[0], pair[1], score))
         stalled = stalled + 1 if len(kept) == before else 0
+        if rounds % PROGRESS_ROUNDS == 0:
+            log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds "
+                f"(at most {max_rounds})")
         if raise_temperature and stalled >= patience:
             if strategy in ("greedy", "beam"):
                 strategy = "mixed"

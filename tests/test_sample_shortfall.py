@@ -95,3 +95,25 @@ def test_generator_refuses_a_predictor_preset(tmp_path):
     (line,) = [line for line in proc.stderr.splitlines() if line.strip()]
     assert line.startswith("error: --config seq2seq_scan_cpu") and "predictor" in line
     assert not (tmp_path / "g.pt").exists()
+
+
+def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
+    import compgen.sample_collection as collection
+
+    monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 4)
+    model, vocab = model_and_vocab(outdrop_test=False)
+    lines, seen = [], set()
+
+    def accept_one(tokens):
+        if seen:
+            return None
+        seen.add(tuple(tokens))
+        return tokens, []
+
+    torch.manual_seed(0)
+    collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k, n=3,
+                    strategy="temperature", temperature=2.0, accept=accept_one, batch_size=2,
+                    max_rounds=10, log=lines.append)
+    assert lines[:2] == ["sampling: 1 of 3 accepted after 4 rounds (at most 10)",
+                         "sampling: 1 of 3 accepted after 8 rounds (at most 10)"]
+    assert len(lines) == 3 and lines[2].startswith("warning: 1 of the 3 samples asked for")
