@@ -68,13 +68,8 @@ def count_test(rows: dict, folder: Path, data_dir=None) -> str:
 def count_samples(rows: dict, path: Path, data: str, most_probable: int | None,
                   data_dir=None) -> None:
     """Samples per use and how many are correct SCAN pairs; with ``most_probable`` only
-    that many of the highest logprob (the samples TSV's third column)."""
-    samples = read_samples_tsv(path)
-    if most_probable is not None:
-        lines = path.read_text(encoding="utf-8").splitlines()[1:]
-        logprobs = [float(line.split("\t")[2]) for line in lines if line]
-        order = sorted(range(len(samples)), key=lambda i: -logprobs[i])[:most_probable]
-        samples = [samples[i] for i in sorted(order)]
+    that many of the most probable (the first rows: samples TSVs are written best first)."""
+    samples = read_samples_tsv(path)[:most_probable]  # compgen writes them best first
     grammar = load_scan_grammar(resolve_data_dir(data_dir))
     phrase = held_out_phrase(data)
     for x, y in samples:
