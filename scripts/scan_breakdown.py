@@ -69,7 +69,7 @@ def count_samples(rows: dict, path: Path, data: str, most_probable: int | None,
                   data_dir=None) -> None:
     """Samples per use and how many are correct SCAN pairs; with ``most_probable`` only
     that many of the most probable (the first rows: samples TSVs are written best first)."""
-    samples = read_samples_tsv(path)[:most_probable]  # compgen writes them best first
+    samples = read_samples_tsv(path)[:most_probable]
     grammar = load_scan_grammar(resolve_data_dir(data_dir))
     phrase = held_out_phrase(data)
     for x, y in samples:
