@@ -149,9 +149,15 @@ class _Steps:
         self.calls, self.kept = 0, []
 
     def keep(self, *tensors: Tensor) -> bool:
-        """Keep one step's tensors; True when this was the last step to come back."""
-        self.kept.append(tensors)
+        """Keep one step's tensors; True when this was the last step to come back.
+        Detached: a saved input keeps its graph, whose nodes hold this object, a cycle
+        through autograd's C++ nodes that Python's collector cannot free."""
+        self.kept.append(tuple(t.detach() for t in tensors))
         return len(self.kept) == self.calls
+
+    def release(self) -> None:
+        """Drop what the steps kept, once the one product has used it."""
+        self.kept = []
 
     def stacked(self, i: int, rows: int) -> Tensor:
         """Part ``i`` of every step, zero rows appended up to ``rows``, stacked ``(S, rows, ...)``."""
@@ -193,6 +199,7 @@ class _LinearStep(torch.autograd.Function):
             return dx, None, None, None
         xs = torch.cat([k[0] for k in steps.kept])
         grads = torch.cat([k[1] for k in steps.kept])
+        steps.release()
         dbias = grads.sum(0) if steps.bias is not None else None
         return dx, grads.t() @ xs, dbias, None
 
@@ -237,6 +244,7 @@ class _AttentionStep(torch.autograd.Function):
         if not steps.keep(q, d_scores.to(keys.dtype), alpha.to(values.dtype), d_context):
             return d_query, None, None, None
         qs, d_scores_s, alphas, d_contexts = (steps.stacked(i, B) for i in range(4))
+        steps.release()
         d_keys = torch.einsum("sbkt,sbh->bkth", d_scores_s, qs)
         d_values = torch.einsum("sbkt,sbkh->bkth", alphas, d_contexts)
         return d_query, d_keys, d_values, None
