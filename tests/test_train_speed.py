@@ -150,9 +150,9 @@ def test_the_sig_training_loss_gives_the_reference_loss_and_gradients(config, ro
 
 @pytest.mark.parametrize("config", [{}, {"nproto": 0}], ids=["recomb-1", "no-prototype"])
 def test_the_sig_training_loss_frees_each_update(config):
-    """Nothing of an update's graph outlives it: before this held, every H 1024 swahili
-    update kept about 250 MB alive (the steps' saved inputs and their graph, a cycle
-    through autograd's nodes) until the machine ran out of memory."""
+    """Nothing of an update's graph outlives it: before this held, every fp32 H 1024
+    swahili update kept about 250 MB alive (the steps' saved inputs and their graph, a
+    cycle through autograd's nodes) until the machine ran out of memory."""
     model = sig_model(**config).train()
     target, protos = fixed_batch(T=9)
     protos = protos[:, :model.nproto]

@@ -150,8 +150,9 @@ class _Steps:
 
     def keep(self, *tensors: Tensor) -> bool:
         """Keep one step's tensors; True when this was the last step to come back.
-        Detached: a saved input keeps its graph, whose nodes hold this object, a cycle
-        through autograd's C++ nodes that Python's collector cannot free."""
+        Detached: in fp32 the saved input is the step's own input, whose graph holds the
+        nodes that hold this object, a cycle through autograd's C++ nodes that Python's
+        collector cannot free (under bf16 autocast it is a cast copy, without a graph)."""
         self.kept.append(tuple(t.detach() for t in tensors))
         return len(self.kept) == self.calls
 
