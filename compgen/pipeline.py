@@ -197,6 +197,7 @@ class PipelineOptions:
     max_rounds: int | None = None         # sampling batches at most (default: the preset's)
     rare_prototypes: bool | None = None   # SCAN: prototype tuples must contain the rare phrase
     prototype_cut: str | None = None      # SCAN Omega's length cut (default: the preset's, mean)
+    rare: str | None = None               # resampling rows: SIG tags (auto, fixed = PST,FUT)
     raise_temperature: bool | None = None  # warmer when stalled (None: yes, the pipeline's recipe)
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
@@ -354,7 +355,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
                 "--rare-prototypes": opts.rare_prototypes, "--prototype-cut": opts.prototype_cut,
-                "--test-dropout": opts.test_dropout,
+                "--rare": opts.rare, "--test-dropout": opts.test_dropout,
                 "--raise-temperature": opts.raise_temperature, "--backend": opts.backend}
     check_settings(path, settings, run, seed)
     if path.is_file():
@@ -367,6 +368,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     options["max_rounds"] = opts.max_rounds
     options["rare_prototypes"] = opts.rare_prototypes
     options["prototype_cut"] = opts.prototype_cut
+    options["rare"] = opts.rare or options["rare"]
     # warmer when stalled, unless asked not to: the reference had no such loop (it ran each
     # script at one temperature until nsamples were accepted), but without it a cold sampler
     # can stall for thousands of rounds
@@ -561,6 +563,14 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
         raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
     if opts.rare_prototypes and (run.sample.get("resample") != "rare" or run.task != "scan"):
         raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
+    if opts.rare is not None and (run.sample.get("resample") != "rare" or run.task != "morphology"):
+        raise UserError(f"--rare: {name} is not a SIGMORPHON row with resampling")
+    if opts.rare is not None:  # a tag the data lack would fail only after training
+        from compgen.data import load_dataset
+        from compgen.sample_collection import check_sig_rare
+
+        data = run.data_for(seeds[0])
+        check_sig_rare(opts.rare, load_dataset(data, opts.data_dir), data)
     all_rows = []
     for seed in seeds:
         tic = time.perf_counter()

@@ -123,6 +123,19 @@ def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
     return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
 
 
+def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
+    """Stop before sampling when --rare names a tag the morphology data never use (no
+    sample could carry it)."""
+    _, tags = sig_rare_choice(rare)
+    if not tags:
+        return
+    known = set(table["tags"].explode().drop_nulls().to_list())
+    unknown = sorted(tags - known)
+    if unknown:
+        raise UserError(f"--rare {rare}: {', '.join(unknown)} is not a tag of {data} "
+                        f"(its tags: {', '.join(sorted(known))})")
+
+
 def scan_rare_phrase(split: str, rare: str | None) -> str:
     """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
     from compgen.resample import DEFAULT_SCAN_RARE

@@ -46,6 +46,7 @@ from compgen.sample_collection import (  # noqa: F401 (NoSamples, SampleRun, mak
     NoSamples,
     Sample,
     SampleRun,
+    check_sig_rare,
     collect_decoded,
     make_filter,
     scan_rare_phrase,
@@ -246,6 +247,8 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told
         model.outdrop_test = options.test_dropout
     table = load_dataset(config["data"], data_dir)
+    if options.resample == "rare" and not config["data"].startswith("scan/"):
+        check_sig_rare(options.rare, table, config["data"])
     accept = make_filter(config, table, options.resample, options.rare).accept
     if lm is not None:   # compgen.lm.rerank.LmRanking: n-gram filter, scores and rerank
         accept = lm.filtered(accept)

@@ -349,3 +349,70 @@ def test_csl_rows_use_their_predictor_preset():
             assert presets(run, "reference")[1] == "seq2seq_scan"
     assert presets(find_run("length-baseline"), "cpu")[1] == "seq2seq_scan_csl_cpu"
     assert presets(find_run("jump-baseline"), "cpu")[1] == "seq2seq_scan_cpu"
+
+
+TINY_SIG_GENERATOR = """kind = "recombine"
+[model]
+variant = "sig"
+nproto = 1
+copy = true
+hidden = 32
+embed = 16
+attdim = 32
+pdrop = 0.0
+outdrop = 0.0
+writedrop = 0.0
+[train]
+batch_size = 64
+lr = 0.01
+epochs = 1
+[sample]
+strategy = "mixed"
+temperature = 1.0
+batch_size = 64
+n = 40
+nsamples = 40
+novel = false
+resample = "rare"
+rare = "auto"
+"""
+
+
+def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
+    """--rare fixed keeps only samples with PST or FUT (the paper's); the default (the
+    reference's code) admits every tag seen 2-20 times in training; a tag the data lack
+    is one error before any training."""
+    import dataclasses
+
+    from compgen.data import load_dataset
+    from compgen.neighborhoods.omega_sig import rare_tags
+    from compgen.pipeline import Timer, make_generator, make_samples
+    from compgen.sampling import sample_generator
+
+    (tmp_path / "gen.toml").write_text(TINY_SIG_GENERATOR)
+    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
+                           generator_steps=30, threads=1, log=lambda line: None)
+    run = find_run("swahili-h8-recomb1")
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    generator = make_generator(run, 0, folder, opts, Timer(folder / "timing.json"))
+    train = load_dataset(run.data_for(0), data_dir).filter(pl.col("split") == "train")
+    automatic = set(rare_tags(train))
+    assert {"PST", "FUT"} < automatic
+    carried = {}
+    for name, rare in (("auto", None), ("fixed", "fixed")):
+        (tmp_path / name).mkdir()
+        path = make_samples(run, 0, generator, tmp_path / name,
+                            dataclasses.replace(opts, rare=rare), Timer(tmp_path / name / "t.json"))
+        carried[name] = [set(x) & automatic for x, _ in read_samples_tsv(path)]
+    assert carried["fixed"] and all(tags & {"PST", "FUT"} for tags in carried["fixed"])
+    assert all(carried["auto"]) and any(not tags & {"PST", "FUT"} for tags in carried["auto"])
+    with pytest.raises(UserError, match="--rare PST,XYZ: XYZ is not a tag of sigmorphon/swahili"):
+        sample_generator(generator, 5, data_dir=data_dir, rare="PST,XYZ", resample="rare")
+    for argv, message in ((["swahili-h8-recomb1", "--rare", "XYZ"], "XYZ is not a tag"),
+                          (["swahili-h8-baseline", "--rare", "fixed"], "not a SIGMORPHON row"),
+                          (["jump-recomb2", "--rare", "fixed"], "not a SIGMORPHON row")):
+        result = CliRunner().invoke(app, ["pipeline", *argv, "--root", str(tmp_path / "cli"),
+                                          "--data-dir", str(data_dir)])
+        assert result.exit_code != 0 and message in str(result.exception), result.output
+    assert not (tmp_path / "cli").exists()
