@@ -563,9 +563,9 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
         raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
     if opts.rare_prototypes and (run.sample.get("resample") != "rare" or run.task != "scan"):
         raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
-    if opts.rare is not None and (run.sample.get("resample") != "rare" or run.task != "morphology"):
-        raise UserError(f"--rare: {name} is not a SIGMORPHON row with resampling")
     if opts.rare is not None:  # a tag the data lack would fail only after training
+        if run.sample.get("resample") != "rare" or run.task != "morphology":
+            raise UserError(f"--rare: {name} is not a SIGMORPHON row with resampling")
         from compgen.data import load_dataset
         from compgen.sample_collection import check_sig_rare
 
