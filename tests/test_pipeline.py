@@ -136,6 +136,18 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
     assert (folder / "predictor.pt").stat().st_mtime_ns == stamp
 
 
+def tiny_generator(run, preset: str, tmp_path, data_dir, name: str):
+    """(pipeline options with the tiny ``preset``, the path of its generator trained 30
+    updates for ``run``'s seed 0 in ``tmp_path / name``)."""
+    from compgen.pipeline import Timer, make_generator
+
+    (tmp_path / "gen.toml").write_text(preset)
+    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
+                           generator_steps=30, threads=1, log=lambda line: None)
+    (tmp_path / name).mkdir()
+    return opts, make_generator(run, 0, tmp_path / name, opts, Timer(tmp_path / name / "timing.json"))
+
+
 def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     """A generator with decoder dropout kept on while sampling (the scan presets) samples
     other data once --no-test-dropout switches it off; the same seed otherwise. --n with
@@ -143,16 +155,12 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     bounds the batches decoded."""
     import dataclasses
 
-    from compgen.pipeline import Timer, make_generator, make_samples
+    from compgen.pipeline import Timer, make_samples
 
-    (tmp_path / "gen.toml").write_text(
-        TINY_GENERATOR.replace("outdrop = 0.0", "outdrop = 0.5\noutdrop_test = true"))
-    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
-                           generator_steps=30, threads=1, log=lambda line: None)
     run = find_run("jump-recomb2")
-    folder = tmp_path / "with-dropout"
-    folder.mkdir()
-    generator = make_generator(run, 0, folder, opts, Timer(folder / "timing.json"))
+    opts, generator = tiny_generator(
+        run, TINY_GENERATOR.replace("outdrop = 0.0", "outdrop = 0.5\noutdrop_test = true"),
+        tmp_path, data_dir, "with-dropout")
     samples = {}
     for name, test_dropout in (("with-dropout", None), ("without-dropout", False)):
         (tmp_path / name).mkdir(exist_ok=True)
@@ -351,22 +359,11 @@ def test_csl_rows_use_their_predictor_preset():
     assert presets(find_run("jump-baseline"), "cpu")[1] == "seq2seq_scan_cpu"
 
 
-TINY_SIG_GENERATOR = """kind = "recombine"
-[model]
-variant = "sig"
-nproto = 1
-copy = true
-hidden = 32
-embed = 16
-attdim = 32
-pdrop = 0.0
-outdrop = 0.0
-writedrop = 0.0
-[train]
-batch_size = 64
-lr = 0.01
-epochs = 1
-[sample]
+# the same tiny generator as a SIGMORPHON recomb-1 one (its attention needs attdim == hidden)
+TINY_SIG_GENERATOR = (TINY_GENERATOR.split("[sample]")[0]
+                      .replace('"scan"', '"sig"').replace("nproto = 2", "nproto = 1")
+                      .replace("attdim = 16", "attdim = 32").replace("kpos = 4\n", "")
+                      + """[sample]
 strategy = "mixed"
 temperature = 1.0
 batch_size = 64
@@ -375,7 +372,7 @@ nsamples = 40
 novel = false
 resample = "rare"
 rare = "auto"
-"""
+""")
 
 
 def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
@@ -386,16 +383,11 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
 
     from compgen.data import load_dataset
     from compgen.neighborhoods.omega_sig import rare_tags
-    from compgen.pipeline import Timer, make_generator, make_samples
+    from compgen.pipeline import Timer, make_samples
     from compgen.sampling import sample_generator
 
-    (tmp_path / "gen.toml").write_text(TINY_SIG_GENERATOR)
-    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
-                           generator_steps=30, threads=1, log=lambda line: None)
     run = find_run("swahili-h8-recomb1")
-    folder = tmp_path / "gen"
-    folder.mkdir()
-    generator = make_generator(run, 0, folder, opts, Timer(folder / "timing.json"))
+    opts, generator = tiny_generator(run, TINY_SIG_GENERATOR, tmp_path, data_dir, "gen")
     train = load_dataset(run.data_for(0), data_dir).filter(pl.col("split") == "train")
     automatic = set(rare_tags(train))
     assert {"PST", "FUT"} < automatic
