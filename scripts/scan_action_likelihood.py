@@ -53,23 +53,25 @@ def compare(checkpoint: str, rounds: int, seed: int, rare_prototypes: bool,
     accept = make_filter(config, table, "rare", phrase).accept
     draw = prototype_source(config, table, model.nproto, seed, "rare", phrase,
                             rare_prototypes, prototype_cut)
+    sampling_dropout = model.outdrop_test  # the checkpoint's: samples are drawn with it
     rows: dict[str, dict] = {}
     seen = set()
     for r in range(rounds):
         tuples = draw(options.batch_size)
         protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples], "scan",
                                     model.cfg.max_len)
-        model.outdrop_test = config["model"].get("outdrop_test", True)  # as sampled
+        model.outdrop_test = sampling_dropout
         decoded = sample_batch(model, protos, options.strategy, options.temperature,
                                model.cfg.max_len, seed=seed, beam_width=options.beam_width,
                                sample_ids=r * len(tuples) + np.arange(len(tuples)))
-        model.outdrop_test = False  # as scored
+        model.outdrop_test = False  # scored without it
         for b, ids in enumerate(decoded.tokens.tolist()):
             ids = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
+            key = tuple(ids)
             pair = accept(vocab.decode(ids))
-            if pair is None or tuple(ids) in seen:
+            if pair is None or key in seen:
                 continue
-            seen.add(tuple(ids))
+            seen.add(key)
             command, actions = pair
             gold = grammar.get(tuple(command))
             if gold is None:
