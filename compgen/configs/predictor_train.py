@@ -22,6 +22,9 @@ class PredictorTrainConfig:
     # leave out augmented pairs longer than the model's max_len (the reference cuts them:
     # a cut target has no end token and teaches the predictor not to stop)
     drop_long_augmented: bool = False
+    # the decoder over packed steps with one weight-gradient product per layer
+    # (compgen.models.seq2seq_training); false: Seq2Seq.loss, the reference computation
+    packed_decoder: bool = True
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
