@@ -248,7 +248,7 @@ def update(model: Seq2Seq, optimizer: torch.optim.Optimizer, vocab: Vocab, batch
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if tcfg.gradnorm > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.gradnorm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.gradnorm, foreach=True)
     optimizer.step()
     return loss.item()
 
@@ -262,7 +262,8 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     best-dev weights when ``restore_best``); ``resume`` = the checkpoint of such a save."""
     stream = MixedStream(train, augmented, p_aug, seed)
     n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size)
-    optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+    # the fused kernel: one pass over all parameters instead of a loop over tensors
+    optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
     best_weights: dict | None = None
     if resume is not None:
@@ -272,6 +273,8 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
                                                     s["best_acc"], s["patience"], s["lr"])
             stream.restore(s["stream"])
             optimizer.load_state_dict(resume.optim)
+            for group in optimizer.param_groups:  # a checkpoint's groups name their kernel
+                group.update(fused=True, foreach=None)
             torch.set_rng_state(resume.rng)
             best_weights = dict(resume.best) or None
         except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
