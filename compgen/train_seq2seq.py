@@ -15,8 +15,8 @@ as the reference's conditional run does it.
   ``p_aug = 0`` (morphology) the two lists are concatenated, shuffled once and cycled;
   an epoch is ``ceil(n / B)`` batches (epochs are not aligned to passes).
 * Loss: ``Seq2Seq.loss``'s, computed over packed decoder steps
-  (``models/seq2seq_training.py``, about 2x faster at H 512; ``packed_decoder = false``
-  runs ``Seq2Seq.loss`` itself).
+  (``models/seq2seq_training.py``; 1.6x faster at H 512 on two threads).
+  ``packed_decoder = false`` runs ``Seq2Seq.loss`` itself.
 * Schedule: Adam; global-norm clipping when ``gradnorm > 0``; batches whose loss is not
   finite or exactly 0 are skipped; once, at epoch ``epochs // 2``, lr *= ``gamma`` (when
   > 0); after every epoch the dev exact match is measured: an improvement above 1e-4
