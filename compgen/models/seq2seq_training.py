@@ -9,7 +9,9 @@ has ended, their loss weight 0). ``packed_loss`` computes the same loss with
   rows whose target has a token to predict at t, a prefix of the batch;
 * the parts that do not depend on the recurrence taken out of the step loop: the
   embedding columns of the decoder's input layer for all steps in one product, and
-  the output layer (and the copy mixture) over all packed positions in one product.
+  the output layer (and the copy mixture) over all packed positions in one product;
+* one weight-gradient product per layer of the loop (``StepWeightGradient``) instead of
+  a full gradient per step.
 
 Without dropout the loss and its gradients are ``Seq2Seq.loss``'s up to float rounding
 (tests/test_seq2seq_training.py checks them). The dropout masks are drawn in another
@@ -34,7 +36,7 @@ def packed_loss(model: Seq2Seq, source: Tensor, target: Tensor) -> Tensor:
     order = torch.argsort(lengths, descending=True, stable=True)
     source, target, gold, lengths = source[order], target[order], gold[order], lengths[order]
     memory, state = model.encode(source)
-    steps = int(lengths[0]) if lengths.numel() else 0
+    steps = int(lengths[0])  # >= 1: every target has a token or </s>
     running = (lengths[None, :] > torch.arange(steps)[:, None]).sum(1).tolist()  # rows per step
 
     # packed position k = (step t, row r), step-major: step t holds rows 0 .. running[t] - 1
@@ -73,7 +75,7 @@ def packed_loss(model: Seq2Seq, source: Tensor, target: Tensor) -> Tensor:
         features.append(feed)
         alphas.append(alpha)
 
-    logits = model.output(torch.cat(features)) if features else gold.new_zeros(0, model.vocab_size)
+    logits = model.output(torch.cat(features))
     if model.copy:
         p_gen = torch.softmax(logits, dim=1)
         gate = p_gen[:, model.copy_id: model.copy_id + 1]
