@@ -60,6 +60,9 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2}
 
 Pair = tuple[list[str], list[str]]
+# [train] settings a resumed run may change: the length of the run, and how the same loss
+# is computed
+RESUMABLE_CHANGES = ("epochs", "packed_decoder")
 
 
 # ------------------------------------------------------------------ presets
@@ -227,7 +230,7 @@ def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
                 if saved.config["model"].get(k) != v]
     trained = saved.config.get("train", {})
     changed += [f"train.{k} {trained.get(k)} -> {v}" for k, v in dataclasses.asdict(tcfg).items()
-                if k != "epochs" and k in trained and trained[k] != v]
+                if k not in RESUMABLE_CHANGES and k in trained and trained[k] != v]
     if changed:
         raise UserError(f"{out}: --resume continues the checkpoint's own run; this call asks for "
                         f"other settings ({'; '.join(changed)}); leave them out or write to "

@@ -177,6 +177,41 @@ def test_checkpoint_round_trip_and_wrong_kinds(tmp_path, jump, vocab):
         load_predictor(garbage)
 
 
+def interrupted_after_one_epoch(*args, **kw) -> None:
+    """train_predictor(*args, **kw), killed right after the first epoch's checkpoint."""
+    import compgen.train_seq2seq as ts
+
+    class Stop(Exception):
+        pass
+
+    real_save = ts.save_predictor
+
+    def save_then_stop(path, *a, **k):
+        real_save(path, *a, **k)
+        raise Stop
+
+    ts.save_predictor = save_then_stop
+    try:
+        with pytest.raises(Stop):
+            train_predictor(*args, **kw)
+    finally:
+        ts.save_predictor = real_save
+
+
+def test_a_resumed_run_may_change_how_its_loss_is_computed_not_its_settings(tmp_path, jump):
+    data = tmp_path / "tiny.txt"
+    data.write_text("".join(f"IN: {' '.join(x)} OUT: {' '.join(y)}\n" for x, y in
+                            zip(jump["x"].to_list()[:40], jump["y"].to_list()[:40])))
+    out = tmp_path / "p.pt"
+    interrupted_after_one_epoch(str(data), TINY, out, seed=1)
+    changed = {**TINY, "train": {**TINY["train"], "lr": 0.02}}
+    with pytest.raises(UserError, match=r"train.lr 0.01 -> 0.02"):
+        train_predictor(str(data), changed, out, seed=1, resume=True)
+    reference_loss = {**TINY, "train": {**TINY["train"], "packed_decoder": False}}
+    done = train_predictor(str(data), reference_loss, out, seed=1, resume=True)
+    assert done["epochs"] == TINY["train"]["epochs"]
+
+
 def test_train_predictor_writes_a_checkpoint_and_resumes_identically(tmp_path, jump):
     lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
              zip(jump["x"].to_list()[:60], jump["y"].to_list()[:60]) if len(y) <= 8]
@@ -198,26 +233,7 @@ def test_train_predictor_writes_a_checkpoint_and_resumes_identically(tmp_path, j
         train_predictor(str(data), TINY, tmp_path / "part.pt", augment=aug, p_aug=0.3, seed=5,
                         resume=True)
 
-    class Stop(Exception):
-        pass
-
-    import compgen.train_seq2seq as ts
-
-    real_save = ts.save_predictor
-    calls = []
-
-    def save_then_stop(path, *args, **kw):
-        real_save(path, *args, **kw)
-        calls.append(path)
-        if len(calls) == 1:
-            raise Stop  # killed right after the first epoch's checkpoint
-
-    ts.save_predictor = save_then_stop
-    try:
-        with pytest.raises(Stop):
-            train_predictor(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5)
-    finally:
-        ts.save_predictor = real_save
+    interrupted_after_one_epoch(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5)
     train_predictor(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5,
                     resume=True)
     a, _, meta_a = load_predictor(tmp_path / "full.pt")
