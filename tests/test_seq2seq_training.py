@@ -35,7 +35,7 @@ def model(vocab_size, max_len, copy, pdrop=0.0):
 
 
 def loss_and_gradients(m, loss):
-    return float(loss), [g for g in torch.autograd.grad(loss, list(m.parameters()))]
+    return loss.item(), list(torch.autograd.grad(loss, list(m.parameters())))
 
 
 @pytest.mark.parametrize("copy", [False, True])
