@@ -201,6 +201,7 @@ class PipelineOptions:
     raise_temperature: bool | None = None  # warmer when stalled (None: yes, the pipeline's recipe)
     test_dropout: bool | None = None      # dropout while sampling (default: the preset's)
     predictor_epochs: int | None = None   # override the predictor preset's epochs
+    keep_every: int = 0                   # predictor: keep every N-th epoch's checkpoint too
     p_aug: float | None = None            # override the run's augmentation probability
     csl_temperature: float | None = None  # CSL rows: sampling temperature (the reference: 1)
     backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
@@ -472,7 +473,8 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
     train_predictor(run.data_for(seed), preset, path, augment=augment,
                     p_aug=p_aug if augment else None,  # None: the baseline's own data only
                     seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
-                    resume=path.is_file(), label=run.label, log=opts.log)
+                    resume=path.is_file(), label=run.label, keep_every=opts.keep_every,
+                    log=opts.log)
     record_settings(path, settings)
     timer.record("predictor", time.perf_counter() - tic)
     return path

@@ -330,6 +330,14 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     return curve
 
 
+def epoch_checkpoint(out: str | Path, epoch: int) -> Path:
+    """Where ``keep_every`` keeps epoch ``epoch``'s checkpoint of a run writing ``out``:
+    ``predictor.pt`` -> ``predictor-ep30.pt``. To go back to it, copy it to ``out`` and
+    resume."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}-ep{epoch}{out.suffix}")
+
+
 def write_curve_csv(curve: list[dict], path: str | Path) -> None:
     text = pl.DataFrame(curve).write_csv()
     with atomic_open(path, "w", encoding="utf-8") as f:
@@ -339,10 +347,15 @@ def write_curve_csv(curve: list[dict], path: str | Path) -> None:
 def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
                     augment: str | Path | None = None, p_aug: float | None = None,
                     seed: int = 0, data_dir=None, epochs: int | None = None,
-                    resume: bool = False, label: str | None = None,
+                    resume: bool = False, label: str | None = None, keep_every: int = 0,
                     log: Callable[[str], None] | None = None) -> dict:
     """Train the predictor on a data set (+ an augmented samples TSV) and write the
-    checkpoint ``out`` and its learning curve ``<out>.curve.csv``. Returns a summary."""
+    checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
+    ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
+    (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
+    Returns a summary."""
+    if keep_every < 0:
+        raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     from compgen.data import load_dataset
 
     out = Path(out)
@@ -402,14 +415,20 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
                 or "state" not in resume_from.train_state):
             raise UserError(f"{out}: cannot resume (different data, or a finished run)")
 
+    curve_path = out.with_name(out.name + ".curve.csv")
+
     def save(optimizer: torch.optim.Optimizer, train_state: dict, best: dict | None = None) -> None:
+        write_curve_csv(train_state["curve"], curve_path)
         save_predictor(out, model, vocab, run, train_cfg, optimizer, train_state, best)
+        epoch = train_state["state"]["epoch"]
+        if keep_every and epoch % keep_every == 0:
+            save_predictor(epoch_checkpoint(out, epoch), model, vocab, run, train_cfg, optimizer,
+                           train_state, best)
 
     tic = time.perf_counter()
     curve = fit(model, vocab, train, dev, augmented, tcfg, p_aug=p_aug, seed=seed,
                 morphology=morphology, save=save, resume=resume_from, log=log)
     save_predictor(out, model, vocab, run, train_cfg, None, {"curve": curve})
-    curve_path = out.with_name(out.name + ".curve.csv")
     write_curve_csv(curve, curve_path)
     return {"checkpoint": str(out), "curve": str(curve_path), "epochs": len(curve),
             "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),

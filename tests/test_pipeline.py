@@ -319,6 +319,8 @@ def test_seed_parsing_and_cli_errors():
     result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--p-aug", "1.5"])
     assert result.exit_code != 0
     assert "--p-aug must be in [0, 1)" in str(result.exception)
+    result = CliRunner().invoke(app, ["pipeline", "jump-recomb2", "--keep-every", "-1"])
+    assert "--keep-every must be >= 0" in str(result.exception)
 
 
 def test_rerun_with_other_settings_names_the_difference(tiny_run, tmp_path):

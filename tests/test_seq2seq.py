@@ -22,6 +22,7 @@ from compgen.models.seq2seq import (
 from compgen.train_seq2seq import (
     MixedStream,
     conditional_pairs,
+    epoch_checkpoint,
     evaluate_pairs,
     load_predictor,
     read_predictor,
@@ -242,6 +243,32 @@ def test_train_predictor_writes_a_checkpoint_and_resumes_identically(tmp_path, j
         assert torch.allclose(v, w, atol=1e-6)
     assert [r["train_loss"] for r in meta_a["curve"]] == pytest.approx(
         [r["train_loss"] for r in meta_b["curve"]], abs=1e-6)
+
+
+def test_keep_every_leaves_epoch_checkpoints_a_diverged_run_can_go_back_to(tmp_path, jump):
+    data = tmp_path / "tiny.txt"
+    data.write_text("".join(f"IN: {' '.join(x)} OUT: {' '.join(y)}\n" for x, y in
+                            zip(jump["x"].to_list()[:40], jump["y"].to_list()[:40])))
+    three = {**TINY, "train": {**TINY["train"], "epochs": 3}}
+    out = tmp_path / "p.pt"
+    interrupted_after_one_epoch(str(data), three, out, seed=2, keep_every=2)
+    # the curve is written with every epoch's checkpoint, not only at the end
+    assert (tmp_path / "p.pt.curve.csv").read_text().count("\n") == 2
+    train_predictor(str(data), three, out, seed=2, keep_every=2, resume=True)
+    assert sorted(p.name for p in tmp_path.glob("p-ep*.pt")) == ["p-ep2.pt"]
+    # back to epoch 2, as after a diverged epoch 3: the run ends where it ended before
+    back = tmp_path / "back.pt"
+    back.write_bytes(epoch_checkpoint(out, 2).read_bytes())
+    assert len(load_predictor(back)[2]["curve"]) == 2
+    train_predictor(str(data), three, back, seed=2, resume=True)
+    a, _, meta_a = load_predictor(out)
+    b, _, meta_b = load_predictor(back)
+    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
+        assert torch.allclose(v, w, atol=1e-6)
+    assert [r["train_loss"] for r in meta_a["curve"]] == pytest.approx(
+        [r["train_loss"] for r in meta_b["curve"]], abs=1e-6)
+    with pytest.raises(UserError, match="--keep-every"):
+        train_predictor(str(data), three, tmp_path / "x.pt", keep_every=-1)
 
 
 def test_bad_training_options_are_user_errors(tmp_path):

@@ -30,6 +30,7 @@ def pipeline_cmd(
     raise_temperature: bool | None = typer.Option(None, "--raise-temperature/--fixed-temperature", help="sampling: when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (default), or keep the run's temperature until --nsamples are accepted or --max-rounds pass, as the reference's scripts"),
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the generator's decoder state while sampling (default: the preset's outdrop_test); --n, --nsamples, --max-rounds, --rare-prototypes, --prototype-cut, --rare, --fixed-temperature and this apply when samples.tsv is made, so compare settings under separate --root folders"),
     predictor_epochs: int | None = typer.Option(None, "--predictor-epochs", help="override the predictor preset's epochs"),
+    keep_every: int = typer.Option(0, "--keep-every", help="predictor: also keep the checkpoint after every N-th epoch (predictor-epN.pt beside predictor.pt), to go back to when a long run diverges; 0 = only the latest"),
     p_aug: float | None = typer.Option(None, "--p-aug", help="predictor: probability of drawing an augmented example, 0 = concatenate (default: the run's, e.g. 0.01 for jump); a predictor trained with another value is retrained"),
     csl_temperature: float | None = typer.Option(None, "--csl-temperature", help="CSL rows: sampling temperature of the fitted model (default 1, the reference's; higher draws rare primitives more often)"),
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
@@ -66,6 +67,8 @@ def pipeline_cmd(
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
+    if keep_every < 0:
+        raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     if p_aug is not None and not 0.0 <= p_aug < 1.0:
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     if csl_temperature is not None and not csl_temperature > 0:
@@ -76,7 +79,7 @@ def pipeline_cmd(
                            max_rounds=max_rounds, rare_prototypes=rare_prototypes,
                            prototype_cut=prototype_cut, rare=rare, raise_temperature=raise_temperature,
                            test_dropout=test_dropout,
-                           predictor_epochs=predictor_epochs, p_aug=p_aug,
+                           predictor_epochs=predictor_epochs, keep_every=keep_every, p_aug=p_aug,
                            csl_temperature=csl_temperature, backend=backend,
                            threads=threads, direct_limit=direct_limit,
                            log=lambda line: console.print(line, highlight=False, markup=False))

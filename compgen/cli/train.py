@@ -23,6 +23,7 @@ def train_predictor_cmd(
     epochs: int | None = typer.Option(None, "--epochs", help="passes over the training data (default: the preset's); with --resume: train a finished run on to this many"),
     label: str | None = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
+    keep_every: int = typer.Option(0, "--keep-every", help="also keep the checkpoint after every N-th epoch (OUTPUT predictor.pt: predictor-epN.pt), resumable: copy one to OUTPUT and --resume to go back to it when a long run diverges; 0 = only the latest"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, the dev split and the batch order"),
     data_dir: Path | None = DataDir,
@@ -40,7 +41,7 @@ def train_predictor_cmd(
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
     summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,
-                              log=lambda line: console.print(line, highlight=False))
+                              keep_every=keep_every, log=lambda line: console.print(line, highlight=False))
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
                   f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s); "
