@@ -354,10 +354,10 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     Returns a summary."""
-    if keep_every < 0:
-        raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     from compgen.data import load_dataset
 
+    if keep_every < 0:
+        raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     out = Path(out)
     saved = read_predictor(out) if resume and out.is_file() else None
     if saved is not None:   # a checkpoint describes its run: unset options come from it
