@@ -5,11 +5,14 @@ thrice``, each after ``turn`` or an action verb; for jump, ``jump``, ``jump twic
 use it that way and how many of those are correct SCAN pairs.
 
     .venv/bin/python scripts/scan_breakdown.py RUN_FOLDER [RUN_FOLDER ...] [--json]
+    .venv/bin/python scripts/scan_breakdown.py PREDICTOR.pt [PREDICTOR.pt ...]
     .venv/bin/python scripts/scan_breakdown.py SAMPLES.tsv --data scan/around_right [--most-probable N]
 
 A RUN_FOLDER is a pipeline seed folder (``runs/.../around_right-recomb2/seed0``) with a
-predictor.pt and, for augmented rows, a samples.tsv; a samples TSV alone (``compgen
-sample -o``) gives the samples' columns only, of all its samples or of the N most probable.
+predictor.pt and, for augmented rows, a samples.tsv. A predictor checkpoint (such as
+``predictor-ep30.pt`` of ``--keep-every``) is scored alone, its samples columns from the
+samples TSV it was trained on. A samples TSV alone (``compgen sample -o``) gives the
+samples' columns only, of all its samples or of the N most probable.
 Prints a Markdown table per source.
 """
 
@@ -50,9 +53,10 @@ def empty_row() -> dict:
     return {"test": 0, "test_correct": 0, "samples": 0, "samples_correct": 0}
 
 
-def count_test(rows: dict, folder: Path, data_dir=None) -> str:
-    """Test exact match per use, with the folder's predictor.pt; returns its data set."""
-    predict, meta, max_len = predictor_source(folder / "predictor.pt")
+def count_test(rows: dict, checkpoint: Path, data_dir=None) -> dict:
+    """Test exact match per use, with a predictor checkpoint; returns its run description
+    (data set, augment file)."""
+    predict, meta, max_len = predictor_source(checkpoint)
     data = meta["data"]
     test = evaluation_sets(evaluation_table(data, data_dir))["test"]
     sources, refs = test["source"].to_list(), test["target"].to_list()
@@ -62,7 +66,7 @@ def count_test(rows: dict, folder: Path, data_dir=None) -> str:
         row = rows.setdefault(use_of(source, phrase) or "(not used)", empty_row())
         row["test"] += 1
         row["test_correct"] += ok
-    return data
+    return meta
 
 
 def count_samples(rows: dict, path: Path, data: str, most_probable: int | None,
@@ -85,15 +89,20 @@ def held_out_phrase(data: str) -> list[str]:
 
 
 def breakdown(path: Path, data: str | None, most_probable: int | None) -> dict:
-    """A pipeline seed folder (test and samples.tsv) or a samples TSV (samples only)."""
+    """A pipeline seed folder (test and samples.tsv), a predictor checkpoint (test and the
+    samples it trained on) or a samples TSV (samples only)."""
     rows: dict[str, dict] = {}
-    if path.is_dir():
-        data = count_test(rows, path, None)
-        path = path / "samples.tsv"
+    source = str(path)
+    if path.is_dir() or path.suffix == ".pt":
+        checkpoint = path / "predictor.pt" if path.is_dir() else path
+        meta = count_test(rows, checkpoint, None)
+        data = meta["data"]
+        path = path / "samples.tsv" if path.is_dir() else Path(meta.get("augment") or "")
         if not path.is_file():
-            return {"source": str(path.parent), "data": data, "rows": dict(sorted(rows.items()))}
+            return {"source": source, "data": data, "rows": dict(sorted(rows.items()))}
+        source = f"{checkpoint}, samples {path}"
     count_samples(rows, path, data, most_probable)
-    return {"source": str(path), "data": data, "rows": dict(sorted(rows.items()))}
+    return {"source": source, "data": data, "rows": dict(sorted(rows.items()))}
 
 
 def markdown(result: dict) -> str:
@@ -112,7 +121,8 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path,
-                        help="pipeline seed folders (predictor.pt, samples.tsv) or samples TSVs")
+                        help="pipeline seed folders (predictor.pt, samples.tsv), predictor "
+                             "checkpoints or samples TSVs")
     parser.add_argument("--data", help="the SCAN split of samples TSVs, e.g. scan/around_right")
     parser.add_argument("--most-probable", type=int,
                         help="count only this many of a samples TSV's most probable samples")
@@ -123,7 +133,7 @@ def main() -> None:
             sys.exit(f"error: {path}: no predictor.pt (a pipeline seed folder)")
         if not path.is_dir() and not path.is_file():
             sys.exit(f"error: {path}: no such folder or file")
-        if path.is_file() and not args.data:
+        if path.is_file() and path.suffix != ".pt" and not args.data:
             sys.exit(f"error: {path}: a samples TSV needs --data (its SCAN split)")
     results = [breakdown(path, args.data, args.most_probable) for path in args.sources]
     if args.json:
