@@ -178,18 +178,31 @@ def test_checkpoint_round_trip_and_wrong_kinds(tmp_path, jump, vocab):
         load_predictor(garbage)
 
 
-def interrupted_after_one_epoch(*args, **kw) -> None:
-    """train_predictor(*args, **kw), killed right after the first epoch's checkpoint."""
+def tiny_data(tmp_path, jump, n: int, max_target: int | None = None):
+    """The first ``n`` jump pairs (those with targets up to ``max_target`` tokens) as a
+    data file."""
+    data = tmp_path / "tiny.txt"
+    data.write_text("".join(f"IN: {' '.join(x)} OUT: {' '.join(y)}\n" for x, y in
+                            zip(jump["x"].to_list()[:n], jump["y"].to_list()[:n])
+                            if max_target is None or len(y) <= max_target))
+    return data
+
+
+def interrupted_run(*args, saves: int = 1, **kw) -> None:
+    """train_predictor(*args, **kw), killed right after its ``saves``-th checkpoint write
+    (the first: the first epoch's)."""
     import compgen.train_seq2seq as ts
 
     class Stop(Exception):
         pass
 
-    real_save = ts.save_predictor
+    real_save, calls = ts.save_predictor, []
 
     def save_then_stop(path, *a, **k):
         real_save(path, *a, **k)
-        raise Stop
+        calls.append(path)
+        if len(calls) == saves:
+            raise Stop
 
     ts.save_predictor = save_then_stop
     try:
@@ -199,12 +212,16 @@ def interrupted_after_one_epoch(*args, **kw) -> None:
         ts.save_predictor = real_save
 
 
+def assert_same_weights(path_a, path_b) -> None:
+    a, b = load_predictor(path_a)[0], load_predictor(path_b)[0]
+    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
+        assert torch.allclose(v, w, atol=1e-6)
+
+
 def test_a_resumed_run_may_change_how_its_loss_is_computed_not_its_settings(tmp_path, jump):
-    data = tmp_path / "tiny.txt"
-    data.write_text("".join(f"IN: {' '.join(x)} OUT: {' '.join(y)}\n" for x, y in
-                            zip(jump["x"].to_list()[:40], jump["y"].to_list()[:40])))
+    data = tiny_data(tmp_path, jump, 40)
     out = tmp_path / "p.pt"
-    interrupted_after_one_epoch(str(data), TINY, out, seed=1)
+    interrupted_run(str(data), TINY, out, seed=1)
     changed = {**TINY, "train": {**TINY["train"], "lr": 0.02}}
     with pytest.raises(UserError, match=r"train.lr 0.01 -> 0.02"):
         train_predictor(str(data), changed, out, seed=1, resume=True)
@@ -214,10 +231,7 @@ def test_a_resumed_run_may_change_how_its_loss_is_computed_not_its_settings(tmp_
 
 
 def test_train_predictor_writes_a_checkpoint_and_resumes_identically(tmp_path, jump):
-    lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
-             zip(jump["x"].to_list()[:60], jump["y"].to_list()[:60]) if len(y) <= 8]
-    data = tmp_path / "tiny.txt"
-    data.write_text("\n".join(lines) + "\n")
+    data = tiny_data(tmp_path, jump, 60, max_target=8)
     aug = tmp_path / "aug.tsv"
     aug.write_text("jump twice\tI_JUMP I_JUMP\njump left\tI_TURN_LEFT I_JUMP\n")
 
@@ -234,24 +248,20 @@ def test_train_predictor_writes_a_checkpoint_and_resumes_identically(tmp_path, j
         train_predictor(str(data), TINY, tmp_path / "part.pt", augment=aug, p_aug=0.3, seed=5,
                         resume=True)
 
-    interrupted_after_one_epoch(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5)
+    interrupted_run(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5)
     train_predictor(str(data), TINY, tmp_path / "resumed.pt", augment=aug, p_aug=0.3, seed=5,
                     resume=True)
-    a, _, meta_a = load_predictor(tmp_path / "full.pt")
-    b, _, meta_b = load_predictor(tmp_path / "resumed.pt")
-    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
-        assert torch.allclose(v, w, atol=1e-6)
+    assert_same_weights(tmp_path / "full.pt", tmp_path / "resumed.pt")
+    meta_a, meta_b = load_predictor(tmp_path / "full.pt")[2], load_predictor(tmp_path / "resumed.pt")[2]
     assert [r["train_loss"] for r in meta_a["curve"]] == pytest.approx(
         [r["train_loss"] for r in meta_b["curve"]], abs=1e-6)
 
 
 def test_keep_every_leaves_epoch_checkpoints_a_diverged_run_can_go_back_to(tmp_path, jump):
-    data = tmp_path / "tiny.txt"
-    data.write_text("".join(f"IN: {' '.join(x)} OUT: {' '.join(y)}\n" for x, y in
-                            zip(jump["x"].to_list()[:40], jump["y"].to_list()[:40])))
+    data = tiny_data(tmp_path, jump, 40)
     three = {**TINY, "train": {**TINY["train"], "epochs": 3}}
     out = tmp_path / "p.pt"
-    interrupted_after_one_epoch(str(data), three, out, seed=2, keep_every=2)
+    interrupted_run(str(data), three, out, seed=2, keep_every=2)
     # the curve is written with every epoch's checkpoint, not only at the end
     assert (tmp_path / "p.pt.curve.csv").read_text().count("\n") == 2
     train_predictor(str(data), three, out, seed=2, keep_every=2, resume=True)
@@ -261,10 +271,8 @@ def test_keep_every_leaves_epoch_checkpoints_a_diverged_run_can_go_back_to(tmp_p
     back.write_bytes(epoch_checkpoint(out, 2).read_bytes())
     assert len(load_predictor(back)[2]["curve"]) == 2
     train_predictor(str(data), three, back, seed=2, resume=True)
-    a, _, meta_a = load_predictor(out)
-    b, _, meta_b = load_predictor(back)
-    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
-        assert torch.allclose(v, w, atol=1e-6)
+    assert_same_weights(out, back)
+    meta_a, meta_b = load_predictor(out)[2], load_predictor(back)[2]
     assert [r["train_loss"] for r in meta_a["curve"]] == pytest.approx(
         [r["train_loss"] for r in meta_b["curve"]], abs=1e-6)
     with pytest.raises(UserError, match="--keep-every"):
@@ -308,10 +316,7 @@ def test_decode_step_compiles_to_torchscript(vocab, copy):
 
 
 def test_restore_best_ends_with_the_best_dev_epoch_also_after_a_resume(tmp_path, jump):
-    lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
-             zip(jump["x"].to_list()[:400], jump["y"].to_list()[:400]) if len(y) <= 8]
-    data = tmp_path / "tiny.txt"
-    data.write_text("\n".join(lines) + "\n")
+    data = tiny_data(tmp_path, jump, 400, max_target=8)
     preset = {"model": TINY["model"],
               "train": {**TINY["train"], "epochs": 5, "dev_fraction": 0.2, "restore_best": True}}
     _, dev = split_train_dev(load_dataset(str(data)), 0.2, 1)
@@ -329,34 +334,14 @@ def test_restore_best_ends_with_the_best_dev_epoch_also_after_a_resume(tmp_path,
     train_predictor(str(data), preset, tmp_path / "best.pt", seed=1)
     assert final_dev_accuracy(tmp_path / "best.pt")[0] == best
 
-    import compgen.train_seq2seq as ts
-
-    real_save, calls = ts.save_predictor, []
-
-    def save_then_stop(path, *args, **kw):
-        real_save(path, *args, **kw)
-        calls.append(path)
-        if len(calls) == 4:  # killed after epoch 4, past the best epoch
-            raise KeyboardInterrupt
-
-    ts.save_predictor = save_then_stop
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            train_predictor(str(data), preset, tmp_path / "resumed.pt", seed=1)
-    finally:
-        ts.save_predictor = real_save
+    # killed after epoch 4, past the best epoch
+    interrupted_run(str(data), preset, tmp_path / "resumed.pt", seed=1, saves=4)
     train_predictor(str(data), preset, tmp_path / "resumed.pt", seed=1, resume=True)
-    a, _, _ = load_predictor(tmp_path / "best.pt")
-    b, _, _ = load_predictor(tmp_path / "resumed.pt")
-    for v, w in zip(a.state_dict().values(), b.state_dict().values()):
-        assert torch.allclose(v, w, atol=1e-6)
+    assert_same_weights(tmp_path / "best.pt", tmp_path / "resumed.pt")
 
 
 def test_augmented_pairs_longer_than_max_len_are_left_out_only_when_asked(tmp_path, jump):
-    lines = [f"IN: {' '.join(x)} OUT: {' '.join(y)}" for x, y in
-             zip(jump["x"].to_list()[:200], jump["y"].to_list()[:200]) if len(y) <= 8]
-    data = tmp_path / "tiny.txt"
-    data.write_text("\n".join(lines) + "\n")
+    data = tiny_data(tmp_path, jump, 200, max_target=8)
     fits, too_long = "walk twice\tI_WALK I_WALK", "run thrice\t" + " ".join(["I_RUN"] * 9)
     augment = tmp_path / "augment.tsv"
     augment.write_text(f"{fits}\n{too_long}\n")
