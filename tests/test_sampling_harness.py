@@ -195,3 +195,20 @@ def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):
                           check=False, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["4", "False"]
+
+
+def test_a_runner_built_for_another_torch_folder_is_not_reused(monkeypatch, tmp_path):
+    """The binary finds libtorch by the absolute path it was built with, so a cached runner
+    of another environment (a deleted clone's .venv) would fail to load: the cache key
+    names the torch folder as well as the sources and version."""
+    import importlib.util
+
+    from compgen.export import cpp_runner
+
+    here = cpp_runner._source_key()
+    real = importlib.util.find_spec("torch")
+    moved = importlib.machinery.ModuleSpec("torch", None,
+                                           origin=str(tmp_path / "torch" / "__init__.py"))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: moved if name == "torch" else real)
+    assert cpp_runner._source_key() != here

@@ -1,6 +1,7 @@
 """The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
 installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
-sources and the torch version). One process does a whole sampling job (decode rounds,
+sources, the torch version and where that torch is installed: the binary finds libtorch
+by its absolute path, so a runner built for another environment must not be reused). One process does a whole sampling job (decode rounds,
 filters, n-gram scores when asked, keeping the best, the samples TSV); its job arrives on
 standard input, so nothing is written to a temporary folder. The build that scores with
 KenLM (``kenlm=True``) is made only for jobs with an LM."""
@@ -28,10 +29,13 @@ def _cache_root() -> Path:
 
 
 def _source_key() -> str:
-    from importlib import metadata
+    from importlib import metadata, util
 
-    # the installed torch's version without importing torch (a second of the runner's path)
+    # the installed torch's version and folder without importing torch (a second of the
+    # runner's path); the folder because the binary's rpath names its libtorch
+    torch_dir = Path(util.find_spec("torch").origin).resolve().parent
     h = hashlib.sha256(metadata.version("torch").encode())
+    h.update(str(torch_dir).encode())
     for path in sorted(SOURCE.rglob("*")):
         if path.is_file() and "build" not in path.parts:
             h.update(path.relative_to(SOURCE).as_posix().encode())
