@@ -317,6 +317,23 @@ def test_the_compiled_training_loops_build_here():
     assert native.loops() is not None
 
 
+def test_a_build_lock_left_by_a_killed_process_does_not_hang_the_next_run():
+    """torch's ``lock`` file marks a build in progress; a build killed midway leaves it, and
+    torch alone would then wait for it forever in every later process."""
+    import fcntl
+
+    native.loops()  # built, so the run below only loads
+    folder = native._cache_root() / native._key()
+    with open(folder.parent / f"{native._key()}.flock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # no compgen process is building meanwhile
+        (folder / "lock").touch()
+    code = "from compgen.models import native; print(native.loops() is not None)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=False, timeout=120)
+    assert done.stdout.split() == ["True"], done.stderr
+    assert not (folder / "lock").exists()
+
+
 def test_denormals_are_flushed_in_every_torch_thread_only_inside_the_block():
     tiny = torch.full((1 << 16,), 1e-39)  # subnormal in fp32
     assert bool((tiny * 1.0 != 0).all())

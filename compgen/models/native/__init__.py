@@ -5,13 +5,15 @@ in Python each step is a dozen separate tensor operations, each with its own pas
 memory and its own interpreter overhead. The C++ loops here do the same computation with
 each step's element-wise work fused into one vectorised pass. They are built once per
 machine with ``torch.utils.cpp_extension`` (g++ and ninja; ``-march=native``) into
-``~/.cache/compgen/native/<key>/`` (key: the sources, the torch version and the CPU
-flags). Where they cannot be built the Python loops run instead (same results up to float
+``~/.cache/compgen/native/<key>/`` (key: the sources and where they are, the torch version
+and the CPU flags; the folder because the build file names the sources by path, so two
+checkouts sharing one folder would rebuild it for each other). Where they cannot be built the Python loops run instead (same results up to float
 rounding; ``loops()`` returns None and says why once).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import platform
@@ -46,6 +48,7 @@ def _key() -> str:
     import torch
 
     h = hashlib.sha256(f"{torch.__version__} {sys.version_info[:2]} {_cpu_flags()}".encode())
+    h.update(str(_HERE).encode())
     for name in SOURCES + HEADERS:
         h.update((_HERE / name).read_bytes())
     return h.hexdigest()[:16]
@@ -93,11 +96,18 @@ def _build():
     key = _key()
     folder = _cache_root() / key
     folder.mkdir(parents=True, exist_ok=True)
-    if not any(folder.glob("*.so")):
-        print(f"building the compiled training loops for this CPU (once, ~1 min) in {folder}",
-              file=sys.stderr)
-    return load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
-                build_directory=str(folder), verbose=False,
-                extra_cflags=["-O3", "-march=native", "-mprefer-vector-width=512",
-                              "-fno-math-errno", "-fno-trapping-math", "-fopenmp"],
-                extra_ldflags=["-fopenmp"])
+    # torch marks a build in progress with a ``lock`` file that a killed build leaves
+    # behind, and every later load then waits for it forever. compgen's processes take an
+    # flock first (the kernel drops it when its holder dies), so whoever holds it knows a
+    # ``lock`` file there is stale.
+    with open(folder.parent / f"{key}.flock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        (folder / "lock").unlink(missing_ok=True)
+        if not any(folder.glob("*.so")):
+            print(f"building the compiled training loops for this CPU (once, ~1 min) in "
+                  f"{folder}", file=sys.stderr)
+        return load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
+                    build_directory=str(folder), verbose=False,
+                    extra_cflags=["-O3", "-march=native", "-mprefer-vector-width=512",
+                                  "-fno-math-errno", "-fno-trapping-math", "-fopenmp"],
+                    extra_ldflags=["-fopenmp"])
