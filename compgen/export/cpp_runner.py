@@ -1,10 +1,11 @@
 """The C++ runner (``cpp_runner/``): built once with CMake against the libtorch inside the
 installed torch wheel, cached in ``~/.cache/compgen/cpp_runner/<key>/`` (key = hash of the
 sources, the torch version and where that torch is installed: the binary finds libtorch
-by its absolute path, so a runner built for another environment must not be reused). One process does a whole sampling job (decode rounds,
-filters, n-gram scores when asked, keeping the best, the samples TSV); its job arrives on
-standard input, so nothing is written to a temporary folder. The build that scores with
-KenLM (``kenlm=True``) is made only for jobs with an LM."""
+by its absolute path, so a runner built for another environment must not be reused).
+One process does a whole sampling job (decode rounds, filters, n-gram scores when asked,
+keeping the best, the samples TSV); its job arrives on standard input, so nothing is
+written to a temporary folder. The build that scores with KenLM (``kenlm=True``) is made
+only for jobs with an LM."""
 
 from __future__ import annotations
 

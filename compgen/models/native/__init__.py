@@ -7,8 +7,9 @@ each step's element-wise work fused into one vectorised pass. They are built onc
 machine with ``torch.utils.cpp_extension`` (g++ and ninja; ``-march=native``) into
 ``~/.cache/compgen/native/<key>/`` (key: the sources and where they are, the torch version
 and the CPU flags; the folder because the build file names the sources by path, so two
-checkouts sharing one folder would rebuild it for each other). Where they cannot be built the Python loops run instead (same results up to float
-rounding; ``loops()`` returns None and says why once).
+checkouts sharing one folder would rebuild it for each other). Where they cannot be built
+the Python loops run instead (same results up to float rounding; ``loops()`` returns None
+and says why once).
 """
 
 from __future__ import annotations
