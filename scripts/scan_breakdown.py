@@ -97,8 +97,9 @@ def breakdown(path: Path, data: str | None, most_probable: int | None) -> dict:
         checkpoint = path / "predictor.pt" if path.is_dir() else path
         meta = count_test(rows, checkpoint, None)
         data = meta["data"]
-        path = path / "samples.tsv" if path.is_dir() else Path(meta.get("augment") or "")
-        if not path.is_file():
+        augment = meta.get("augment")
+        path = path / "samples.tsv" if path.is_dir() else Path(augment) if augment else None
+        if path is None or not path.is_file():
             return {"source": source, "data": data, "rows": dict(sorted(rows.items()))}
         source = f"{checkpoint}, samples {path}"
     count_samples(rows, path, data, most_probable)
