@@ -97,8 +97,11 @@ def breakdown(path: Path, data: str | None, most_probable: int | None) -> dict:
         checkpoint = path / "predictor.pt" if path.is_dir() else path
         meta = count_test(rows, checkpoint, None)
         data = meta["data"]
-        augment = meta.get("augment")
-        path = path / "samples.tsv" if path.is_dir() else Path(augment) if augment else None
+        if path.is_dir():
+            path = path / "samples.tsv"
+        else:
+            augment = meta.get("augment")
+            path = Path(augment) if augment else None
         if path is None or not path.is_file():
             return {"source": source, "data": data, "rows": dict(sorted(rows.items()))}
         source = f"{checkpoint}, samples {path}"
