@@ -21,7 +21,8 @@ from pathlib import Path
 
 # (layer, {group: module prefixes}) from the bottom up
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
-    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.memory",
+    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.cache",
+                       "compgen.memory",
                        "compgen.precision",
                        "compgen.plots", "compgen.configs")}),
     ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment",

@@ -4,7 +4,6 @@ only moved into place once its validation passed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,7 +24,9 @@ TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filte
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    from compgen.cache import file_digest
+
+    return file_digest(path).hexdigest()
 
 
 def default_output(checkpoint: Path) -> Path:

@@ -55,6 +55,7 @@ from compgen.export.artifact import (
     write_vocab,
 )
 from compgen.export.graphs import deterministic
+from compgen.export.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
 from compgen.export.onnx_export import OPSET, export_onnx
 from compgen.export.ties import compare_outputs
 from compgen.export.torchscript import export_torchscript
@@ -81,19 +82,6 @@ def write_prototypes(path: Path, tuples, vocab: Vocab, variant: str, max_len: in
                       for p in tup]
             f.write("\t".join(fields) + "\n")
     return len(tuples)
-
-
-def pad_tuples(tuples: list, nproto: int, batch: int, width: int = 0) -> torch.Tensor:
-    """Formatted prototype id tuples -> ``(B, K, T)`` (``(B, 0, 1)`` without prototypes);
-    T = ``width`` (the contract's prototype width), else the longest prototype."""
-    if nproto == 0:
-        return torch.zeros((batch, 0, 1), dtype=torch.long)
-    length = max([width] + [len(p) for tup in tuples for p in tup])
-    out = torch.full((len(tuples), nproto, length), PAD_ID, dtype=torch.long)
-    for b, tup in enumerate(tuples):
-        for k, p in enumerate(tup):
-            out[b, k, : len(p)] = torch.tensor(p)
-    return out
 
 
 def _trim(tokens: np.ndarray) -> list[tuple[int, ...]]:
@@ -252,6 +240,7 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
         stored = (checkpoint / "prototypes.txt").read_text(encoding="utf-8")
     else:
         model, vocab, config = load_generator(checkpoint)
+    finite_weights(model, checkpoint)
     model = deterministic(model)
     cfg = model.cfg
     variant, max_len = cfg.variant, cfg.max_len
@@ -302,6 +291,7 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
         protos = pad_tuples(read_prototypes(tmp / "prototypes.txt", model.nproto)[:k],
                             model.nproto, k, width)
         figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
+        manifest["load_check"] = as_manifest(greedy_rows(tmp, manifest))
         seal(tmp, manifest, figures, checkpoint, start)
         if earlier is not None and (checkpoint / "README.md").is_file():  # not an artifact
             shutil.copy2(checkpoint / "README.md", tmp / "README.md")

@@ -35,6 +35,7 @@ from compgen.export.artifact import (
     seal,
     staged_folder,
 )
+from compgen.export.load_check import finite_weights
 from compgen.models.inflection import (
     BOS_ID,
     EOS_ID,
@@ -170,6 +171,7 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
     out = Path(out) if out else default_output(checkpoint)
     start = time.perf_counter()
     model = load_inflection(checkpoint)
+    finite_weights(model, checkpoint)
     lang = lang or model.config.get("lang")
     if not lang:
         raise UserError(f"{checkpoint}: the checkpoint names no language to validate on")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen import cache
 from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
 from compgen.errors import UserError
-from compgen.io import user_cache
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
 
@@ -52,33 +52,51 @@ def open_session(path: Path, threads: int | None):
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         optimised = _optimised_path(path)
-        if optimised is not None and optimised.is_file():
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            return ort.InferenceSession(str(optimised), options, providers=providers())
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimised is not None:
-            optimised.parent.mkdir(parents=True, exist_ok=True)
-            staged = optimised.with_name(f".{optimised.name}.{os.getpid()}")
-            options.optimized_model_filepath = str(staged)
-            session = ort.InferenceSession(str(path), options, providers=providers())
-            if staged.is_file():
-                os.replace(staged, optimised)
-            return session
-        return ort.InferenceSession(str(path), options, providers=providers())
+        if optimised is None:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            return ort.InferenceSession(str(path), options, providers=providers())
+        # the bytes checked against the cache's record are the bytes loaded
+        content = cache.verified_bytes(optimised, "an optimised ONNX graph")
+        if content is None:
+            with cache.build_lock(optimised):
+                content = cache.verified_bytes(optimised, "an optimised ONNX graph")
+                if content is None:
+                    _save_optimised(path, optimised, options)
+                    cache.record(optimised)
+                    content = cache.verified_bytes(optimised, "an optimised ONNX graph")
+        if content is None:   # the cache cannot be written: optimise in memory
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            return ort.InferenceSession(str(path), options, providers=providers())
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        return ort.InferenceSession(content, options, providers=providers())
     except Exception as exc:  # noqa: BLE001 (onnxruntime raises bare Exception subclasses)
         raise UserError(f"{path}: cannot load ONNX graph ({str(exc).splitlines()[0]})") from None
 
 
+def _save_optimised(path: Path, optimised: Path, options) -> None:
+    """Optimise ``path`` with every graph optimisation into ``optimised`` (staged, renamed)."""
+    import onnxruntime as ort
+
+    staged = optimised.with_name(f".{optimised.name}.{os.getpid()}")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(staged)
+    try:
+        ort.InferenceSession(str(path), options, providers=providers())
+        if staged.is_file():
+            os.replace(staged, optimised)
+    finally:
+        staged.unlink(missing_ok=True)
+        options.optimized_model_filepath = ""
+
+
 def _optimised_path(path: Path) -> Path | None:
     """Where the optimised copy of a graph is kept (per graph content and ORT version)."""
-    import hashlib
-
     import onnxruntime as ort
 
     if os.environ.get("COMPGEN_NO_ORT_CACHE"):
         return None
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
-    return user_cache("onnx") / f"{digest}-ort{ort.__version__}.onnx"
+    digest = cache.file_digest(Path(path)).hexdigest()[:20]
+    return cache.store("onnx") / f"{digest}-ort{ort.__version__}.onnx"
 
 
 class OnnxGenerator:

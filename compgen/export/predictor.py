@@ -34,6 +34,7 @@ from compgen.export.artifact import (
     staged_folder,
     write_vocab,
 )
+from compgen.export.load_check import finite_weights
 from compgen.export.onnx_export import OPSET, export_predictor_onnx
 from compgen.export.predictor_graphs import STATE_NAMES
 from compgen.export.predictor_torchscript import export_predictor_torchscript
@@ -167,6 +168,7 @@ def export_predictor(checkpoint, out=None, *, parity_sources: int = 256, data_di
     start = time.perf_counter()
     config = read_predictor(checkpoint).config
     model, vocab, info = load_predictor(checkpoint)  # eval mode: dropout off
+    finite_weights(model, checkpoint)
     cfg = model.cfg
     if "data" not in info:
         raise UserError(f"{checkpoint}: the checkpoint names no data set to validate on")

@@ -23,19 +23,19 @@ import os
 import shutil
 from pathlib import Path
 
+from compgen import cache
 from compgen.errors import UserError
 from compgen.export.onnx_export import GENERATOR_GRAPHS
-from compgen.io import user_cache
 
 
 def _cache() -> Path:
-    return user_cache("reduced")
+    return cache.store("reduced")
 
 
 def _key(*paths: Path, version: str) -> str:
     digest = hashlib.sha256(version.encode())
     for path in paths:
-        digest.update(path.read_bytes())
+        cache.file_digest(path, digest)
     return digest.hexdigest()[:20]
 
 
@@ -69,7 +69,8 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
     code.append(Path(__file__).with_name("torchscript.py"))
     target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16.ts")
-    if not target.is_file():
+
+    def build() -> None:
         from compgen.export.artifact import eager_model
         from compgen.export.graphs import deterministic
         from compgen.export.torchscript import export_torchscript
@@ -78,10 +79,11 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
         staged = _staged(target)
         try:
             export_torchscript(model, staged, manifest["decoding"]["max_len"], bf16=True)
-            os.replace(staged, target)  # atomic: a concurrent build writes the same bytes
+            os.replace(staged, target)
         finally:
             staged.unlink(missing_ok=True)
-    return target
+
+    return cache.ensure(target, "the bf16 sampler", build)
 
 
 def bf16_libraries(folder: Path, manifest: dict) -> Path:
@@ -111,7 +113,7 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
         except Exception as error:  # Inductor reports a failed C++ build as its own errors
             raise compile_error(error) from error
 
-    return _built_folder(target, build)
+    return _built_folder(target, build, "the bf16 compiled libraries")
 
 
 def int8_graphs(folder: Path) -> Path:
@@ -127,22 +129,20 @@ def int8_graphs(folder: Path) -> Path:
         for path in graphs:
             quantize_dynamic(path, staged / path.name, weight_type=QuantType.QInt8)
 
-    return _built_folder(target, build)
+    return _built_folder(target, build, "the int8 graphs")
 
 
-def _built_folder(target: Path, build) -> Path:
+def _built_folder(target: Path, build, what: str) -> Path:
     """``target``, made by ``build(staged)`` in a staged folder renamed over it when done
-    (nothing left behind on failure) unless it exists already."""
-    if not target.is_dir():
+    (nothing left behind on failure) unless it exists already and matches its record."""
+
+    def build_staged() -> None:
         staged = _staged(target)
         try:
             staged.mkdir()
             build(staged)
-            try:
-                os.replace(staged, target)
-            except OSError:  # a concurrent build got there first
-                if not target.is_dir():
-                    raise
+            os.replace(staged, target)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
-    return target
+
+    return cache.ensure(target, what, build_staged)

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen import cache
 from compgen.errors import UserError
 from compgen.export.artifact import TOLERANCE, load_torchscript
-from compgen.io import user_cache
+from compgen.export.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
+from compgen.io import atomic_open
 
-CHECK_SETS = 4
-CHECK_VERSION = 1   # raise when the check itself changes: older records no longer count
+CHECK_VERSION = 2   # raise when the check itself changes: older records no longer count
 
 
 def passed_record(manifest: dict) -> Path:
@@ -34,17 +35,15 @@ def passed_record(manifest: dict) -> Path:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
-    key = json.dumps({"files": manifest["files"], "versions": versions,
+    key = json.dumps({"files": manifest["files"], "load_check": manifest.get("load_check"),
+                      "versions": versions,
                       "check": CHECK_VERSION}, sort_keys=True)
-    return user_cache("checked") / hashlib.sha256(key.encode()).hexdigest()
+    return cache.store("checked") / hashlib.sha256(key.encode()).hexdigest()
 
 
-def _trimmed(tokens: np.ndarray, logp: np.ndarray, eos: int) -> list[tuple[tuple, float]]:
-    rows = []
-    for row, scores in zip(tokens.tolist(), logp.tolist()):
-        end = row.index(eos) + 1 if eos in row else len(row)
-        rows.append((tuple(row[:end]), float(sum(scores[:end]))))
-    return rows
+def _record_key(manifest: dict) -> str:
+    return hashlib.sha256(json.dumps([manifest["files"], manifest.get("load_check")],
+                                     sort_keys=True).encode()).hexdigest()
 
 
 def _agree(folder: Path, ts_rows, onnx_rows) -> None:
@@ -55,56 +54,35 @@ def _agree(folder: Path, ts_rows, onnx_rows) -> None:
                             "files of different models, export it again")
 
 
-def _run(folder: Path, what: str, call):
-    try:
-        return call()
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001 (foreign graphs fail inside ONNX Runtime/TorchScript)
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{folder}: {what} does not run on this folder's inputs ({reason})") from None
-
-
 def check_generator_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
     """``manifest``: as ``load_manifest`` returned it (its checksums match the files)."""
-    record = passed_record(manifest)
-    if record.is_file():
+    try:
+        record = passed_record(manifest)
+    except OSError:
+        record = None
+    # a record counts only when it names these files and matches its digest: an empty or
+    # planted file is no passed check
+    if record is not None and cache.verified(record, "a passed-check record") \
+            and record.read_text(encoding="utf-8", errors="replace") == _record_key(manifest):
         return
     _decode_and_compare(folder, manifest, threads)
+    if record is None:
+        return
     try:   # only a shortcut for the next call: a cache that cannot be written is no error
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.touch()
+        with atomic_open(record, "w", encoding="utf-8") as out:
+            out.write(_record_key(manifest))
+        cache.record(record)
     except OSError:
         pass
 
 
 def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> None:
-    from compgen.data.vocab import EOS_ID
-    from compgen.decoding import MODES, Contract, decode, prior_z
-    from compgen.export.artifact import read_prototypes
-    from compgen.export.generator import pad_tuples
-    from compgen.export.onnx_decoder import OnnxGenerator
-    from compgen.export.torchscript_decoder import TorchScriptGenerator
-
-    contract = _run(folder, "manifest.json", lambda: Contract.from_manifest(manifest["decoding"]))
-    nproto = manifest["model"]["nproto"]
-    tuples = read_prototypes(folder / "prototypes.txt", nproto)[:CHECK_SETS]
-    k = len(tuples) if nproto else CHECK_SETS
-    vocab_size = manifest["model"]["vocab_size"]
-    for tup in tuples:
-        if any(t < 0 or t >= vocab_size for p in tup for t in p):
-            raise UserError(f"{folder / 'prototypes.txt'}: token ids outside the vocabulary")
-    protos = pad_tuples(tuples, nproto, k, contract.prototype_width).numpy()
-    ids = np.arange(k, dtype=np.int64)
-    z = prior_z(contract, 0, ids)
-    load_torchscript(folder / "model.ts")   # a file that is no TorchScript: one clear line
-    rows = []
-    for what, backend in (("model.ts", TorchScriptGenerator), ("the ONNX graphs", OnnxGenerator)):
-        stepper = _run(folder, what, lambda backend=backend: backend(folder, manifest, threads).stepper)
-        tokens, logp = _run(folder, what, lambda stepper=stepper: decode(
-            stepper(), contract, protos, z, MODES["greedy"], 1.0, 0, ids))
-        rows.append(_trimmed(tokens, logp, EOS_ID))
-    _agree(folder, *rows)
+    """Both backends agree with each other, and with the rows recorded at export time where
+    the manifest has them (exports before ``load_check`` have the cross-check only)."""
+    rows = greedy_rows(folder, manifest, threads)
+    _agree(folder, rows["torchscript"], rows["onnx"])
+    if "load_check" in manifest:
+        compare_recorded(folder, manifest["load_check"], rows)
 
 
 def check_predictor_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
@@ -122,7 +100,7 @@ def check_predictor_backends(folder: Path, manifest: dict, threads: int | None =
     source = collate(inputs, max_len).numpy()
     scripted = load_torchscript(folder / "model.ts")
     with torch.no_grad():
-        ts = _run(folder, "model.ts", lambda: scripted.greedy(torch.from_numpy(source), max_len))
-    onnx = _run(folder, "the ONNX graphs", lambda: OnnxPredictor(folder, manifest, threads))
-    on = _run(folder, "the ONNX graphs", lambda: onnx.greedy(source, max_len))
-    _agree(folder, _trimmed(ts[0].numpy(), ts[1].numpy(), EOS_ID), _trimmed(*on, EOS_ID))
+        ts = run(folder, "model.ts", lambda: scripted.greedy(torch.from_numpy(source), max_len))
+    onnx = run(folder, "the ONNX graphs", lambda: OnnxPredictor(folder, manifest, threads))
+    on = run(folder, "the ONNX graphs", lambda: onnx.greedy(source, max_len))
+    _agree(folder, trimmed(ts[0].numpy(), ts[1].numpy(), EOS_ID), trimmed(*on, EOS_ID))

@@ -18,12 +18,13 @@ import fcntl
 import hashlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from compgen.io import user_cache
+from compgen import cache
 
 SOURCES = ("bindings.cpp", "lstm_loops.cpp", "decoder_loops.cpp")
 HEADERS = ("linear.h", "pointwise.h")
@@ -32,7 +33,7 @@ _loaded: dict[str, object] = {}
 
 
 def _cache_root() -> Path:
-    return user_cache("native")
+    return cache.store("native")
 
 
 def _cpu_flags() -> str:
@@ -104,11 +105,20 @@ def _build():
     with open(folder.parent / f"{key}.flock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         (folder / "lock").unlink(missing_ok=True)
-        if not any(folder.glob("*.so")):
+        library = folder / f"compgen_native_{key}.so"
+        # a library that does not match the digest recorded when it was built is never
+        # loaded: the whole build folder goes (its objects are as suspect) and is rebuilt
+        if (library.exists() or library.is_symlink()) and not cache.verified(
+                library, "the compiled training loops"):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(mode=0o700)
+        if not library.is_file():
             print(f"building the compiled training loops for this CPU (once, ~1 min) in "
                   f"{folder}", file=sys.stderr)
-        return load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
+        module = load(name=f"compgen_native_{key}", sources=[str(_HERE / s) for s in SOURCES],
                     build_directory=str(folder), verbose=False,
                     extra_cflags=["-O3", "-march=native", "-mprefer-vector-width=512",
                                   "-fno-math-errno", "-fno-trapping-math", "-fopenmp"],
                     extra_ldflags=["-fopenmp"])
+        cache.record(library)   # what was just verified or built, under the lock
+        return module
