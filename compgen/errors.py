@@ -8,6 +8,11 @@ class UserError(Exception):
     """
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: raised in the main thread so that every ``finally`` runs (staging
+    folders removed, child processes killed) before the process exits with 128 + 15."""
+
+
 def where(path, line: int | None = None) -> str:
     """Format a ``FILE:LINE`` location for error messages."""
     return f"{path}:{line}" if line is not None else str(path)

@@ -38,6 +38,16 @@ def keep_torch_compiler_cache() -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(user_cache("inductor"))
 
 
+def die_with_parent() -> None:
+    """``preexec_fn`` of a child process that must not outlive this one (lmplz): the kernel
+    sends it SIGKILL when its parent exits, however the parent ends (Linux)."""
+    import ctypes
+
+    pr_set_pdeathsig, sigkill = 1, 9
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+
+
 def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

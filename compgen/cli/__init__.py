@@ -24,7 +24,7 @@ from compgen.cli import (  # noqa: F401
 )
 from compgen.cli.common import app, check_outputs_first, err_console, out_of_memory
 from compgen.cli.pipeline import parse_seeds
-from compgen.errors import UserError
+from compgen.errors import Terminated, UserError
 
 __all__ = ["app", "main", "parse_seeds"]
 
@@ -36,8 +36,19 @@ def _out_of_memory_exit(exc: BaseException) -> None:
     sys.exit(2)
 
 
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(signum)
+
+
 def main() -> None:
+    import errno
+    import signal
+
     import typer.main
+
+    # SIGTERM as an exception: staging folders and temporary files are removed and child
+    # processes (the C++ runner, lmplz) killed on the way out, as for Ctrl-C
+    signal.signal(signal.SIGTERM, _raise_terminated)
 
     from compgen.memory import address_space_limit, check_address_space
 
@@ -51,6 +62,16 @@ def main() -> None:
         sys.exit(2)
     except MemoryError as exc:
         _out_of_memory_exit(exc)
+    except Terminated:
+        sys.stderr.write("terminated\n")
+        sys.exit(143)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        exc.__traceback__ = None
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"error: {where}no space left on the device (disk full or over quota)\n")
+        sys.exit(2)
     except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
         if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
             raise

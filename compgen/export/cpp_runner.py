@@ -16,9 +16,9 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from compgen import cache
 from compgen.decoding import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
-from compgen.io import user_cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
 
@@ -26,7 +26,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
 
 
 def _cache_root() -> Path:
-    return user_cache("cpp_runner")
+    return cache.store("cpp_runner")
 
 
 def _source_key() -> str:
@@ -57,10 +57,6 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
     inside its loop); it also holds ``compgen-lm-score`` (``lm_score_binary``)."""
     if not (SOURCE / "CMakeLists.txt").is_file():
         raise UserError(f"{SOURCE}: C++ runner sources not found (run from a compgen checkout)")
-    for tool in ("cmake", "c++"):
-        if shutil.which(tool) is None:
-            raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
-                            "(apt-get install cmake g++) to use --backend cpp")
     extra = []
     if kenlm:
         query = kenlm_query_dir()
@@ -69,29 +65,37 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
                             "bash scripts/install_kenlm.sh")
         extra = ["-DCOMPGEN_KENLM=ON", f"-DKENLM_QUERY_DIR={query}"]
     folder = _cache_root() / (_source_key() + ("-kenlm" if kenlm else ""))
-    binary = folder / "compgen-sample"
-    if binary.is_file():
-        return binary
-    import torch.utils
 
-    build = folder / "build"
-    log(f"building the C++ runner in {folder} (once, about a minute)")
-    configure = ["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", *extra]
-    for cmd in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 1)]):
-        result = subprocess.run(cmd, check=False, capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
-            raise UserError("building the C++ runner failed: " + " | ".join(tail))
-    if kenlm:  # first, so a finished compgen-sample means both are there
-        tmp = folder / ".compgen-lm-score.tmp"
-        shutil.copy2(build / "compgen-lm-score", tmp)
-        os.replace(tmp, folder / "compgen-lm-score")
-    tmp = folder / ".compgen-sample.tmp"
-    shutil.copy2(build / "compgen-sample", tmp)
-    os.replace(tmp, binary)
-    shutil.rmtree(build, ignore_errors=True)
-    return binary
+    def build() -> None:
+        import torch.utils
+
+        from compgen.io import remove_stale_staging, staging_prefix
+
+        for tool in ("cmake", "c++"):   # needed to build only: a verified runner runs without
+            if shutil.which(tool) is None:
+                raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
+                                "(apt-get install cmake g++) to use --backend cpp")
+        remove_stale_staging(folder)
+        staged = folder.with_name(staging_prefix(folder) + "build")
+        build_dir = staged / "build"
+        log(f"building the C++ runner in {folder} (once, about a minute)")
+        configure = ["cmake", "-S", str(SOURCE), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", *extra]
+        try:
+            for cmd in (configure, ["cmake", "--build", str(build_dir), "-j",
+                                    str(os.cpu_count() or 1)]):
+                result = subprocess.run(cmd, check=False, capture_output=True, text=True)
+                if result.returncode != 0:
+                    tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+                    raise UserError("building the C++ runner failed: " + " | ".join(tail))
+            for name in ("compgen-sample", "compgen-lm-score") if kenlm else ("compgen-sample",):
+                shutil.copy2(build_dir / name, staged / name)
+            shutil.rmtree(build_dir)
+            os.replace(staged, folder)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+
+    return cache.ensure(folder, "the C++ runner", build) / "compgen-sample"
 
 
 @dataclass
@@ -117,40 +121,58 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
     bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
     (``compgen.export.reduced.bf16_libraries``)."""
-    lines = [f"folder {Path(folder).resolve()}", f"n {n}", f"nsamples {nsamples}",
-             f"batch_size {batch_size}", f"max_rounds {max_rounds}", f"seed {seed}",
-             f"mode {mode}", f"temperature {temperature!r}",
-             f"raise_temperature {int(raise_temperature)}", f"raw {int(raw)}",
-             f"zero_latent {int(zero_latent)}", f"threads {threads or os.cpu_count() or 1}",
-             f"vocab_size {contract.vocab_size}", f"max_len {contract.max_len}",
-             f"latent {contract.latent}", f"beam_width {contract.beam_width}",
-             f"prototypes {contract.prototypes}", f"prototype_width {contract.prototype_width}",
-             f"vae_max_norm {contract.vae_max_norm!r}",
-             f"ids {contract.bos} {contract.eos} {contract.pad} {contract.sep}",
-             "first_step_masked " + " ".join(map(str, contract.first_step_masked)),
-             "later_steps_masked " + " ".join(map(str, contract.later_steps_masked))]
+    records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
+               ("batch_size", batch_size), ("max_rounds", max_rounds), ("seed", seed),
+               ("mode", mode), ("temperature", repr(temperature)),
+               ("raise_temperature", int(raise_temperature)), ("raw", int(raw)),
+               ("zero_latent", int(zero_latent)), ("threads", threads or os.cpu_count() or 1),
+               ("vocab_size", contract.vocab_size), ("max_len", contract.max_len),
+               ("latent", contract.latent), ("beam_width", contract.beam_width),
+               ("prototypes", contract.prototypes),
+               ("prototype_width", contract.prototype_width),
+               ("vae_max_norm", repr(contract.vae_max_norm)),
+               ("ids", [contract.bos, contract.eos, contract.pad, contract.sep]),
+               ("first_step_masked", contract.first_step_masked),
+               ("later_steps_masked", contract.later_steps_masked)]
     for name in STATE_NAMES:
         shape, dtype = contract.state[name]
-        lines.append(f"state {name} {dtype} " + " ".join(map(str, shape)))
+        records.append(("state", [name, dtype, *shape]))
     if out is not None:
-        lines.append(f"out {Path(out).resolve()}")
+        records.append(("out", Path(out).resolve()))
     if model is not None:
-        lines.append(f"model {Path(model).resolve()}")
+        records.append(("model", Path(model).resolve()))
     if compiled is not None:
-        lines.append(f"compiled {Path(compiled).resolve()}")
-    for key, value in (filter_spec or {}).items():
-        lines.append(f"{key} " + (" ".join(map(str, value)) if isinstance(value, list | tuple)
-                                  else str(value)))
-    return "\n".join(lines) + "\n"
+        records.append(("compiled", Path(compiled).resolve()))
+    records += list((filter_spec or {}).items())
+    return "".join(job_record(key, value) for key, value in records)
 
 
-def run_harness(binary: Path, job: str, log=print) -> HarnessResult:
-    """Run the whole sampling job in one runner process; its progress lines go to ``log``."""
+def job_record(key: str, value) -> str:
+    """One record of the runner's job: ``KEY BYTES\n`` then the value's UTF-8 bytes and a
+    newline (cpp_runner/src/main.cpp ``next_record``). A list is its items space-joined;
+    a path or string is taken whole, so a newline inside it cannot start a record."""
+    if isinstance(value, list | tuple):
+        value = " ".join(map(str, value))
+    text = str(value)
+    return f"{key} {len(text.encode('utf-8', 'surrogateescape'))}\n{text}\n"
+
+
+def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> HarnessResult:
+    """Run the whole sampling job in one runner process; its progress lines go to ``log``.
+    ``out``: the job's output file (its staging file is removed if the run is cut short)."""
     # idle OpenMP threads sleep instead of spinning: on a shared machine spinning threads
     # wait for descheduled ones at every barrier (3x slower under load, measured)
-    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
-    result = subprocess.run([str(binary)], input=job, check=False, capture_output=True,
-                            text=True, env=env)
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "COMPGEN_PARENT_PID": str(os.getpid())}
+    try:
+        result = subprocess.run([str(binary)], input=job.encode("utf-8", "surrogateescape"),
+                                check=False, capture_output=True, env=env)
+    finally:   # interrupted (the runner is killed with it): no staging file of it stays
+        if out is not None:
+            out = Path(out).resolve()
+            out.with_name(f".{out.name}.{os.getpid()}.runner.tmp").unlink(missing_ok=True)
+    result = subprocess.CompletedProcess(result.args, result.returncode,
+                                         result.stdout.decode("utf-8", "replace"),
+                                         result.stderr.decode("utf-8", "replace"))
     lines = result.stderr.strip().splitlines()
     if result.returncode != 0:
         message = lines[-1] if lines else f"failed (exit {result.returncode})"

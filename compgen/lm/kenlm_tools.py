@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from compgen.errors import UserError
-from compgen.io import atomic_open, user_cache
+from compgen.io import atomic_open, die_with_parent, user_cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
@@ -123,9 +123,18 @@ def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:
     if any("discount_fallback" in line for line in lines):
         return UserError(f"{corpus}: lmplz cannot estimate Kneser-Ney discounts (corpus too small "
                          "or artificial); rerun with --discount_fallback")
-    # KenLM prints the reason on the line after its source location.
-    reason = next((line for line in lines if "Exception" not in line and "ERROR" not in line
-                   and not line.startswith("/")), lines[-1] if lines else "no message")
+    # KenLM prints "FILE:LINE in FUNCTION threw EXCEPTION[ because `COND'].", then the
+    # reason; its progress banner comes first and is no reason
+    thrown = next((i for i, line in enumerate(lines) if " threw " in line), None)
+    if thrown is not None:
+        after = [line for line in lines[thrown + 1:] if not line.startswith(("ERROR", "==="))]
+        reason = after[0] if after else lines[thrown].split(" threw ", 1)[1]
+    else:
+        banner = ("===", "Reading ", "----", "****", "Memory estimate", "Unigram tokens",
+                  "Chain sizes", "Statistics")
+        rest = [line for line in lines if not line.startswith(banner) and not line.startswith("/")
+                and "Exception" not in line and "ERROR" not in line and line.strip("*-+0123456789 ")]
+        reason = rest[0] if rest else (lines[-1] if lines else "no message")
     return UserError(f"{corpus}: {tool} failed: {reason}")
 
 
@@ -151,14 +160,14 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
         arpa = Path(tmp) / "model.arpa"
         with open(corpus_path, "rb") as stdin, open(arpa, "wb") as stdout:
             proc = subprocess.run(cmd, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
-                                  check=False)
+                                  check=False, preexec_fn=die_with_parent)
         if proc.returncode != 0:
             raise _tool_error("lmplz", corpus_path, proc.stderr.decode(errors="replace"))
         result = arpa
         if binary:
             result = Path(tmp) / "model.bin"
             proc = subprocess.run([str(build_binary), "-T", tmp, str(arpa), str(result)],
-                                  capture_output=True, check=False)
+                                  capture_output=True, check=False, preexec_fn=die_with_parent)
             if proc.returncode != 0:
                 raise _tool_error("build_binary", corpus_path, proc.stderr.decode(errors="replace"))
         with atomic_open(output, "wb") as out, open(result, "rb") as src:

@@ -233,7 +233,9 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
                    max_rounds=options.max_rounds, threads=options.threads,
                    raise_temperature=options.raise_temperature,
                    filter_spec=accept_lines)
-    result = run_harness(binary, job, log)
+    if out is not None:   # the runner writes beside -o, as atomic_open does for the others
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+    result = run_harness(binary, job, log, out=out)
     if lm is not None:
         lm.scorer.record(result.lm_sentences, result.lm_seconds)
     report_shortfall(result.kept, options.n, result.rounds, options.batch_size,

@@ -38,8 +38,8 @@ inline bool read_lm_line(const std::string& key, std::istringstream& words, LmJo
     if (!(words >> v)) throw std::runtime_error("job line " + key + ": number expected");
     return v;
   };
-  if (key == "lm_base") std::getline(words >> std::ws, lm.base);
-  else if (key == "lm_aug") std::getline(words >> std::ws, lm.aug);
+  if (key == "lm_base") lm.base = words.str();   // a path: the whole record's value
+  else if (key == "lm_aug") lm.aug = words.str();
   else if (key == "lm_mix") words >> lm.mix;
   else if (key == "lm_side") words >> lm.side;
   else if (key == "lm_weight") lm.weight = number();

@@ -2,6 +2,9 @@
 // log10 score per line on stdout, with the mixtures of compgen/lm/scorer.py
 // (kenlm_scorer.hpp). Options: --lm BASE[,AUG] [--lm-weight W] [--lm-mix token|sentence|geca]
 // [--lm-side y|x|xy] [--lm-shared-by K]. Built with -DCOMPGEN_KENLM=ON.
+#include <sys/prctl.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -28,6 +31,7 @@ std::vector<std::string> words(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with its parent
   compgen::LmOptions o;
   std::string lm;
   std::vector<std::string> args(argv + 1, argv + argc);

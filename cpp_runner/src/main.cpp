@@ -1,8 +1,9 @@
 // compgen-sample: the whole sampling job on an exported compgen generator, in one process.
 //
 // `compgen sample EXPORT --backend cpp` starts this program once and writes the job to its
-// standard input (one "key value..." line each: the decoding contract from manifest.json,
-// the sampling options, the filter). The program loads model.ts once, then runs the
+// standard input as length-prefixed records ("KEY BYTES\n" then BYTES bytes of value and a
+// newline: the decoding contract from manifest.json, the sampling options, the filter), so
+// no value (a path holding a newline) can become another record. The program loads model.ts once, then runs the
 // sampling loop of compgen/sampling.py (collect_decoded): rounds of --batch-size prototype
 // tuples taken in order from prototypes.txt (cycling), decoded with the loop of
 // compgen/decoding.py (decode.hpp), filtered (valid x <sep> y, the rare-token rule,
@@ -18,7 +19,10 @@
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <sys/prctl.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <cstdio>
@@ -76,18 +80,31 @@ std::vector<char> flags(const Ids& ids, int64_t size) {
   return out;
 }
 
+// One record of the job: "KEY BYTES\n", BYTES bytes of value, "\n". False at the end.
+bool next_record(std::istream& in, std::string& key, std::string& value) {
+  std::string header;
+  if (!std::getline(in, header)) return false;
+  std::istringstream fields(header);
+  long long size = -1;
+  std::string extra;
+  if (!(fields >> key >> size) || size < 0 || size > (1LL << 30) || (fields >> extra))
+    fail("job: bad record header '" + header.substr(0, 80) + "'");
+  value.assign(static_cast<size_t>(size), '\0');
+  if (!in.read(value.data(), size) || in.get() != '\n') fail("job: record " + key + " is truncated");
+  return true;
+}
+
 Job read_job(std::istream& in) {
   Job job;
   auto& c = job.contract;
-  std::string line;
+  std::string key, value;
   Ids first, later;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string key;
-    if (!(words >> key)) continue;
+  while (next_record(in, key, value)) {
+    std::istringstream words(value);
+    const std::string& line = key;
     auto number = [&]() {
       double v;
-      if (!(words >> v)) fail("job line '" + line + "': number expected");
+      if (!(words >> v)) fail("job record '" + line + "': number expected");
       return v;
     };
     bool lm_line = false;
@@ -97,10 +114,10 @@ Job read_job(std::istream& in) {
       fail(e.what());
     }
     if (lm_line) continue;
-    if (key == "folder") std::getline(words >> std::ws, job.folder);
-    else if (key == "out") std::getline(words >> std::ws, job.out);
-    else if (key == "model") std::getline(words >> std::ws, job.model);
-    else if (key == "compiled") std::getline(words >> std::ws, job.compiled);
+    if (key == "folder") job.folder = value;
+    else if (key == "out") job.out = value;
+    else if (key == "model") job.model = value;
+    else if (key == "compiled") job.compiled = value;
     else if (key == "n") job.n = number();
     else if (key == "nsamples") job.nsamples = number();
     else if (key == "batch_size") job.batch = number();
@@ -321,20 +338,39 @@ std::string format_score(double v) {
   return buffer;
 }
 
+pid_t expected_parent = 0;
+
+bool parent_gone() { return expected_parent != 0 && ::getppid() != expected_parent; }
+
+// Die with the parent: the kernel sends SIGKILL when it exits. COMPGEN_PARENT_PID names
+// the parent that started this process; if it is already gone, stop now.
+void die_with_parent() {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (const char* parent = std::getenv("COMPGEN_PARENT_PID")) {
+    expected_parent = static_cast<pid_t>(std::atol(parent));
+    if (parent_gone()) std::_Exit(3);
+  }
+}
+
 void write_output(const Job& job, const std::string& text) {
   if (job.out.empty()) {
     std::cout << text << std::flush;
     return;
   }
-  // beside the output, renamed over it: never a half-written file (umask applies)
-  const std::string tmp = job.out + ".tmp" + std::to_string(::getpid());
+  // beside the output, renamed over it: never a half-written file (umask applies). Named
+  // .NAME.PARENT_PID.runner.tmp: the parent's leftover-staging rule covers it.
+  const auto slash = job.out.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : job.out.substr(0, slash + 1);
+  const std::string tmp = dir + "." + job.out.substr(dir.size()) + "." +
+                          std::to_string(::getppid()) + ".runner.tmp";
   {
     std::ofstream out(tmp);
     if (!out) fail(job.out + ": cannot write");
     out << text;
     if (!out) { std::remove(tmp.c_str()); fail(job.out + ": cannot write"); }
   }
-  if (std::rename(tmp.c_str(), job.out.c_str()) != 0) {
+  // a runner whose parent is gone writes nothing (the parent's death also kills it)
+  if (parent_gone() || std::rename(tmp.c_str(), job.out.c_str()) != 0) {
     std::remove(tmp.c_str());
     fail(job.out + ": cannot write");
   }
@@ -343,6 +379,7 @@ void write_output(const Job& job, const std::string& text) {
 }  // namespace
 
 int main() {
+  die_with_parent();
   Job job = read_job(std::cin);
   const auto& c = job.contract;
   // the LM first: a missing or corrupt model file stops the job before anything else
