@@ -36,12 +36,31 @@ def _ids_to_tokens(vocab: Vocab, row) -> list[str]:
     return vocab.decode(row, strip=True)
 
 
+@dataclass
+class Tally:
+    """What a sampling job has done so far: candidates decoded, rounds, accepted.
+    ``on_round(tally)``, when set, is called after every round (a progress bar)."""
+    decoded: int = 0
+    rounds: int = 0
+    accepted: int = 0
+    wanted: int = 0
+    on_round: Callable | None = None
+
+    def record(self, rows: int, accepted: int) -> None:
+        self.rounds += 1
+        self.decoded += rows
+        self.accepted = accepted
+        if self.on_round is not None:
+            self.on_round(self)
+
+
 def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     n: int, nsamples: int | None = None, strategy: str = "greedy",
                     temperature: float = 1.0, accept: Callable | None = None,
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     log: Callable[[str], None] = print,
-                    raise_temperature: bool = False, keep: Callable | None = None) -> list[Sample]:
+                    raise_temperature: bool = False, keep: Callable | None = None,
+                    max_rows: int | None = None, tally: Tally | None = None) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
     ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
     what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
@@ -52,22 +71,31 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     runs this loop natively, reports at the end only).
     ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
     (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
+    ``max_rows`` bounds the rows decoded in all (the last round is cut short): a
+    deterministic decoder has nothing new to say past one pass over its prototype tuples.
+    ``tally`` (updated in place) counts what was decoded and accepted.
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
     check_strategy(strategy)
     asked = (strategy, temperature)
     nsamples = max(nsamples or n, n)
     accept = accept or (lambda toks: None)
+    tally = tally or Tally()
+    tally.wanted = nsamples
     kept: list[Sample] = []
-    stalled, rounds = 0, 0
+    stalled, rounds, first = 0, 0, 0
     while len(kept) < nsamples and rounds < max_rounds:
+        size = batch_size if max_rows is None else min(batch_size, max_rows - first)
+        if size <= 0:
+            break
         rounds += 1
-        rows, scores = decode(draw_prototypes(batch_size), strategy, temperature,
-                              (rounds - 1) * batch_size)
+        rows, scores = decode(draw_prototypes(size), strategy, temperature, first)
+        first += size
         before = len(kept)
         for row, score in zip(rows, scores):
             pair = accept(_ids_to_tokens(vocab, row))
             if pair is not None:
                 kept.append(Sample(pair[0], pair[1], score))
+        tally.record(size, len(kept))
         stalled = stalled + 1 if len(kept) == before else 0
         if rounds % PROGRESS_ROUNDS == 0:
             log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds "
@@ -80,7 +108,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
             log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
             stalled = 0
     report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
-                     max_rounds, raise_temperature, log)
+                     max_rounds, raise_temperature, log,
+                     exhausted=max_rows is not None and first >= max_rows)
     return (keep or most_probable)(kept, n)
 
 
@@ -92,11 +121,18 @@ def most_probable(samples: list[Sample], n: int) -> list[Sample]:
 
 def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tuple,
                      final: tuple, max_rounds: int, raise_temperature: bool,
-                     log: Callable[[str], None]) -> None:
-    """Nothing accepted: NoSamples; fewer than ``n``: a warning naming what helps."""
-    sampler = f"{asked[0]} sampling at T {asked[1]:g}" + (
+                     log: Callable[[str], None], exhausted: bool = False) -> None:
+    """Nothing accepted: NoSamples; fewer than ``n``: a warning naming what helps.
+    ``exhausted``: a deterministic decoder went once through every selected tuple."""
+    sampler = (f"{asked[0]} sampling" if asked[0] in ("greedy", "beam")
+               else f"{asked[0]} sampling at T {asked[1]:g}") + (
         f", raised to {final[0]} at T {final[1]:g}" if tuple(final) != tuple(asked) else "")
-    helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
+    if exhausted:
+        helps = ("every selected prototype tuple was decoded once, and a deterministic "
+                 "decoder would only repeat them: --all-prototypes, --strategy mixed or "
+                 "temperature, or an export with more --prototypes")
+    else:
+        helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
     if not kept:
         raise NoSamples(f"no sample passed the filter in {rounds} rounds of {batch_size} "
                         f"({sampler}); train the generator longer or allow more: {helps}")
@@ -112,6 +148,8 @@ class SampleRun:
     out: str | None
     data: str = ""  # the data set the generator was trained on
     decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
+    decoded: int | None = None  # candidates decoded (rows), accepted or not
+    tuples: str = ""  # which prototype tuples were decoded (exports)
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:

@@ -29,7 +29,8 @@ class SampleOptions:
     max_rounds: int = MAX_ROUNDS
     resample: str = "none"
     rare: str | None = None
-    rare_prototypes: bool = False
+    rare_prototypes: bool | None = None  # None: exports with --resample rare draw only
+    #                                      tuples holding the rare phrase; checkpoints all
     prototype_cut: str = "mean"
     raise_temperature: bool = False
     test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
@@ -64,7 +65,8 @@ class SampleOptions:
                          "beam_width": int(value["beam_width"]),
                          "batch_size": int(value["batch_size"]),
                          "max_rounds": int(value["max_rounds"]),
-                         "rare_prototypes": bool(value["rare_prototypes"]),
+                         "rare_prototypes": (None if value["rare_prototypes"] is None
+                                             else bool(value["rare_prototypes"])),
                          "raise_temperature": bool(value["raise_temperature"])})
         options.check()
         return options

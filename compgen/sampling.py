@@ -46,6 +46,7 @@ from compgen.sample_collection import (  # noqa: F401 (NoSamples, SampleRun, mak
     NoSamples,
     Sample,
     SampleRun,
+    Tally,
     check_sig_rare,
     collect_decoded,
     make_filter,
@@ -166,7 +167,8 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     max_len: int = 45, log: Callable[[str], None] = print,
                     raise_temperature: bool = False, seed: int = 0,
-                    beam_width: int = BEAM_WIDTH, keep: Callable | None = None) -> list[Sample]:
+                    beam_width: int = BEAM_WIDTH, keep: Callable | None = None,
+                    tally: Tally | None = None) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
     are accepted (or ``max_rounds``), then return the ``n`` best (``keep``, see
     ``collect_decoded``). ``draw_prototypes(k)`` returns k prototype tuples (token lists);
@@ -181,7 +183,8 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
         return dec.tokens.tolist(), dec.scores.tolist()
 
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
-                           accept, batch_size, max_rounds, patience, log, raise_temperature, keep)
+                           accept, batch_size, max_rounds, patience, log, raise_temperature, keep,
+                           tally=tally)
 
 
 # ------------------------------------------------------------------ from a checkpoint
@@ -227,7 +230,8 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
 
 def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,
                      log: Callable[[str], None] = print, loaded: tuple | None = None,
-                     options: SampleOptions | None = None, lm=None, **asked) -> SampleRun:
+                     options: SampleOptions | None = None, lm=None,
+                     tally: Tally | None = None, **asked) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
     ``n`` unique (and, for SCAN, novel) samples, write them as a samples TSV (x, y,
     logprob) if ``out`` is given. ``options`` (else ``asked``, resolved against the
@@ -241,6 +245,7 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     if options is None and asked.get("strategy") is not None:
         check_strategy(asked["strategy"])  # before the checkpoint is loaded
     model, vocab, config = loaded or load_generator(checkpoint)
+    tally = tally or Tally()
     options = options or SampleOptions.resolve(config, n=n, **asked)
     if options.threads:
         torch.set_num_threads(options.threads)
@@ -260,12 +265,14 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
                               options.temperature, accept, options.batch_size,
                               max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
                               raise_temperature=options.raise_temperature, seed=options.seed,
-                              beam_width=options.beam_width, keep=lm.keep if lm else None)
+                              beam_width=options.beam_width, keep=lm.keep if lm else None,
+                              tally=tally)
     seconds = time.perf_counter() - start
     if out is not None:
         from compgen.lm.rerank import sample_columns
 
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
-    return SampleRun(samples, seconds, str(out) if out else None, config["data"])
+    return SampleRun(samples, seconds, str(out) if out else None, config["data"],
+                     decoded=tally.decoded)
 
 

@@ -37,6 +37,8 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 SIDES = ("y", "xy")
@@ -77,6 +79,7 @@ def decode_candidates(export: Path, args):
     from compgen.data.vocab import Vocab
     from compgen.export.artifact import load_manifest
     from compgen.runtime.sampler import PrototypeCycle, make_decoder, shipped_training_table
+    from compgen.runtime.tuple_selection import TupleSelection
     from compgen.sample_options import SampleOptions
     from compgen.sampling import collect_decoded, make_filter
 
@@ -94,7 +97,9 @@ def decode_candidates(export: Path, args):
 
     filt = make_filter(manifest["config"], shipped_training_table(export), options.resample,
                        options.rare)
-    accepted = collect_decoded(recording, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
+    stored = manifest["decoding"]["prototypes"]   # every stored tuple, in order
+    accepted = collect_decoded(recording, vocab,
+                               PrototypeCycle(TupleSelection(np.arange(stored), stored)),
                                options.nsamples, options.nsamples, options.strategy,
                                options.temperature, filt.accept, options.batch_size,
                                options.max_rounds, log=lambda m: None,

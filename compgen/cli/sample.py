@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -75,23 +77,29 @@ def sample_cmd(
             (os.cpu_count() or 2) if address is None else 2))
     elif ray_workers is not None:
         raise UserError("--ray-workers needs --ray")
-    run = sample(checkpoint, backend, out=output, data_dir=data_dir, lm=ranking,
-                 decoder_factory=factory,
-                 log=lambda line: err_console.print(line, highlight=False, markup=False),
-                 n=n, strategy=strategy, temperature=temperature, resample=resample, rare=rare,
-                 nsamples=nsamples, batch_size=batch_size, seed=seed, threads=threads,
-                 max_rounds=max_rounds, rare_prototypes=rare_prototypes,
-                 prototype_cut=prototype_cut, raise_temperature=raise_temperature or None,
-                 test_dropout=test_dropout,
-                 beam_width=beam_width, precision=precision)
+    from compgen.sample_collection import Tally
+
+    tally = Tally()
+    with sampling_progress(tally):
+        run = sample(checkpoint, backend, out=output, data_dir=data_dir, lm=ranking,
+                     decoder_factory=factory, tally=tally,
+                     log=lambda line: err_console.print(line, highlight=False, markup=False),
+                     n=n, strategy=strategy, temperature=temperature, resample=resample,
+                     rare=rare, nsamples=nsamples, batch_size=batch_size, seed=seed,
+                     threads=threads, max_rounds=max_rounds, rare_prototypes=rare_prototypes,
+                     prototype_cut=prototype_cut, raise_temperature=raise_temperature or None,
+                     test_dropout=test_dropout, beam_width=beam_width, precision=precision)
     if output is None:
         for s in run.samples:
             lm_column = "" if s.lm_logprob is None else f"\t{s.lm_logprob:.4f}"
             console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}{lm_column}",
                           highlight=False, markup=False, soft_wrap=True)
-    decoding = (f" ({run.decode_seconds:.1f} s decoding)" if run.decode_seconds is not None
-                else "")
-    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{decoding}"
+    details = [f"{run.decode_seconds:.1f} s decoding"] if run.decode_seconds is not None else []
+    if run.decoded:
+        details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
+                       f", {tally.accepted / run.decoded:.1%} accepted")
+    details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
+    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s ({'; '.join(details)})"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:
         scorer = ranking.scorer
@@ -106,3 +114,26 @@ def sample_cmd(
         console.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
                       f"command {quality['uses_primitive_in_new_command_share']:.1%}, correct SCAN "
                       f"pairs {quality['correct_share']:.1%}", highlight=False, markup=False)
+
+
+@contextmanager
+def sampling_progress(tally):
+    """A progress bar on the terminal (kept / decoded / acceptance / samples/s), updated
+    after every round; nothing when standard error is not a terminal."""
+    if not err_console.is_terminal:
+        yield
+        return
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+    started = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
+                  transient=True) as bar:
+        task = bar.add_task("sampling", total=None)
+
+        def update(t):
+            rate = t.accepted / max(time.perf_counter() - started, 1e-9)
+            bar.update(task, description=(
+                f"accepted {t.accepted:,} of {t.wanted:,} · decoded {t.decoded:,} · "
+                f"{t.accepted / max(t.decoded, 1):.1%} accepted · {rate:,.1f} samples/s"))
+        tally.on_round = update
+        yield

@@ -109,18 +109,23 @@ class HarnessResult:
     output: str  # the samples TSV when no file was asked for
     lm_sentences: int = 0     # candidates the n-gram LM scored
     lm_seconds: float = 0.0   # spent scoring them
+    rows: int = 0             # candidates decoded
+    accepted: int = 0         # of them, passed the filter (before the n best are kept)
 
 
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
-             model: Path | None = None, compiled: Path | None = None) -> str:
+             model: Path | None = None, compiled: Path | None = None,
+             tuples=None, max_rows: int | None = None) -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
     bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
-    (``compgen.export.reduced.bf16_libraries``)."""
+    (``compgen.export.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
+    the samples cycle through (``compgen.runtime.tuple_selection``; default all, in
+    order); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
     records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
                ("batch_size", batch_size), ("max_rounds", max_rounds), ("seed", seed),
                ("mode", mode), ("temperature", repr(temperature)),
@@ -143,6 +148,10 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         records.append(("model", Path(model).resolve()))
     if compiled is not None:
         records.append(("compiled", Path(compiled).resolve()))
+    if tuples is not None:
+        records.append(("tuples", list(tuples)))
+    if max_rows is not None:
+        records.append(("max_rows", max_rows))
     records += list((filter_spec or {}).items())
     return "".join(job_record(key, value) for key, value in records)
 
@@ -184,10 +193,12 @@ def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> H
     done = next((line.split()[1:] for line in reversed(lines) if line.startswith("done ")), None)
     if done is None:
         return HarnessResult(0, 1, "", 0.0, float("nan"), float("nan"), result.stdout)
-    kept, rounds, mode, temperature, decode_seconds, seconds, lm_sentences, lm_seconds = done
+    kept, rounds, mode, temperature, decode_seconds, seconds, lm_sentences, lm_seconds = done[:8]
     return HarnessResult(int(kept), int(rounds), MODE_NAMES[int(mode)], float(temperature),
                          float(decode_seconds), float(seconds), result.stdout,
-                         int(lm_sentences), float(lm_seconds))
+                         int(lm_sentences), float(lm_seconds),
+                         int(done[8]) if len(done) > 8 else 0,
+                         int(done[9]) if len(done) > 9 else int(kept))
 
 
 def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,

@@ -83,30 +83,28 @@ class RayDecoder:
     """``decode(prototype indices, strategy, temperature)`` over Ray actors, decoding the
     next rounds of the prototype cycle ahead of time."""
 
-    def __init__(self, ray, actors: list, cycle_size: int, lookahead: int):
-        self.ray, self.actors, self.size = ray, actors, max(cycle_size, 1)
+    def __init__(self, ray, actors: list, selection, lookahead: int):
+        self.ray, self.actors, self.selection = ray, actors, selection
         self.lookahead = lookahead
         self.pending: dict[tuple, object] = {}
         self.turn = 0
         self.remote_seconds = 0.0
 
     def _dispatch(self, key):
-        start, k, strategy, temperature, first = key
+        k, strategy, temperature, first = key
         if key not in self.pending:
-            idx = (start + np.arange(k)) % self.size
+            idx = self.selection.indices(first, k)
             actor = self.actors[self.turn % len(self.actors)]
             self.turn += 1
             self.pending[key] = actor.decode.remote(idx, strategy, temperature, first)
 
     def __call__(self, idx, strategy, temperature, first=0):
         k = len(idx)
-        start = int(idx[0]) if k else 0
-        key = (start, k, strategy, temperature, first)
-        for stale in [p for p in self.pending if p[2:4] != key[2:4]]:
+        key = (k, strategy, temperature, first)
+        for stale in [p for p in self.pending if p[1:3] != key[1:3]]:
             self.ray.cancel(self.pending.pop(stale))   # the sampler changed strategy
         for ahead in range(self.lookahead + 1):
-            self._dispatch(((start + ahead * k) % self.size, k, strategy, temperature,
-                            first + ahead * k))
+            self._dispatch((k, strategy, temperature, first + ahead * k))
         tic = time.perf_counter()
         rows, scores = self.ray.get(self.pending.pop(key))
         self.remote_seconds += time.perf_counter() - tic
@@ -135,7 +133,7 @@ class RayDecoderFactory:
 
     check = staticmethod(check_ray_sampling)
 
-    def __call__(self, folder, manifest, backend, options) -> RayDecoder:
+    def __call__(self, folder, manifest, backend, options, selection) -> RayDecoder:
         import dataclasses
 
         ray = start_ray(self.address, self.workers)
@@ -143,7 +141,7 @@ class RayDecoderFactory:
         shard = ray.remote(num_cpus=1)(_Shard)
         options = dataclasses.replace(options, threads=self.threads)
         actors = [shard.remote(files, backend, options) for _ in range(self.workers)]
-        return RayDecoder(ray, actors, manifest["decoding"]["prototypes"], self.lookahead)
+        return RayDecoder(ray, actors, selection, self.lookahead)
 
 
 def ray_decoder_factory(address: str | None, workers: int, threads: int = 1,

@@ -25,11 +25,13 @@ from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
 from compgen.errors import UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest, read_prototypes
 from compgen.precision import check_sample_precision
+from compgen.runtime.tuple_selection import TupleSelection, select_tuples
 from compgen.runtime.verify import check_generator_backends
 from compgen.sample_collection import (
     NoSamples,
     Sample,
     SampleRun,
+    Tally,
     collect_decoded,
     make_filter,
     report_shortfall,
@@ -43,13 +45,14 @@ BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 
 
 class PrototypeCycle:
-    """Hands out consecutive prototype indices, cycling over the stored list."""
+    """Hands out the stored-tuple indices of consecutive samples, cycling over the
+    selected tuples (``compgen.runtime.tuple_selection``)."""
 
-    def __init__(self, size: int):
-        self.size, self.cursor = size, 0
+    def __init__(self, selection: TupleSelection):
+        self.selection, self.cursor = selection, 0
 
     def __call__(self, k: int) -> np.ndarray:
-        idx = (self.cursor + np.arange(k)) % max(self.size, 1)
+        idx = self.selection.indices(self.cursor, k)
         self.cursor += k
         return idx
 
@@ -127,7 +130,7 @@ def shipped_training_table(folder: Path) -> pl.DataFrame:
 
 def sample(source, backend: str | None = None, *, out=None, data_dir=None,
            log: Callable[[str], None] = print, lm=None, decoder_factory=None,
-           **asked) -> SampleRun:
+           tally: Tally | None = None, **asked) -> SampleRun:
     """The sampling entry of ``compgen sample`` and ``compgen pipeline``: ``source`` is a
     checkpoint (eager) or an export folder (``backend``, default onnx)."""
     source = Path(source)
@@ -143,18 +146,20 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
                         f"first run 'compgen export {source}'")
     if exported:
         return sample_exported(source, backend=backend, out=out, data_dir=data_dir, log=log,
-                               lm=lm, decoder_factory=decoder_factory, **asked)
+                               lm=lm, decoder_factory=decoder_factory, tally=tally, **asked)
     if decoder_factory is not None:
         raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
     from compgen.sampling import sample_generator
 
-    return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, **asked)
+    return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, tally=tally,
+                            **asked)
 
 
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
                     data_dir=None, log: Callable[[str], None] = print,
                     options: SampleOptions | None = None, lm=None,
-                    decoder_factory: Callable | None = None, **asked) -> SampleRun:
+                    decoder_factory: Callable | None = None, tally: Tally | None = None,
+                    **asked) -> SampleRun:
     """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
     ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank (with
     ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
@@ -174,11 +179,9 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
-    for option, given in (("--rare-prototypes", options.rare_prototypes),
-                          ("--prototype-cut", options.prototype_cut != "mean")):
-        if given:
-            raise UserError(f"{option}: an export decodes the prototype tuples stored at "
-                            "export time; sample the checkpoint instead")
+    if options.prototype_cut != "mean":
+        raise UserError("--prototype-cut: an export stores the prototype tuples drawn at "
+                        "export time with the mean cut; sample the checkpoint instead")
     if options.test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the "
                         "checkpoint instead")
@@ -186,31 +189,58 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     table = shipped_training_table(folder)
     filt = make_filter(config, table, options.resample, options.rare)
     vocab = Vocab.load(folder / "vocab.json")
+    selection = stored_selection(folder, manifest, options, filt, vocab)
     if decoder_factory is not None:
         decoder_factory.check(manifest, backend, options.strategy)
+    max_rows = selection.max_rows(options.strategy, options.raise_temperature)
+    tally = tally or Tally()
     start = time.perf_counter()
     if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
-        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log, lm)
+        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log,
+                                              lm, selection, max_rows, tally)
     else:
-        decode_rows = (decoder_factory or make_decoder)(folder, manifest, backend, options)
-        samples = collect_decoded(decode_rows, vocab, PrototypeCycle(manifest["decoding"]["prototypes"]),
+        decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
+                       if decoder_factory is not None
+                       else make_decoder(folder, manifest, backend, options))
+        samples = collect_decoded(decode_rows, vocab, PrototypeCycle(selection),
                                   options.n, options.nsamples, options.strategy,
                                   options.temperature,
                                   lm.filtered(filt.accept) if lm else filt.accept,
                                   options.batch_size, options.max_rounds, log=log,
                                   raise_temperature=options.raise_temperature,
-                                  keep=lm.keep if lm else None)
+                                  keep=lm.keep if lm else None, max_rows=max_rows,
+                                  tally=tally)
         decode_seconds = getattr(decode_rows, "seconds", None)
     if out is not None and backend != "cpp":
         from compgen.lm.rerank import sample_columns
 
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
-    return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds)
+    return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
+                     tally.decoded, selection.description)
+
+
+def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
+                     vocab: Vocab) -> TupleSelection:
+    """The stored tuples this job decodes: first occurrences and, with a rare phrase to
+    cover (``--rare-prototypes``; by default whenever ``--resample rare`` asks for a
+    phrase), only the tuples whose prototypes hold it."""
+    phrase = getattr(filt.rule, "phrase", None)
+    wanted = options.rare_prototypes
+    if wanted and phrase is None:
+        raise UserError("--rare-prototypes: needs --resample rare with a word or phrase "
+                        "(SCAN); morphology exports are drawn around rare tags already")
+    cover = tuple(phrase) if phrase is not None and wanted in (None, True) else ()
+    nproto = manifest["model"]["nproto"]
+    tuples = read_prototypes(folder / "prototypes.txt", nproto)
+    return select_tuples(tuples, manifest["decoding"]["prototypes"], vocab.index, cover,
+                         str(folder / "prototypes.txt"))
 
 
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
-                out, log, lm=None) -> tuple[list[Sample], float]:
+                out, log, lm=None, selection: TupleSelection | None = None,
+                max_rows: int | None = None, tally: Tally | None = None
+                ) -> tuple[list[Sample], float]:
     """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
     scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
     spent decoding."""
@@ -232,16 +262,21 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
                    nsamples=options.nsamples, batch_size=options.batch_size,
                    max_rounds=options.max_rounds, threads=options.threads,
                    raise_temperature=options.raise_temperature,
-                   filter_spec=accept_lines)
+                   filter_spec=accept_lines,
+                   tuples=None if selection is None else selection.selected,
+                   max_rows=max_rows)
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
         Path(out).parent.mkdir(parents=True, exist_ok=True)
     result = run_harness(binary, job, log, out=out)
+    if tally is not None:
+        tally.decoded, tally.rounds, tally.accepted = result.rows, result.rounds, result.accepted
     if lm is not None:
         lm.scorer.record(result.lm_sentences, result.lm_seconds)
     report_shortfall(result.kept, options.n, result.rounds, options.batch_size,
                      (options.strategy, options.temperature),
                      (result.strategy, result.temperature), options.max_rounds,
-                     options.raise_temperature, log)
+                     options.raise_temperature, log,
+                     exhausted=max_rows is not None and result.rows >= max_rows)
     text = Path(out).read_text(encoding="utf-8") if out is not None else result.output
     return read_scored_samples(text, str(out or "<runner>")), result.decode_seconds
 

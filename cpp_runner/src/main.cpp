@@ -5,7 +5,8 @@
 // newline: the decoding contract from manifest.json, the sampling options, the filter), so
 // no value (a path holding a newline) can become another record. The program loads model.ts once, then runs the
 // sampling loop of compgen/sampling.py (collect_decoded): rounds of --batch-size prototype
-// tuples taken in order from prototypes.txt (cycling), decoded with the loop of
+// tuples taken in order from the job's selection of prototypes.txt (cycling; at most
+// max_rows rows), decoded with the loop of
 // compgen/decoding.py (decode.hpp), filtered (valid x <sep> y, the rare-token rule,
 // unique, novel against the training pairs shipped in the export, known tokens) until
 // nsamples are accepted or max_rounds have run, then keeps the n most probable and
@@ -15,7 +16,7 @@
 // kept in the --rerank order and the TSV gains an lm_logprob column.
 // With `raw 1` it writes every decoded row of one round as ids (export parity checks).
 // The last line on stderr reports what happened:
-// "done kept rounds strategy T decode_seconds seconds lm_sentences lm_seconds".
+// "done kept rounds strategy T decode_seconds seconds lm_sentences lm_seconds rows accepted".
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
@@ -62,6 +63,11 @@ struct Job {
   bool novel = true, morphology = false;
   std::string rule = "none";  // none | contains | tags
   Ids rule_ids, train_tags;
+  // the stored tuples the samples cycle through (compgen.runtime.tuple_selection; empty:
+  // all, in order) and the rows decoded at most (0: no bound; one pass of a deterministic
+  // decoder)
+  Ids tuples;
+  int64_t max_rows = 0;
   std::vector<char> is_tag, tag_shaped;  // per vocabulary id (morphology)
   compgen::LmJob lm;                     // n-gram scores, floor and rerank
 };
@@ -134,6 +140,8 @@ Job read_job(std::istream& in) {
     else if (key == "morphology") job.morphology = number() != 0;
     else if (key == "rule") { words >> job.rule; job.rule_ids = numbers(words); }
     else if (key == "train_tags") job.train_tags = numbers(words);
+    else if (key == "tuples") job.tuples = numbers(words);
+    else if (key == "max_rows") job.max_rows = number();
     else if (key == "is_tag") job.is_tag = flags(numbers(words), 1 << 20);
     else if (key == "tag_shaped") job.tag_shaped = flags(numbers(words), 1 << 20);
     else if (key == "vocab_size") c.vocab_size = number();
@@ -409,6 +417,13 @@ int main() {
   if (static_cast<int64_t>(vocab.size()) != c.vocab_size) fail("vocab.txt: size differs from the manifest");
   const auto tuples = read_prototypes(job.folder + "/prototypes.txt", nproto, c.vocab_size);
   const int64_t cycle = std::max<int64_t>(1, static_cast<int64_t>(tuples.size()));
+  for (auto t : job.tuples)
+    if (t < 0 || t >= cycle) fail("job: tuple index outside prototypes.txt");
+  // sample i decodes the stored tuple selected[i % selected count]
+  auto tuple_of = [&](int64_t sample) {
+    if (job.tuples.empty()) return sample % cycle;
+    return job.tuples[sample % static_cast<int64_t>(job.tuples.size())];
+  };
   // Rows of a round are split over `workers` threads, one intra-op thread each: a decoder
   // step of one batch is too small to keep several cores busy, independent rows are not.
   // Every row's result depends only on its own prototypes and random draws.
@@ -425,7 +440,7 @@ int main() {
     int64_t width = std::max<int64_t>(1, c.prototype_width);
     for (int64_t b = 0; b < B; ++b) {
       ids[b] = first + b;
-      tuple_ids[b] = (first + b) % cycle;
+      tuple_ids[b] = tuple_of(first + b);
       for (int64_t k = 0; k < nproto; ++k)
         width = std::max<int64_t>(width, tuples[tuple_ids[b]][k].size());
     }
@@ -499,11 +514,14 @@ int main() {
   std::vector<Sample> kept;
   int mode = job.mode;
   double temperature = job.temperature;
-  int64_t rounds = 0, stalled = 0;
+  int64_t rounds = 0, stalled = 0, rows = 0;
   const int64_t wanted = std::max(job.nsamples, job.n);
   while (static_cast<int64_t>(kept.size()) < wanted && rounds < job.max_rounds) {
+    const int64_t size = job.max_rows > 0 ? std::min(job.batch, job.max_rows - rows) : job.batch;
+    if (size <= 0) break;
     ++rounds;
-    auto result = timed_round((rounds - 1) * job.batch, job.batch, mode, temperature);
+    auto result = timed_round(rows, size, mode, temperature);
+    rows += size;
     const size_t before = kept.size();
     for (size_t b = 0; b < result.tokens.size(); ++b) {
       Ids x, y;
@@ -527,6 +545,7 @@ int main() {
   auto rank = [&](const Sample& s) {
     return -std::floor(lm->rank_score(s.logprob, s.lm_logprob) * 1e4 + 0.5);
   };
+  const size_t accepted = kept.size();
   std::stable_sort(kept.begin(), kept.end(),
                    [&](const Sample& a, const Sample& b) { return rank(a) < rank(b); });
   if (static_cast<int64_t>(kept.size()) > job.n) kept.resize(job.n);
@@ -544,6 +563,6 @@ int main() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::cerr << "done " << kept.size() << " " << rounds << " " << mode << " " << temperature << " "
             << decode_seconds << " " << total << " " << lm->sentences() << " " << lm->seconds()
-            << std::endl;
+            << " " << rows << " " << accepted << std::endl;
   return 0;
 }

@@ -1,0 +1,194 @@
+"""Whole `compgen sample` jobs as a user runs them, this tree against a base commit.
+
+Each measurement is one `python -m compgen sample EXPORT ...` process (start-up, loading,
+decoding, filtering, writing), timed from outside; the base commit's tree (a git worktree,
+the same virtualenv) runs the same command right before or after (the order alternates),
+so every ratio is measured side by side on the same machine in one run. Reported per job
+and backend: wall seconds, kept samples/s, candidates decoded and the acceptance rate (as
+the job's summary line states them; the base may not state them), peak RSS of the process
+tree, and the share of kept samples that are correct SCAN pairs (the full grammar). The
+same seed must give byte-identical files on every fp32 backend (checked per job).
+
+Jobs (the shipped generator exported/scan-jump-recomb2):
+  a  the model card's job:            --n 400
+  b  resampled:                       --n 400 --nsamples 1500 --resample rare
+  c  large, temperature sampling:     --n 20000 --strategy temperature -T 1 --resample none
+
+    python scripts/bench_jobs.py --json bench-jobs.json                 # all jobs, 4 backends
+    python scripts/bench_jobs.py --jobs a --backends onnx,cpp --json a.json
+    python scripts/bench_jobs.py --jobs c --large-n 2000 --json c.json  # a shorter job c
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPORT = ROOT / "exported" / "scan-jump-recomb2"
+BASE = "894b2c3"
+BACKENDS = ("onnx", "torchscript", "cpp", "torch")
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def jobs(large_n: int) -> dict[str, list[str]]:
+    return {
+        "a": ["--n", "400"],
+        "b": ["--n", "400", "--nsamples", "1500", "--resample", "rare"],
+        # -T 1 draws anew in every pass over the prototype tuples: rounds are bounded by
+        # what the job asks for, not by the 200-round default
+        "c": ["--n", str(large_n), "--strategy", "temperature", "-T", "1",
+              "--resample", "none", "--max-rounds", "100000"],
+    }
+
+
+def cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    found = set(re.search(r"^flags\s*:(.*)$", text, re.MULTILINE).group(1).split())
+    return [f for f in FLAGS if f in found]
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def base_tree(rev: str, where: Path | None) -> Path:
+    """A worktree of ``rev`` (made once, reused)."""
+    tree = where or Path(tempfile.gettempdir()) / f"compgen-bench-base-{rev}"
+    if not (tree / "compgen").is_dir():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+                       check=True, capture_output=True)
+    return tree
+
+
+def run_job(tree: Path, args: list[str], backend: str, precision: str, out: Path) -> dict:
+    """One whole process; wall seconds, peak RSS (MB, the process and what it waited
+    for: the C++ runner included) and what its summary line says."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-m", "compgen", "sample", str(EXPORT), *args, "--backend", backend,
+           "--seed", "0", "-o", str(out)]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    # the children's peak is the largest of every descendant this process has waited for:
+    # one job per wrapper keeps it per job (see measure)
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree.name}: {' '.join(cmd[3:])} failed:\n{stderr[-2000:]}")
+    summary = stdout + stderr
+    decoded = re.search(r"([\d,]+) candidates decoded", summary)
+    accepted = re.search(r"([\d.]+)% accepted", summary)
+    return {"wall_s": round(wall, 2),
+            "decoded": int(decoded.group(1).replace(",", "")) if decoded else None,
+            "acceptance": float(accepted.group(1)) / 100 if accepted else None}
+
+
+def measure(tree: Path, args: list[str], backend: str, precision: str, out: Path) -> dict:
+    """``run_job`` in a fresh wrapper process, so its RUSAGE_CHILDREN peak is this job's."""
+    code = ("import json, resource, sys; sys.path.insert(0, sys.argv[1]); "
+            "import bench_jobs as b; from pathlib import Path; "
+            "r = b.run_job(Path(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5], "
+            "Path(sys.argv[6])); "
+            "r['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); "
+            "print(json.dumps(r))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(tree),
+                           json.dumps(args), backend, precision, str(out)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:] or done.stdout[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def quality(out: Path) -> dict:
+    """Kept samples and the share that are correct SCAN pairs (the embedded grammar)."""
+    from compgen.data import load_dataset, select_split
+    from compgen.data.scan import load_scan_grammar, scan_sample_report
+    from compgen.data.sources import resolve_data_dir
+    from compgen.io import parse_samples_tsv
+
+    pairs = parse_samples_tsv(out.read_text(encoding="utf-8"), str(out))
+    train = select_split(load_dataset("scan/jump"), "train")
+    report = scan_sample_report(pairs, train, load_scan_grammar(resolve_data_dir(None)), "jump")
+    return {"kept": len(pairs), "correct_share": round(report["correct_share"], 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", default="a,b,c")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="comma-separated; NAME:bf16 for reduced precision")
+    parser.add_argument("--base", default=BASE, help="base commit (default %(default)s)")
+    parser.add_argument("--base-tree", type=Path, help="an existing checkout of the base")
+    parser.add_argument("--large-n", type=int, default=20_000, help="job c's --n")
+    parser.add_argument("--no-base", action="store_true", help="this tree only")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    backends = [b.split(":") if ":" in b else (b, "fp32") for b in args.backends.split(",")]
+    trees = {"this": ROOT}
+    if not args.no_base:
+        trees["base"] = base_tree(args.base, args.base_tree)
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, flags: {' '.join(cpu_flags()) or '-'}")
+    table = jobs(args.large_n)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="compgen-bench-jobs-") as tmp:
+        for job in args.jobs.split(","):
+            files = {}
+            for turn, (backend, precision) in enumerate(backends):
+                row = {"job": job, "args": " ".join(table[job]), "backend": backend,
+                       "precision": precision}
+                order = list(trees) if turn % 2 == 0 else list(reversed(trees))
+                for name in order:
+                    out = Path(tmp) / f"{job}-{backend}-{precision}-{name}.tsv"
+                    got = measure(trees[name], table[job], backend, precision, out)
+                    got.update(quality(out))
+                    got["kept_per_s"] = round(got["kept"] / got["wall_s"], 2)
+                    row[name] = got
+                    if name == "this" and precision == "fp32":
+                        files[backend] = out.read_bytes()
+                if "base" in row:
+                    row["speedup"] = round(row["this"]["kept_per_s"]
+                                           / max(row["base"]["kept_per_s"], 1e-9), 2)
+                results.append(row)
+                this = row["this"]
+                print(f"job {job} {backend:<11} {precision}: {this['kept']} kept in "
+                      f"{this['wall_s']} s = {this['kept_per_s']}/s, decoded {this['decoded']}, "
+                      f"acceptance {this['acceptance']}, {this['peak_rss_mb']} MB, correct "
+                      f"{this['correct_share']:.1%}"
+                      + (f" | base {row['base']['kept']} in {row['base']['wall_s']} s = "
+                         f"{row['base']['kept_per_s']}/s, {row['base']['peak_rss_mb']} MB, "
+                         f"correct {row['base']['correct_share']:.1%} | x{row['speedup']}"
+                         if "base" in row else ""), flush=True)
+            if len(files) > 1:
+                identical = len(set(files.values())) == 1
+                print(f"job {job}: fp32 backends {', '.join(files)} byte-identical: {identical}")
+                results.append({"job": job, "identical_across": sorted(files),
+                                "identical": identical})
+    report = {"cpu": cpu_name(), "cores": os.cpu_count(), "flags": cpu_flags(),
+              "base": None if args.no_base else args.base, "results": results}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
