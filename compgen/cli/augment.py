@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
 from compgen.errors import UserError
 
 augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
@@ -46,6 +46,9 @@ def augment_geca(
     reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of the synthesized sample (default: the preset's)"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
     import resource
@@ -67,7 +70,8 @@ def augment_geca(
             setattr(cfg, key, None)
     cfg.validate()
     start = time.perf_counter()
-    with console.status("GECA: extracting templates and fragments ...") as status:
+    with data_fields(x_field, y_field, columns), \
+            console.status("GECA: extracting templates and fragments ...") as status:
         result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
                               progress=lambda msg: status.update(f"GECA: {msg}"))
     s = result.stats
@@ -104,6 +108,9 @@ def augment_csl(
     seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
     from compgen.augment.csl.dataset import csl_augment_dataset
@@ -116,7 +123,7 @@ def augment_csl(
 
         torch.set_num_threads(threads)
     config = config or ("cogs" if data == "cogs" else "scan")
-    with csl_progress() as progress:
+    with data_fields(x_field, y_field, columns), csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
                                    temperature=temperature, refine=refine)
