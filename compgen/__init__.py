@@ -1,7 +1,21 @@
-"""compgen: compositional data augmentation (R&R, GECA, KenLM interpolation)."""
+"""compgen: compositional data augmentation (R&R, GECA, CSL, STEM-CORRUPT, KenLM).
 
-from compgen.io import keep_torch_compiler_cache as _keep_torch_compiler_cache
+The Python API is in :mod:`compgen.api` and re-exported here; importing compgen imports
+no torch and changes no environment variable (torch comes with the first call that
+needs it)."""
 
 __version__ = "0.1.0"
 
-_keep_torch_compiler_cache()
+_API = ("load", "geca", "csl", "train_predictor", "train_generator", "export", "sample",
+        "evaluate", "kenlm_train", "perplexity")
+__all__ = ["__version__", "csl", "evaluate", "export", "geca", "kenlm_train", "load",
+           "perplexity", "sample", "train_generator", "train_predictor"]
+
+
+def __getattr__(name: str):
+    # the API module is imported on first use, so `import compgen` stays light
+    if name in _API:
+        from compgen import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'compgen' has no attribute {name!r}")

@@ -19,12 +19,13 @@ def where(path, line: int | None = None) -> str:
 
 
 def decode_text(data: bytes, source) -> str:
-    """``data`` as UTF-8 text; binary or mis-encoded input is a UserError naming the line."""
+    """``data`` as UTF-8 text (a byte-order mark dropped); binary or mis-encoded input is a
+    UserError naming the line."""
     if b"\x00" in data:
         line = data[:data.index(b"\x00")].count(b"\n") + 1
         raise UserError(f"{where(source, line)}: binary data (a NUL byte), expected UTF-8 text")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise UserError(f"{where(source, line)}: not UTF-8 text (byte 0x{data[exc.start]:02x} "

@@ -26,15 +26,30 @@ MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
 # ------------------------------------------------------------------ evaluation sets
 
-def evaluation_table(data: str, data_dir=None) -> pl.DataFrame:
-    """The example table of a data set name, or of a data file: all of a file's rows are
-    the test set (a file has no splits of its own)."""
+def evaluation_table(data: str, data_dir=None, trained_on: str | None = None) -> pl.DataFrame:
+    """The example table of a data set name or folder, or of a data file given as the test
+    set: all of its rows are the test set unless it has a split field. ``trained_on``: the
+    model's own training data, whose file is never relabelled "test"."""
     from compgen.data import load_dataset
 
     table = load_dataset(data, data_dir)
-    if Path(data).is_file():
+    if Path(data).is_file() and "test" not in table["split"].unique().to_list():
+        if trained_on is not None:
+            raise UserError(f"{trained_on}: the model was trained on this file, which has no "
+                            "test split; give --data TEST_FILE (or train on a folder holding "
+                            "train and test files)")
         table = table.with_columns(split=pl.lit("test"))
     return table
+
+
+def recorded_data(meta: dict) -> str | None:
+    """The data set a predictor was trained on: its name, or the absolute path recorded
+    for a file or folder when the name as given no longer resolves from here."""
+    data = meta.get("data")
+    source = meta.get("data_source") or {}
+    if data and source.get("path") and not Path(data).exists() and Path(source["path"]).exists():
+        return source["path"]
+    return data
 
 
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -102,13 +117,22 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
+    from compgen.data.files import Fields, reading_fields
     from compgen.train_seq2seq import is_morphology
 
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size)
-    data = data or meta.get("data")
+    explicit = data is not None
+    data = data or recorded_data(meta)
     if not data:
         raise UserError(f"{checkpoint}: names no data set; give --data")
-    table = evaluation_table(data, data_dir)
+    if explicit:
+        table = evaluation_table(data, data_dir)
+    else:   # read as it was for training (its --x-field/--y-field/--columns)
+        recorded = (meta.get("data_source") or {}).get("fields") or {}
+        fields = Fields(recorded.get("x"), recorded.get("y"),
+                        tuple(recorded["columns"]) if recorded.get("columns") else None)
+        with reading_fields(fields):
+            table = evaluation_table(data, data_dir, trained_on=data)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):
         raise UserError(f"{checkpoint}: trained on {meta.get('data')}, cannot evaluate on {data}")

@@ -38,7 +38,7 @@ from compgen.generator_data import (
     generator_data,
     make_batch,
 )
-from compgen.io import atomic_open
+from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models import native
 from compgen.models.recombine import RecombineConfig
 from compgen.models.scan_training import TrainingLoss, training_loss
@@ -154,6 +154,7 @@ class _GeneratorRun:
         self.model.train()
         lr = settings.lr
         # the fused kernel: one pass over all parameters, 5x faster than the per-tensor loop
+        keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, fused=True)
         self.state = {"step": 0, "epoch": 0, "batch": 0, "examples": 0, "elapsed": 0.0, "lr": lr,
                       "best_ppl": None, "patience": self.patience, "curve": [], "done": False}

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from compgen.errors import UserError
+from compgen.io import keep_torch_compiler_cache
 from compgen.models.inflection import (
     EOS_ID,
     PAD_ID,
@@ -136,6 +137,7 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
     too_long = max(len(s) for s in src + dev_src + tgt + dev_tgt) + 2
     if too_long > cfg.model.max_positions:
         raise UserError(f"a sequence of {too_long} tokens exceeds max_positions {cfg.model.max_positions}")
+    keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     opt = torch.optim.Adam(net.parameters(), lr=cfg.warmup_init_lr, betas=(0.9, 0.999), eps=1e-8)
     gen = torch.Generator().manual_seed(cfg.seed)
     best, best_state, best_step, curve = math.inf, None, 0, []

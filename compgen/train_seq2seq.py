@@ -49,7 +49,7 @@ from compgen.checkpoint import check_preset
 from compgen.configs import PredictorTrainConfig
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError, read_text
-from compgen.io import atomic_open
+from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
 from compgen.resample import unique_pairs
@@ -266,6 +266,7 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     stream = MixedStream(train, augmented, p_aug, seed)
     n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size)
     # the fused kernel: one pass over all parameters instead of a loop over tensors
+    keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
     best_weights: dict | None = None
@@ -355,6 +356,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     Returns a summary."""
     from compgen.data import load_dataset
+    from compgen.data.files import source_record
 
     if keep_every < 0:
         raise UserError(f"--keep-every must be >= 0, not {keep_every}")
@@ -399,7 +401,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     # morphology: all items of the split); tokens only in augmented data become <unk>
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
 
-    run = {"data": data, "task": "morphology" if morphology else "scan", "seed": seed,
+    run = {"data": data, "data_source": source_record(data), "task": "morphology" if morphology else "scan", "seed": seed,
            "augment": str(augment) if augment else None, "p_aug": p_aug,
            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
            "n_augmented_too_long": n_long,

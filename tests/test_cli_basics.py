@@ -49,7 +49,9 @@ def test_presets_list_and_show():
     proc = compgen("presets")
     assert proc.returncode == 0, proc.stderr
     listed = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
-    assert listed == {p.stem for p in CONFIG_DIR.glob("*.toml")}
+    assert listed == {p.stem for p in CONFIG_DIR.glob("*.toml")} | {"csl_scan", "csl_cogs", "csl_generic"}
+    assert all(line.rstrip().endswith((".", ")")) for line in proc.stdout.splitlines() if line.strip())
+    assert "max_num_nts = 3" in compgen("presets", "csl_generic").stdout
     shown = compgen("presets", "recombine_sig_cpu")
     assert tomllib.loads(shown.stdout)["kind"] == "recombine"
     bad = compgen("presets", "no_such_preset")

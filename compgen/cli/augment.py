@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
 from compgen.errors import UserError
 
 augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
@@ -30,7 +30,7 @@ def _count_option(name: str, value: str | None, words: tuple[str, ...]):
 def augment_geca(
     data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse (options below override it)"),
+    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse | generic (options below override it; default: generic for a data file or folder, none for a named set)"),
     concat: bool = typer.Option(False, "--concat", help="write the training examples first, then the synthesized ones"),
     wug_limit: str | None = typer.Option(None, "--wug-limit", help="keep spans whose n-gram count is <= this; 'none' = no limit"),
     wug_size: int | None = typer.Option(None, "--wug-size", help="max tokens per span"),
@@ -46,12 +46,16 @@ def augment_geca(
     reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of the synthesized sample (default: the preset's)"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
     import resource
     import time
 
     from compgen.augment.geca import augment_file, make_config
+    from compgen.data import is_named_dataset
 
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
               "variants": _count_option("--variants", variants, ("all",)),
@@ -67,11 +71,13 @@ def augment_geca(
             setattr(cfg, key, None)
     cfg.validate()
     start = time.perf_counter()
-    with console.status("GECA: extracting templates and fragments ...") as status:
+    with data_fields(x_field, y_field, columns), \
+            console.status("GECA: extracting templates and fragments ...") as status:
         result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
                               progress=lambda msg: status.update(f"GECA: {msg}"))
     s = result.stats
-    table = Table(title=f"GECA {Path(data).name}" + (f" (preset {preset})" if preset else ""))
+    preset_used = preset or ("generic" if not is_named_dataset(data) else None)
+    table = Table(title=f"GECA {Path(data).name}" + (f" (preset {preset_used})" if preset_used else ""))
     table.add_column("")
     table.add_column("value", justify="right")
     rows = [("examples in", s["examples_in"]), ("training examples", s["training_examples"]),
@@ -91,7 +97,7 @@ def augment_geca(
 def augment_csl(
     data: str = typer.Argument(..., help="data set name (scan/length, ...) or data file; its train split is induced from"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    config: str | None = typer.Option(None, "--config", help="scan or cogs: the reference's settings for SCAN or COGS (seed rules, target CFG, joint sampling) (default: cogs for the cogs data set, else scan)"),
+    config: str | None = typer.Option(None, "--config", help="scan or cogs: the reference's settings for SCAN or COGS (seed rules, target CFG, joint sampling); generic: SCAN's with up to 3 nonterminals a rule (default: cogs for the cogs data set, generic for a data file or folder, else scan)"),
     n: int = typer.Option(100_000, "--n", help="synthetic pairs to sample"),
     grammar: Path | None = typer.Option(None, "--grammar", help="reuse this grammar file instead of inducing one"),
     grammar_out: Path | None = typer.Option(None, "--grammar-out", help="write the grammar (source ### target, one rule a line)"),
@@ -100,14 +106,18 @@ def augment_csl(
     steps: int | None = typer.Option(None, "--steps", help="training steps of the model (default: the config's)"),
     temperature: float | None = typer.Option(None, "--temperature", help="sampling temperature of the fitted model's rule and state distributions (the reference: 1; higher flattens them toward --uniform)"),
     refine: bool = typer.Option(False, "--refine", help="after the search, drop or replace rules while that lowers the objective and every training pair stays derivable (the project's extension; the reference stops at the search's fixed point). Each try parses the training pairs that have the rule's words: 20 s on scan/simple"),
-    dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples only"),
+    dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples that are not training pairs"),
     seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
+    from compgen.data import is_named_dataset
 
     if threads is not None:
         if threads < 1:
@@ -115,8 +125,8 @@ def augment_csl(
         import torch
 
         torch.set_num_threads(threads)
-    config = config or ("cogs" if data == "cogs" else "scan")
-    with csl_progress() as progress:
+    config = config or ("cogs" if data == "cogs" else "scan" if is_named_dataset(data) else "generic")
+    with data_fields(x_field, y_field, columns), csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
                                    temperature=temperature, refine=refine)

@@ -31,6 +31,16 @@ def _global_options(
 
 
 DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_DATA or ~/.cache/compgen/data)")
+XField = typer.Option(None, "--x-field", help="JSONL/CSV/Parquet/headed-TSV data: the input field (default: x, input, source or src)")
+YField = typer.Option(None, "--y-field", help="JSONL/CSV/Parquet/headed-TSV data: the output field (default: y, output, target or tgt)")
+Columns = typer.Option(None, "--columns", help="names of a header-less TSV's columns, comma-separated (e.g. id,input,output); its first line is then data")
+
+
+def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
+    """A context in which data files are read with these fields (see compgen.data.files)."""
+    from compgen.data.files import Fields, parse_columns, reading_fields
+
+    return reading_fields(Fields(x_field, y_field, parse_columns(columns)))
 
 
 def checkpoint_kind(path: Path) -> str:

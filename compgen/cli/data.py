@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
 
 data_app = typer.Typer(no_args_is_help=True, help="List, fetch and describe data sets.")
 app.add_typer(data_app, name="data")
@@ -37,13 +37,15 @@ def data_fetch(
 
 
 @data_app.command("stats")
-def data_stats(name: str = typer.Argument(..., help="data set name or file"),
-               data_dir: Path | None = DataDir) -> None:
+def data_stats(name: str = typer.Argument(..., help="data set name, data file or folder of train/dev/test files"),
+               data_dir: Path | None = DataDir, x_field: str | None = XField,
+               y_field: str | None = YField, columns: str | None = Columns) -> None:
     """Counts, vocabulary sizes and lengths per split."""
     from compgen.data import load_dataset
     from compgen.data.stats import table_stats
 
-    stats = table_stats(load_dataset(name, data_dir))
+    with data_fields(x_field, y_field, columns):
+        stats = table_stats(load_dataset(name, data_dir))
     table = Table(title=name)
     for col in stats.columns:
         table.add_column(col, justify="left" if col == "split" else "right")

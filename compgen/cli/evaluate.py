@@ -6,7 +6,17 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
+from compgen.cli.common import (
+    Columns,
+    DataDir,
+    XField,
+    YField,
+    app,
+    checkpoint_kind,
+    console,
+    data_fields,
+    err_console,
+)
 from compgen.errors import UserError
 
 
@@ -25,18 +35,15 @@ def evaluate_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
     import torch
 
-    from compgen.evaluate import (
-        aggregate,
-        evaluate_predictor,
-        markdown_table,
-        write_plots,
-        write_results,
-    )
+    from compgen.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
@@ -49,6 +56,24 @@ def evaluate_cmd(
     if threads is not None:
         torch.set_num_threads(max(1, threads))
     torch.manual_seed(seed)
+    with data_fields(x_field, y_field, columns):
+        rows = _evaluate_models(models, data, plots, direct, limit, predictions, batch_size,
+                                backend, beam, seed, data_dir)
+    if not rows:
+        return
+    console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
+    for row in rows:
+        if "top3_match" in row:
+            console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
+    if output:
+        paths = write_results(rows, output)
+        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+
+
+def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
+                     beam, seed, data_dir) -> list[dict]:
+    from compgen.evaluate import evaluate_predictor, write_plots
+
     rows = []
     for model in models:
         if model.is_dir():   # a predictor export folder
@@ -66,15 +91,7 @@ def evaluate_cmd(
         if plots:
             for path in write_plots(model, plots, data, data_dir):
                 console.print(f"plot {path}", highlight=False)
-    if not rows:
-        return
-    console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
-    for row in rows:
-        if "top3_match" in row:
-            console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
-    if output:
-        paths = write_results(rows, output)
-        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+    return rows
 
 
 

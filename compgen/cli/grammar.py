@@ -6,19 +6,22 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
 from compgen.errors import UserError
 
 
 @app.command("evaluate-grammar")
 def evaluate_grammar_cmd(
     grammar: Path = typer.Argument(..., help="grammar file (source ### target, one rule a line)"),
-    data: str = typer.Option(..., "--data", help="data set (scan/length, ...): train fits the parser, test is scored"),
+    data: str = typer.Option(..., "--data", help="data set (scan/length, ...) or folder of train/test files: train fits the parser, test is scored"),
     config: str = typer.Option("scan", "--config", help="model settings: scan"),
     steps: int | None = typer.Option(None, "--steps", help="training steps of the parser model (default: the config's)"),
     seed: int = typer.Option(0, "--seed", help="random seed of the model fit (the same seed gives the same figures)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Share of train and test pairs the grammar derives, and exact match of the Viterbi
     parse under the latent-state model fitted on train."""
@@ -27,7 +30,7 @@ def evaluate_grammar_cmd(
     from compgen.augment.csl.rules import read_grammar
     from compgen.augment.csl.run import evaluate_grammar, preset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data import load_dataset, select_split
+    from compgen.data import load_dataset, split_of
     from compgen.data.table import pairs as table_pairs
 
     if steps is not None and steps < 1:
@@ -42,9 +45,10 @@ def evaluate_grammar_cmd(
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, seed=seed, training_steps=steps or cfg.model.training_steps))
     rules = read_grammar(grammar)
-    table = load_dataset(data, data_dir)
-    train = table_pairs(select_split(table, "train"))
-    test = table_pairs(select_split(table, "test"))
+    with data_fields(x_field, y_field, columns):
+        table = load_dataset(data, data_dir)
+    train = table_pairs(split_of(table, "train", data))
+    test = table_pairs(split_of(table, "test", data))
     with csl_progress() as progress:
         summary, phases = evaluate_grammar(rules, train, test, cfg.model, progress)
     print_csl_summary(console, f"grammar {grammar.name} on {data}", summary, phases)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
 from compgen.errors import UserError
 
 train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
@@ -27,6 +27,9 @@ def train_predictor_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, the dev split and the batch order"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
     import torch
@@ -39,9 +42,11 @@ def train_predictor_cmd(
         torch.set_num_threads(threads)
     if resume and not output.is_file():
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
-    summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
-                              data_dir=data_dir, epochs=epochs, resume=resume, label=label,
-                              keep_every=keep_every, log=lambda line: console.print(line, highlight=False))
+    with data_fields(x_field, y_field, columns):
+        summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
+                                  data_dir=data_dir, epochs=epochs, resume=resume, label=label,
+                                  keep_every=keep_every,
+                                  log=lambda line: console.print(line, highlight=False))
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
                   f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s); "

@@ -3,7 +3,8 @@
 Names: ``scan/<split>`` (simple, length, jump, turn_left, around_right, right,
 opposite_right, jump_around_right), ``sigmorphon/<lang>`` (the shared-task files),
 ``sigmorphon/<lang>/hints-<h>.<i>`` (the R&R few-shot split), ``lm/<lang>`` (kin, lao,
-na, tok) and ``cogs``. Anything else is read as a file path.
+na, tok) and ``cogs``. Anything else is a file or folder of the user's (``files.py``:
+TSV, JSONL, CSV, Parquet, Arrow, a folder of train/dev/test files).
 """
 
 from __future__ import annotations
@@ -14,19 +15,25 @@ from pathlib import Path
 import polars as pl
 
 from compgen.data import cogs, lm, scan, sigmorphon
+from compgen.data.files import Fields, read_data_file, read_data_path, reading_fields
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError, read_text
+from compgen.errors import UserError
 
 __all__ = [
+    "Fields",
     "Vocab",
     "dataset_names",
+    "is_named_dataset",
     "load_dataset",
     "make_table",
     "pairs",
     "read_data_file",
+    "read_data_path",
+    "reading_fields",
     "select_split",
+    "split_of",
 ]
 
 
@@ -50,57 +57,32 @@ def dataset_names(data_dir=None) -> list[str]:
     return names
 
 
-def read_data_file(path: Path) -> pl.DataFrame:
-    """Read one data file, recognising its format by its content: SCAN lines, COGS
-    (3 tab fields, .tsv), SIGMORPHON (3 tab fields), samples TSV (2 tab fields) or a plain
-    corpus (one sentence per line)."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such file (and not a data set name; see 'compgen data list')")
-    text = read_text(path)
-    first = next((line for line in text.splitlines() if line.strip() and not line.startswith("#")),
-                 None)
-    if first is None:
-        raise UserError(f"{path}: empty file")
-    if first.startswith("IN: "):
-        return make_table(*scan.parse_scan(text, str(path)), "train")
-    fields = first.split("\t")
-    samples_header = any(line.startswith("#x\t") for line in text.splitlines()[:5])
-    if samples_header or len(fields) == 2 or (len(fields) >= 3 and _is_number(fields[2])):
-        from compgen.io import parse_samples_tsv
-
-        rows = parse_samples_tsv(text, str(path))
-        return make_table([x for x, _ in rows], [y for _, y in rows], "train")
-    if len(fields) == 3 and path.suffix == ".tsv":
-        xs, ys, types = cogs.parse_cogs(text, str(path))
-        return make_table(xs, ys, "train").with_columns(pl.Series("type", types))
-    if len(fields) == 3:
-        return sigmorphon.make_morph_table(sigmorphon.parse_sigmorphon(text, str(path)), "train")
-    if len(fields) > 3:
-        raise UserError(f"{path}: {len(fields)} tab-separated fields on the first line: not SCAN, "
-                        "COGS, SIGMORPHON, a samples TSV or a corpus")
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if "\t" in line:
-            raise UserError(f"{path}:{lineno}: a tab in a plain corpus (the first line has none)")
-    ys = lm.parse_corpus(text, str(path))
-    return make_table([[] for _ in ys], ys, "train")
+def split_of(table: pl.DataFrame, split: str, data: str) -> pl.DataFrame:
+    """The rows of ``split``; a data file without it is told to come as a folder."""
+    names = table["split"].unique(maintain_order=True).to_list()
+    if split not in names and Path(data).is_file():
+        raise UserError(f"{data}: one data file, whose rows are the {'/'.join(names)} split; "
+                        f"this needs a {split} split too: give a folder holding train and "
+                        "test files (train.tsv, test.tsv, ...) or a file with a split field")
+    return select_split(table, split)
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+NAMED = ("scan", "sigmorphon", "lm", "cogs")
+
+
+def is_named_dataset(name: str) -> bool:
+    """Whether ``name`` addresses a named set (``scan/jump``, ``cogs``) and not a path."""
+    head, _, rest = str(name).partition("/")
+    return head in NAMED and (head == "cogs" or bool(rest))
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
-    """Load a named data set (see module doc) or a data file path as an example table."""
+    """Load a named data set (see module doc), or a data file or folder, as an example table."""
     head, _, rest = name.partition("/")
-    known = {"scan", "sigmorphon", "lm", "cogs"}
-    if head not in known or (head != "cogs" and not rest):
+    if not is_named_dataset(name):
         path = Path(name)
         if path.exists() or "/" in name or "." in name:
-            return read_data_file(path)
+            return read_data_path(path)
         raise UserError(f"unknown data set '{name}' (valid: {', '.join(dataset_names())})")
     root = resolve_data_dir(data_dir)
     if head == "scan":

@@ -5,7 +5,7 @@ which rules may expand which slot, so every sampled target is derivable from ROO
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -166,8 +166,9 @@ class JointSampler:
         raise UserError(f"no sample within the depth limit after {max_tries} tries")
 
     def samples(self, n: int, dedup: bool = False,
-                progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
-        return draw_samples(self.sample, n, dedup, progress)
+                progress: Callable[[int], None] | None = None,
+                exclude: Iterable[tuple[Sequence[str], Sequence[str]]] = ()) -> list[tuple[list[str], list[str]]]:
+        return draw_samples(self.sample, n, dedup, progress, exclude)
 
 
 class _TooDeep(Exception):

@@ -18,6 +18,7 @@ from compgen.augment.csl.chart import LEAF, RuleIndex, parse
 from compgen.augment.csl.forest import Forest, PackedBatch, context_offsets, pack
 from compgen.augment.csl.rules import Rule
 from compgen.errors import UserError
+from compgen.io import keep_torch_compiler_cache
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class ModelConfig:
 # renormalising over the grammar's rules when sampling), so 4 is a capacity choice.
 MODEL_PRESETS = {
     "scan": ModelConfig(num_types=4),
+    "generic": ModelConfig(num_types=4),
     "cogs": ModelConfig(num_types=64, training_steps=3000, num_lhs_emb=800, num_rhs_emb=800,
                         max_single_nt_applications=1),
 }
@@ -127,6 +129,7 @@ def train_model(model: QcfgModel, forests: Sequence[Forest], cfg: ModelConfig,
     reshuffled on every pass."""
     if not forests:
         raise UserError("no parse forests to train the CSL model on")
+    keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.999), eps=1e-7)
     rng = random.Random(cfg.seed)
     order: list[int] = []

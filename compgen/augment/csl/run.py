@@ -191,8 +191,9 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
         sampler = JointSampler(rules, weights, cfg.sampler, target_cfg,
                                max_unary=cfg.sampler.max_single_nt_applications)
         summary["rules_without_a_target_parse"] = sampler.dropped
+    # dedup: distinct samples that are not already training pairs
     samples = sampler.samples(n_samples, dedup=dedup, progress=None if progress is None else
-                              (lambda done: progress("sample", done, n_samples)))
+                              (lambda done: progress("sample", done, n_samples)), exclude=train)
     phases.done("sample", samples=len(samples))
     summary["samples"] = len(samples)
     return CslResult(rules, samples, summary, phases.rows)

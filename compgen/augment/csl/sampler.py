@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,7 @@ class SamplerConfig:
 
 SAMPLER_PRESETS = {
     "scan": SamplerConfig(),
+    "generic": SamplerConfig(),
     "cogs": SamplerConfig(max_recursions=20, nonterminal_bias=6.0, min_nonterminal_rule_arity=2,
                           max_single_nt_applications=2),
 }
@@ -115,19 +116,23 @@ class QcfgSampler:
         return self._expand(0, 0)
 
     def samples(self, n: int, dedup: bool = False,
-                progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
-        return draw_samples(self.sample, n, dedup, progress)
+                progress: Callable[[int], None] | None = None,
+                exclude: Iterable[tuple[Sequence[str], Sequence[str]]] = ()) -> list[tuple[list[str], list[str]]]:
+        return draw_samples(self.sample, n, dedup, progress, exclude)
 
 
 def draw_samples(sample: Callable[[], tuple[list[str], list[str]]], n: int, dedup: bool = False,
-                 progress: Callable[[int], None] | None = None) -> list[tuple[list[str], list[str]]]:
-    """``n`` pairs from ``sample()``; ``dedup``: distinct pairs only."""
-    out, seen = [], set()
+                 progress: Callable[[int], None] | None = None,
+                 exclude: Iterable[tuple[Sequence[str], Sequence[str]]] = ()) -> list[tuple[list[str], list[str]]]:
+    """``n`` pairs from ``sample()``; ``dedup``: distinct pairs only, none of ``exclude``
+    (the training pairs)."""
+    out, seen = [], {(tuple(x), tuple(y)) for x, y in exclude} if dedup else set()
     attempts = 0
     while len(out) < n:
         attempts += 1
         if dedup and attempts > 100 * n + 1000:
-            raise UserError(f"could not draw {n} distinct samples (got {len(out)})")
+            raise UserError(f"could not draw {n} distinct samples (got {len(out)})"
+                            + (" that are not training pairs; ask for fewer with --n" if exclude else ""))
         x, y = sample()
         if dedup:
             key = (tuple(x), tuple(y))

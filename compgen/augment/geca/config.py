@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass, fields
 from importlib import resources
 
 from compgen.configs import read_section
+from compgen.data import is_named_dataset
 from compgen.errors import UserError
 
-PRESETS = ("scan", "lm", "lm-na", "semparse")
+PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
 
 
 @dataclass
@@ -73,11 +74,14 @@ SCAN_HOLDOUT = 640   # the reference's n_batch * 10 validation examples
 
 def make_config(preset: str | None = None, overrides: dict | None = None,
                 data: str | None = None, reference_split: bool | None = None) -> GecaConfig:
-    """A config from a preset plus explicit overrides (None values are ignored).
+    """A config from a preset plus explicit overrides (None values are ignored). Without a
+    preset, a data file or folder (anything but a named set) gets the generic preset.
 
     ``reference_split`` None (auto) holds out the reference's 640 SCAN validation
     examples exactly when the scan preset runs on a named SCAN data set (``scan/...``);
     a file such as the reference's own training set is used as it is."""
+    if preset is None and data is not None and not is_named_dataset(data):
+        preset = "generic"
     values = load_preset(preset) if preset else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if reference_split is None:

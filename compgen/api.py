@@ -1,0 +1,191 @@
+"""The Python API: the main steps of compgen as functions that take and return Polars
+DataFrames (the example table: ``x`` and ``y`` token lists, ``split``). Each is a thin
+wrapper over the library function the command line calls; torch and the heavier modules
+are imported by the call that needs them, never by ``import compgen``.
+
+    import compgen
+    data = compgen.load("tests/data/numbers/jsonl")          # train/dev/test splits
+    extra = compgen.geca(data)                                # x, y, split="geca"
+    compgen.train_predictor(data, "p.pt", augment=extra, epochs=1)
+    compgen.evaluate("p.pt", data)                            # exact match per set
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+PathLike = str | os.PathLike
+
+
+def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
+         y_field: str | None = None, columns: str | None = None, data_dir: PathLike | None = None,
+         split: str = "train") -> pl.DataFrame:
+    """A data set as the example table: a name (``scan/jump``), a file (TSV, JSONL, CSV,
+    Parquet, Arrow), a folder of train/dev/test files, or a DataFrame whose columns hold
+    text or token lists (input: x/input/source/src, output: y/output/target/tgt, or
+    ``x_field``/``y_field``; a ``split`` column, else every row is ``split``)."""
+    import polars as pl
+
+    from compgen.data import load_dataset
+    from compgen.data.files import Fields, parse_columns, reading_fields, records_table
+
+    fields = Fields(x_field, y_field, parse_columns(columns))
+    if isinstance(source, pl.DataFrame):
+        if source.schema.get("x") == pl.List(pl.String) and "split" in source.columns:
+            return source   # already an example table (what the other functions return)
+        return records_table(source, "<DataFrame>", fields, split, first_line=None)
+    with reading_fields(fields):
+        return load_dataset(str(source), data_dir)
+
+
+def _train_split(data: PathLike | pl.DataFrame) -> pl.DataFrame:
+    from compgen.data import select_split
+
+    table = load(data)
+    return select_split(table, "train") if "train" in table["split"].to_list() else table
+
+
+def _pairs(table: pl.DataFrame) -> list[tuple[list[str], list[str]]]:
+    return list(zip(table["x"].to_list(), table["y"].to_list()))
+
+
+def geca(data: PathLike | pl.DataFrame, preset: str | None = "generic", **options: Any) -> pl.DataFrame:
+    """GECA on the train split: the synthesized rows (``split`` = ``geca``). ``preset`` is
+    a GECA preset (``compgen presets``); ``options`` override its values (``n_sample``,
+    ``wug_size``, ``seed``, ...)."""
+    from compgen.augment.geca import geca_augment, make_config
+
+    config = make_config(preset, options)
+    config.validate()
+    return geca_augment(_train_split(data), config).table
+
+
+def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic", seed: int = 0,
+        dedup: bool = True, steps: int | None = None) -> pl.DataFrame:
+    """CSL: induce a QCFG from the train split, fit its model, sample ``n`` pairs
+    (``dedup``: distinct and not training pairs). ``split`` = ``csl``."""
+    import dataclasses
+
+    from compgen.augment.csl.run import csl_augment, preset
+    from compgen.data.table import make_table
+
+    cfg = preset(config)
+    cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, seed=seed,
+                                       training_steps=steps or cfg.model.training_steps),
+        sampler=dataclasses.replace(cfg.sampler, seed=seed))
+    result = csl_augment(_pairs(_train_split(data)), cfg, n, dedup=dedup)
+    return make_table([x for x, _ in result.samples], [y for _, y in result.samples], "csl")
+
+
+def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
+    """A DataFrame written where a step reads files (a folder of split Parquet files)."""
+    import polars as pl
+
+    if not isinstance(data, pl.DataFrame):
+        return str(data)
+    table = load(data)
+    out = folder / name
+    out.mkdir()
+    for split in table["split"].unique().to_list():
+        part = table.filter(pl.col("split") == split)
+        part.select(input=pl.col("x").list.join(" "), output=pl.col("y").list.join(" ")) \
+            .write_parquet(out / f"{split}.parquet")
+    return str(out)
+
+
+def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | None:
+    import polars as pl
+
+    if rows is None or not isinstance(rows, pl.DataFrame):
+        return None if rows is None else str(rows)
+    from compgen.io import write_samples_tsv
+
+    path = folder / "augment.tsv"
+    write_samples_tsv(path, _pairs(load(rows)))
+    return str(path)
+
+
+def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
+                    augment: PathLike | pl.DataFrame | None = None, config: str | None = None,
+                    epochs: int | None = None, p_aug: float | None = None, seed: int = 0,
+                    label: str | None = None, data_dir: PathLike | None = None) -> dict:
+    """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
+    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...)."""
+    from compgen.train_seq2seq import train_predictor as train
+
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
+        return train(_as_path(data, Path(tmp), "data"), config, output,
+                     augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
+                     data_dir=data_dir, epochs=epochs, label=label,
+                     log=lambda line: None)
+
+
+def train_generator(data: PathLike, output: PathLike, *, config: str | None = None,
+                    max_steps: int | None = None, epochs: int | None = None,
+                    data_dir: PathLike | None = None) -> Any:
+    """Train an R&R generator (``compgen train generator``) on ``data``; returns the
+    training result."""
+    from compgen.checkpoint import default_preset, load_preset
+    from compgen.train import train_generator as train
+
+    preset = load_preset(config or default_preset("generator", str(data)))
+    return train(preset, str(data), output, data_dir=data_dir, max_steps=max_steps,
+                 epochs=epochs, progress=False, log=lambda line: None)
+
+
+def export(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
+    """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
+    manifest); returns the manifest."""
+    from compgen.export.generator import export_checkpoint
+
+    return export_checkpoint(Path(checkpoint), Path(output), **options)
+
+
+def sample(source: PathLike, n: int, *, backend: str | None = None, **options: Any) -> pl.DataFrame:
+    """Sample ``n`` pairs from a generator checkpoint or export folder (``backend``: onnx,
+    cpp, ...); the rows as a table (``split`` = ``sample``)."""
+    from compgen.data.table import make_table
+    from compgen.runtime.sampler import sample as run_sample
+
+    run = run_sample(source, backend, n=n, log=lambda line: None, **options)
+    return make_table([s.x for s in run.samples], [s.y for s in run.samples], "sample")
+
+
+def evaluate(model: PathLike, data: PathLike | pl.DataFrame | None = None, *,
+             beam: int = 0, data_dir: PathLike | None = None) -> pl.DataFrame:
+    """Exact match (and F1) of a predictor checkpoint or export folder on the test split
+    of ``data`` (default: the data it was trained on): one row per evaluation set."""
+    import polars as pl
+
+    from compgen.evaluate import evaluate_predictor
+
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
+        name = None if data is None else _as_path(data, Path(tmp), "data")
+        return pl.DataFrame(evaluate_predictor(model, name, data_dir, beam))
+
+
+def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *,
+                discount_fallback: bool = False) -> Path:
+    """Estimate a modified Kneser-Ney n-gram model with lmplz (``compgen lm train``)."""
+    from compgen.lm.kenlm_tools import train_lm
+
+    return train_lm(corpus, output, order, discount_fallback=discount_fallback)
+
+
+def perplexity(model: PathLike, sentences: list[str] | pl.Series) -> float:
+    """Perplexity of a KenLM model (ARPA or binary) on sentences (space-separated words)."""
+    import math
+
+    from compgen.lm.scorer import NgramScorer
+
+    sentences = list(sentences)
+    words = sum(len(s.split()) + 1 for s in sentences)   # + </s>
+    log10 = float(NgramScorer(model).score(sentences).sum())
+    return math.pow(10.0, -log10 / words)
