@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from compgen.errors import UserError, read_text
+
+# the bundled presets, found without importing compgen.checkpoint (and with it torch):
+# listing them takes a fraction of a second
+PRESET_DIR = Path(__file__).parent / "configs"
 
 
 def preset_table() -> list[dict]:
     """Every bundled preset: name, kind and the first line of its leading comment."""
     import tomllib
 
-    from compgen.checkpoint import CONFIG_DIR
-
     rows = []
-    for path in sorted(CONFIG_DIR.glob("*.toml")):
+    for path in sorted(PRESET_DIR.glob("*.toml")):
         text = read_text(path)
         comment = next((line.lstrip("# ").strip() for line in text.splitlines()
                         if line.startswith("#") and line.strip("# ")), "")
@@ -26,11 +29,10 @@ def preset_table() -> list[dict]:
 
 def preset_text(name: str) -> str:
     """The TOML text of a bundled preset."""
-    from compgen.checkpoint import CONFIG_DIR, preset_names
-
-    path = CONFIG_DIR / f"{name}.toml"
+    path = PRESET_DIR / f"{name}.toml"
     if not path.is_file():
-        raise UserError(f"unknown preset '{name}' (presets: {', '.join(preset_names())})")
+        names = sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+        raise UserError(f"unknown preset '{name}' (presets: {', '.join(names)})")
     return read_text(path)
 
 
@@ -79,3 +81,20 @@ def describe(path: str | Path) -> dict:
         "vocabulary": {"size": len(checkpoint.vocab), "tokens": " ".join(checkpoint.vocab.tokens[:40])},
         "training state": _training_state(checkpoint.train_state),
     }
+
+
+def sections_text(sections: dict, as_json: bool = False) -> str:
+    """``describe``'s sections as ``compgen inspect`` prints them: ``[title]`` and
+    ``key: value`` lines, or one JSON object; non-ASCII text (a Georgian vocabulary) as
+    itself, not as \\u escapes."""
+    if as_json:
+        return json.dumps(sections, indent=1, default=str, ensure_ascii=False) + "\n"
+    lines = []
+    for title, body in sections.items():
+        lines.append(f"[{title}]")
+        items = body.items() if isinstance(body, dict) else [("", ", ".join(map(str, body)))]
+        for key, value in items:
+            text = (json.dumps(value, default=str, ensure_ascii=False)
+                    if isinstance(value, dict | list) else str(value))
+            lines.append(f"  {key}: {text}" if key else f"  {text}")
+    return "\n".join(lines) + "\n"
