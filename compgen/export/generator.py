@@ -29,7 +29,6 @@ no artifact is written. Exported graphs are deterministic: test-time dropout
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -302,9 +301,9 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
         protos = pad_tuples(read_prototypes(tmp / "prototypes.txt", model.nproto)[:k],
                             model.nproto, k, width)
         figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
+        if earlier is not None and earlier.get("card"):   # the card's own text stays
+            manifest["card"] = earlier["card"]
         seal(tmp, manifest, figures, checkpoint, start)
-        if earlier is not None and (checkpoint / "README.md").is_file():  # not an artifact
-            shutil.copy2(checkpoint / "README.md", tmp / "README.md")
     return manifest
 
 
