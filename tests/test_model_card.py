@@ -40,4 +40,4 @@ def test_the_card_follows_the_manifest(tmp_path):
     assert card.endswith("## Notes\n\nMeasured here.\n") and card == render_card(folder)
     load_manifest(folder)   # the card and the manifest's text keep the folder valid
     set_card_text(folder, "")
-    assert render_card(folder).startswith("# copy: an R&R generator, exported\n")
+    assert render_card(folder).startswith("# generator: an R&R generator, exported\n")

@@ -104,9 +104,9 @@ def render_card(folder: str | Path, manifest: dict | None = None) -> str:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     text = (manifest.get("card") or {}).get("text", "").strip("\n")
     head, _, own = text.partition("\n## ")
-    if not head.startswith("# "):
-        head = f"# {folder.name}: {KINDS.get(manifest.get('kind', ''), 'a model')}, exported\n\n" \
-               + head
+    if not head.startswith("# "):   # named after its checkpoint: the folder may be staging
+        name = Path(manifest.get("source_checkpoint") or folder.name).stem
+        head = f"# {name}: {KINDS.get(manifest.get('kind', ''), 'a model')}, exported\n\n" + head
     config = manifest.get("config", {})
     model = manifest.get("model", {})
     lines = [head.strip("\n"), "", "## Export", "",
