@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from compgen.errors import UserError, read_text
+
+# the bundled presets, found without importing compgen.checkpoint (and with it torch):
+# listing them takes a fraction of a second
+PRESET_DIR = Path(__file__).parent / "configs"
 
 CSL_ABOUT = {
     "scan": "CSL as the reference runs it on SCAN: rules of up to 2 nonterminals, 4 latent states "
@@ -30,10 +35,8 @@ def preset_table() -> list[dict]:
     sentence of what it is for."""
     import tomllib
 
-    from compgen.checkpoint import CONFIG_DIR
-
     rows = []
-    for path in sorted(CONFIG_DIR.glob("*.toml")):
+    for path in sorted(PRESET_DIR.glob("*.toml")):
         text = read_text(path)
         lines = text.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("#")), len(lines))
@@ -51,13 +54,11 @@ def preset_table() -> list[dict]:
 
 def preset_text(name: str) -> str:
     """The TOML text of a bundled preset (for a CSL config, its settings written as TOML)."""
-    from compgen.checkpoint import CONFIG_DIR, preset_names
-
     if name.removeprefix("csl_") in CSL_ABOUT and name.startswith("csl_"):
         return _csl_text(name.removeprefix("csl_"))
-    path = CONFIG_DIR / f"{name}.toml"
+    path = PRESET_DIR / f"{name}.toml"
     if not path.is_file():
-        names = preset_names() + [f"csl_{n}" for n in CSL_ABOUT]
+        names = sorted(p.stem for p in PRESET_DIR.glob("*.toml")) + [f"csl_{n}" for n in CSL_ABOUT]
         raise UserError(f"unknown preset '{name}' (presets: {', '.join(names)})")
     return read_text(path)
 
@@ -122,3 +123,20 @@ def describe(path: str | Path) -> dict:
         "vocabulary": {"size": len(checkpoint.vocab), "tokens": " ".join(checkpoint.vocab.tokens[:40])},
         "training state": _training_state(checkpoint.train_state),
     }
+
+
+def sections_text(sections: dict, as_json: bool = False) -> str:
+    """``describe``'s sections as ``compgen inspect`` prints them: ``[title]`` and
+    ``key: value`` lines, or one JSON object; non-ASCII text (a Georgian vocabulary) as
+    itself, not as \\u escapes."""
+    if as_json:
+        return json.dumps(sections, indent=1, default=str, ensure_ascii=False) + "\n"
+    lines = []
+    for title, body in sections.items():
+        lines.append(f"[{title}]")
+        items = body.items() if isinstance(body, dict) else [("", ", ".join(map(str, body)))]
+        for key, value in items:
+            text = (json.dumps(value, default=str, ensure_ascii=False)
+                    if isinstance(value, dict | list) else str(value))
+            lines.append(f"  {key}: {text}" if key else f"  {text}")
+    return "\n".join(lines) + "\n"

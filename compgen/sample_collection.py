@@ -119,14 +119,20 @@ def most_probable(samples: list[Sample], n: int) -> list[Sample]:
     return sorted(samples, key=lambda s: rank_key(s.logprob))[:n]
 
 
+def describe_sampler(strategy: str, temperature: float) -> str:
+    """How candidates are drawn, in words: the temperature only where it is used."""
+    if strategy in ("greedy", "beam"):
+        return f"{strategy} search"
+    return f"{strategy} sampling at T {temperature:g}"
+
+
 def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tuple,
                      final: tuple, max_rounds: int, raise_temperature: bool,
                      log: Callable[[str], None], exhausted: bool = False) -> None:
     """Nothing accepted: NoSamples; fewer than ``n``: a warning naming what helps.
     ``exhausted``: a deterministic decoder went once through every selected tuple."""
-    sampler = (f"{asked[0]} sampling" if asked[0] in ("greedy", "beam")
-               else f"{asked[0]} sampling at T {asked[1]:g}") + (
-        f", raised to {final[0]} at T {final[1]:g}" if tuple(final) != tuple(asked) else "")
+    sampler = describe_sampler(*asked) + (
+        f", raised to {describe_sampler(*final)}" if tuple(final) != tuple(asked) else "")
     if exhausted:
         helps = ("every selected prototype tuple was decoded once, and a deterministic "
                  "decoder would only repeat them: --all-prototypes, --strategy mixed or "

@@ -148,3 +148,72 @@ def test_predictor_export_is_quiet_and_inspectable(tmp_path, small_scan):
     assert shown.returncode == 0, shown.stderr
     assert "type: export folder" in shown.stdout and "kind: seq2seq" in shown.stdout
     assert "greedy_identical" in shown.stdout and "[files]" in shown.stdout
+
+
+def test_listing_presets_imports_no_torch():
+    code = ("import sys\nfrom compgen.cli import main\nsys.argv = ['compgen', 'presets']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert proc.stderr.strip().splitlines()[-1] == "no torch", proc.stderr
+    assert "recombine_scan_cpu" in proc.stdout
+
+
+def test_bare_ray_means_a_local_cluster_and_takes_no_flag_as_its_value():
+    from compgen.cli.common import fill_optional_values, ray_address
+
+    assert fill_optional_values(["pipeline", "x", "--seeds", "0-4", "--ray"]) == [
+        "pipeline", "x", "--seeds", "0-4", "--ray", "local"]
+    assert fill_optional_values(["--ray", "--seeds", "0"]) == ["--ray", "local", "--seeds", "0"]
+    assert fill_optional_values(["--ray", "10.0.0.1:6379"]) == ["--ray", "10.0.0.1:6379"]
+    assert fill_optional_values(["--", "--ray"]) == ["--", "--ray"]
+    assert ray_address("local") is None and ray_address("ray://head:10001") == "ray://head:10001"
+    # every case stops with one error line before Ray starts
+    for args, message in (
+            (["pipeline", "no-such-run", "--seeds", "0", "--ray"],
+             "error: pipeline no-such-run: unknown run"),
+            (["pipeline", "jump-recomb2", "--ray", "--seeds", "0-x"], "error: --seeds '0-x'"),
+            (["pipeline", "jump-recomb2", "--ray", "not an address"], "error: --ray not an address"),
+            (["sample", "exported/scan-jump-recomb2", "--ray", "--ray-workers", "0"],
+             "error: --ray-workers must be >= 1")):
+        proc = compgen(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith(message) and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_pipeline_list_names_data_sets_as_data_list_does():
+    proc = compgen("pipeline", "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert "sigmorphon2018" not in proc.stdout
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("stem-corrupt-")]
+    assert line.split()[0] == "stem-corrupt-<lang>" and line.split()[-1] == "sigmorphon/<lang>"
+    assert {line.split()[-1].split("/")[0] for line in proc.stdout.splitlines()} == {
+        "scan", "sigmorphon"}
+
+
+def test_inspect_prints_non_ascii_text_as_itself():
+    import json
+
+    from compgen.inspection import sections_text
+
+    sections = {"vocabulary": {"size": 3, "tokens": "ბ ა ლ"},
+                "config": {"data": "sigmorphon/georgian", "target": ["ბ", "ა"]}}
+    text = sections_text(sections)
+    assert "tokens: ბ ა ლ" in text and 'target: ["ბ", "ა"]' in text and "\\u" not in text
+    assert json.loads(sections_text(sections, as_json=True)) == sections
+    assert "\\u" not in sections_text(sections, as_json=True)
+
+
+def test_sample_without_output_prints_the_samples_tsv(tmp_path):
+    """stdout is the same bytes as the -o file (its header included); the summary goes to
+    stderr, so `compgen sample ... > file` writes a samples TSV."""
+    args = ["sample", "exported/scan-jump-recomb2", "--n", "3", "--nsamples", "3",
+            "--batch-size", "32", "--max-rounds", "2", "--threads", "1", "--data-dir", str(tmp_path)]
+    out = tmp_path / "samples.tsv"
+    written = compgen(*args, "-o", str(out))
+    printed = compgen(*args)
+    assert written.returncode == printed.returncode == 0, printed.stderr
+    assert printed.stdout == out.read_text(encoding="utf-8")
+    assert printed.stdout.startswith("#x\ty\tlogprob\n") and len(printed.stdout.splitlines()) == 4
+    assert "3 samples in" in printed.stderr and "3 samples in" in written.stdout

@@ -2,6 +2,7 @@
 that judges samples."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,8 @@ def test_augment_and_evaluate_grammar(small_scan: Path, tmp_path: Path):
     result = run_cli("augment", "csl", "scan/jump", "--config", "scan", "-o", out, "--n", 300,
                      "--grammar-out", gram, "--steps", 10, "--threads", 1, "--data-dir", small_scan)
     assert result.returncode == 0, result.stderr
+    counts = re.findall(r"(\d+)/(\d+)", result.stderr)   # the bars, as drawn last
+    assert counts and all(done == total for done, total in counts), result.stderr
     for text in ("rules", "train derivable", "test derivable", "induce", "fit", "sample", "peak RSS MB"):
         assert text in result.stdout
     rules = read_grammar(gram)
@@ -50,6 +53,17 @@ def test_augment_and_evaluate_grammar(small_scan: Path, tmp_path: Path):
                         "--data-dir", small_scan)
     assert evaluated.returncode == 0, evaluated.stderr
     assert "parser exact match (test)" in evaluated.stdout
+
+
+def test_progress_bars_end_at_their_totals():
+    from compgen.cli.csl_report import csl_progress
+
+    with csl_progress() as progress:
+        progress("forests", 1000, 1234)     # the loops report every few hundred items
+        progress("fit", 5, 10)
+        bars = progress.bars
+        assert [t.completed for t in bars.tasks] == [1234, 5]   # a phase ends when the next starts
+    assert [t.completed for t in bars.tasks] == [1234, 10]
 
 
 def test_bad_input_is_one_error_line(tmp_path: Path, small_scan: Path):

@@ -63,7 +63,7 @@ def test_predictor_export_writes_a_validated_artifact(exported):
     _, folder, manifest = exported
     names = {p.name for p in folder.iterdir()}
     assert names == {"manifest.json", "model.ts", "encoder.onnx", "decoder_step.onnx",
-                     "vocab.json", "vocab.txt", "predictor.pt"}
+                     "vocab.json", "vocab.txt", "predictor.pt", "README.md"}   # README: the card
     assert manifest["kind"] == "seq2seq" and load_manifest(folder)["kind"] == "seq2seq"
     assert manifest["config"]["run"]["data"] == "scan/jump"
     parity = manifest["parity"]

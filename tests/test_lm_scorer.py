@@ -107,6 +107,26 @@ def test_weight_chosen_on_validation(models):
     assert scorer.weight == 0.0
 
 
+def test_lm_val_says_what_it_read_and_the_perplexities_it_compared(models, tmp_path):
+    from compgen.lm.rerank import LmRanking
+
+    spec = f"{models[0]},{models[1]}"
+    corpus = tmp_path / "val.txt"
+    corpus.write_text("b a\n" * 5, encoding="utf-8")
+    ranking = LmRanking.from_options(spec, val=str(corpus))
+    table = NgramScorer(*models, mix="token").choose_weight(["b a"] * 5)
+    line = ranking.weight_choice
+    assert line.startswith(f"--lm-val {corpus}: one sentence per line, 5 sentences; perplexity "
+                           "by token weight: ")
+    assert line.endswith(f" -> weight {ranking.scorer.weight:g}") and ranking.scorer.weight > 0
+    assert all(f"{w:g} {p:.4g}" in line for w, p in table.items())
+    pairs = tmp_path / "val.tsv"     # a data file: every row's side is read
+    pairs.write_text("x\tb a\n" * 3, encoding="utf-8")
+    line = LmRanking.from_options(spec, val=str(pairs)).weight_choice
+    assert line.startswith(f"--lm-val {pairs}: every row's y side, 3 sentences;")
+    assert LmRanking.from_options(spec, weight=0.5).weight_choice is None
+
+
 def test_eval_goes_through_the_scorer(models, tmp_path):
     corpus = tmp_path / "val.txt"
     corpus.write_text("a b\nb a\n", encoding="utf-8")

@@ -35,6 +35,9 @@ def compgen(*args):
 
 def test_evaluate_an_export_folder_with_onnx(exported, small_scan):
     ckpt, folder = exported
+    from compgen.export.card import render_card
+
+    assert (folder / "README.md").read_text(encoding="utf-8") == render_card(folder)  # its card
     eager = evaluate_predictor(ckpt, data_dir=small_scan)
     onnx = evaluate_predictor(folder, data_dir=small_scan, backend="onnx")
     strip = lambda rows: [{k: v for k, v in r.items() if k != "model"} for r in rows]
@@ -58,3 +61,28 @@ def test_predict_new_inputs_from_a_file(exported, small_scan, tmp_path):
     assert out.read_text(encoding="utf-8").splitlines() == expected
     proc = compgen("predict", str(folder), "--input", str(tmp_path / "missing.txt"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: --input")
+
+
+def test_predict_skips_the_header_of_a_samples_file(exported, small_scan, tmp_path):
+    """The README's recipe feeds a samples TSV (or its first column, cut) to predict: its
+    `#x<TAB>y<TAB>logprob` header is not an input."""
+    from compgen.io import read_inputs, write_samples_tsv
+
+    _, folder = exported
+    table = load_dataset("scan/jump", small_scan)
+    test = table.filter(table["split"] == "test")
+    pairs = list(zip(test["x"].to_list()[:5], test["y"].to_list()[:5], strict=True))
+    samples = tmp_path / "samples.tsv"
+    write_samples_tsv(samples, pairs, {"logprob": [-1.0] * 5})
+    assert samples.read_text(encoding="utf-8").startswith("#x\ty\tlogprob\n")
+    cut = tmp_path / "inputs.txt"     # cut -f1 samples.tsv > inputs.txt
+    cut.write_text("".join(line.split("\t")[0] + "\n"
+                           for line in samples.read_text(encoding="utf-8").splitlines()))
+    assert read_inputs(samples) == read_inputs(cut) == [x for x, _ in pairs]
+    for path in (samples, cut):
+        out = tmp_path / f"{path.stem}.predictions.tsv"
+        proc = compgen("predict", str(folder), "--input", str(path), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        lines = out.read_text(encoding="utf-8").splitlines()
+        assert [line.split("\t")[0] for line in lines] == [" ".join(x) for x, _ in pairs]
+        assert "5 predictions" in proc.stdout

@@ -84,6 +84,26 @@ def test_fewer_samples_than_asked_is_a_warning_with_the_count(one_torch_thread):
     (warning,) = lines
     assert warning.startswith("warning: 2 of the 50 samples asked for (--n)")
     assert "--max-rounds (now 5)" in warning and "--raise-temperature" in warning
+    assert "rounds (temperature sampling at T 2);" in warning
+
+
+def test_the_warning_names_the_search_that_ran_without_a_temperature(one_torch_thread):
+    """Beam search has no temperature: the warning does not quote the preset's."""
+    model, vocab = model_and_vocab(outdrop_test=False)
+    lines, seen = [], set()
+
+    def accept_first(tokens):
+        if seen:
+            return None
+        seen.add(tuple(tokens))
+        return tokens, []
+
+    torch.manual_seed(0)
+    collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
+                    n=10, strategy="beam", temperature=0.4, accept=accept_first, batch_size=4,
+                    max_rounds=3, log=lines.append)
+    (warning,) = lines
+    assert "rounds (beam search);" in warning and "0.4" not in warning
 
 
 def test_generator_refuses_a_predictor_preset(tmp_path):

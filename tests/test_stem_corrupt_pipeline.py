@@ -77,6 +77,17 @@ def test_paired_bootstrap_and_table():
     assert "Wins (best mean accuracy per language x size setting): umt+loss 1" in table
 
 
+def test_table_of_one_strategy_and_one_seed_has_no_empty_comparison():
+    rows = [{"lang": "x", "size": 0, "strategy": "none", "seed": 0, "accuracy": 0.1, "correct": [0, 1]},
+            {"lang": "x", "size": 8, "strategy": "random", "seed": 0, "accuracy": 0.2, "correct": [1, 0]}]
+    table = markdown(rows)
+    assert "(1 seed)" in table and "(1 seeds)" not in table
+    assert "UMT+LOSS - RANDOM" not in table      # random alone: nothing to compare
+    both = rows + [{**rows[1], "strategy": "umt+loss", "accuracy": 0.5, "correct": [1, 1]}]
+    (line,) = [line for line in markdown(both).splitlines() if line.startswith("* x:")]
+    assert line.startswith("* x: +50.0 — 8: +50.0 (p=") and line.endswith(", 1 seed)")
+
+
 def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
     from compgen.errors import UserError
     from compgen.export.generator import export_checkpoint

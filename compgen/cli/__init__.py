@@ -22,7 +22,13 @@ from compgen.cli import (  # noqa: F401
     stem_corrupt,
     train,
 )
-from compgen.cli.common import app, check_outputs_first, err_console, out_of_memory
+from compgen.cli.common import (
+    app,
+    check_outputs_first,
+    err_console,
+    fill_optional_values,
+    out_of_memory,
+)
 from compgen.cli.pipeline import parse_seeds
 from compgen.errors import Terminated, UserError
 
@@ -56,7 +62,8 @@ def main() -> None:
     check_outputs_first(command)
     try:
         check_address_space()
-        command(prog_name="compgen")  # also under `python -m compgen`: completion and usage
+        # prog_name: also under `python -m compgen`, for completion and usage
+        command(args=fill_optional_values(sys.argv[1:]), prog_name="compgen")
     except UserError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

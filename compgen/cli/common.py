@@ -30,6 +30,39 @@ def _global_options(
     """Compositional data augmentation: GECA, R&R generators, KenLM."""
 
 
+# Options whose value may be left out, and the value they take then (Typer's parser has no
+# optional values): `--seeds 0-4 --ray` starts a local Ray cluster.
+OPTIONAL_VALUES = {"--ray": "local"}
+
+
+def fill_optional_values(args: list[str]) -> list[str]:
+    """``args`` with the implied value after an option of ``OPTIONAL_VALUES`` that is
+    last or followed by another option (``--ray --seeds 0`` -> ``--ray local --seeds 0``)."""
+    out: list[str] = []
+    for i, word in enumerate(args):
+        if word == "--":
+            return out + args[i:]
+        out.append(word)
+        following = args[i + 1] if i + 1 < len(args) else None
+        if word in OPTIONAL_VALUES and (following is None or following.startswith("-")):
+            out.append(OPTIONAL_VALUES[word])
+    return out
+
+
+def ray_address(value: str) -> str | None:
+    """``--ray``'s value -> the address Ray connects to; None starts a cluster here."""
+    import re
+
+    from compgen.errors import UserError
+
+    if value in ("", "local"):
+        return None
+    if value == "auto" or re.fullmatch(r"(ray://)?[A-Za-z0-9_.\-]+:\d{1,5}", value):
+        return value
+    raise UserError(f"--ray {value}: expected local (start a cluster here; also --ray alone), "
+                    "auto (the cluster this machine belongs to), HOST:PORT or ray://HOST:PORT")
+
+
 DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_DATA or ~/.cache/compgen/data)")
 XField = typer.Option(None, "--x-field", help="JSONL/CSV/Parquet/headed-TSV data: the input field (default: x, input, source or src)")
 YField = typer.Option(None, "--y-field", help="JSONL/CSV/Parquet/headed-TSV data: the output field (default: y, output, target or tgt)")

@@ -15,18 +15,28 @@ from compgen.cli.common import err_console
 
 @contextlib.contextmanager
 def csl_progress() -> Iterator:
-    """A callback progress(phase, done, total) drawing one bar per phase on stderr."""
+    """A callback progress(phase, done, total) drawing one bar per phase on stderr.
+    The CSL loops report every few hundred items and run each phase to its end, so a
+    phase's bar is filled when the next phase starts or the command returns."""
     bars = Progress(TextColumn("{task.description:>15}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err_console, transient=False)
     tasks: dict[str, int] = {}
 
+    def finish() -> None:
+        for task in bars.tasks:
+            if task.total is not None and not task.finished:
+                bars.update(task.id, completed=task.total)
+
     def update(phase: str, done: int, total: int | None) -> None:
         if phase not in tasks:
+            finish()
             tasks[phase] = bars.add_task(phase, total=total)
         bars.update(tasks[phase], completed=done, total=total)
 
+    update.bars = bars   # for tests: the bars' state
     with bars:
         yield update
+        finish()
 
 
 def _fmt(value) -> str:

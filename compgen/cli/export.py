@@ -19,12 +19,20 @@ def export_cmd(
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
     seed: int = typer.Option(0, "--seed", help="seed of the stored prototype order"),
     prototypes: int = typer.Option(100_000, "--prototypes", help="generators: prototype tuples stored (sampling cycles through them; 25,600 = 200 rounds of 128)"),
+    card: Path | None = typer.Option(None, "--card", help="Markdown file: the model card's own text (a '# title' line, what the model is, then '## ' sections), kept in manifest.json; README.md is rendered from the manifest around it"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     from compgen.export.cpp_runner import build_runner
     from compgen.export.generator import export_checkpoint
 
+    card_text = None
+    if card is not None:
+        from compgen.errors import read_text
+
+        if not card.is_file():
+            raise UserError(f"--card {card}: no such file")
+        card_text = read_text(card)
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")
     if prototypes < 1:
@@ -49,5 +57,9 @@ def export_cmd(
                       f"{f['max_abs_logp_diff']:.2e}" if "max_abs_logp_diff" in f else "—")
     console.print(table)
     folder = output or Path("exported") / checkpoint.stem
+    if card_text is not None:
+        from compgen.export.card import set_card_text
+
+        set_card_text(folder, card_text)
     console.print(f"wrote {folder} ({', '.join(sorted(manifest['files']))}) "
                   f"in {manifest['export_seconds']:.1f} s")

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import DataDir, app, console, ray_address
 from compgen.errors import UserError
 
 
 @app.command("pipeline")
 def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
-    ray: str | None = typer.Option(None, "--ray", help="run the seeds as tasks on a Ray cluster at this address ('local': start one here)"),
+    ray: str | None = typer.Option(None, "--ray", help="run the seeds as Ray tasks: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT"),
     seeds: str = typer.Option("0", "--seeds", "--seed", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
     size: str = typer.Option("cpu", "--size", help="cpu (the *_cpu presets) | reference (the reference's sizes)"),
@@ -51,7 +51,7 @@ def pipeline_cmd(
     if list_runs or name is None:
         for run_name, run in RUNS.items():
             console.print(f"{run_name:32s} {run.label:28s} {run.data}", highlight=False, markup=False)
-        console.print(f"{'stem-corrupt-LANG':32s} {'STEM-CORRUPT + selection':28s} sigmorphon2018/LANG",
+        console.print(f"{'stem-corrupt-<lang>':32s} {'STEM-CORRUPT + selection':28s} sigmorphon/<lang>",
                       highlight=False, markup=False)
         return
     if name.startswith("stem-corrupt-"):
@@ -88,7 +88,8 @@ def pipeline_cmd(
         from compgen.pipelines.ray_seeds import run_seeds
 
         find_run(name)   # an unknown run name fails here, before Ray starts
-        rows = run_seeds(name, parse_seeds(seeds), opts, None if ray in ("", "local") else ray)
+        address, chosen = ray_address(ray), parse_seeds(seeds)   # both checked before Ray starts
+        rows = run_seeds(name, chosen, opts, address)
     else:
         rows = run_pipeline(name, parse_seeds(seeds), opts)
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)

@@ -7,13 +7,14 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import app, console
-from compgen.errors import UserError, read_text
+from compgen.errors import UserError
+from compgen.io import read_inputs
 
 
 @app.command("predict")
 def predict_cmd(
     model: Path = typer.Argument(..., help="predictor export folder (compgen export PRED.pt) or predictor checkpoint"),
-    input: Path = typer.Option(..., "--input", "-i", help="one input per line, tokens separated by spaces (a TSV's first column is the input)"),
+    input: Path = typer.Option(..., "--input", "-i", help="one input per line, tokens separated by spaces (a TSV's first column is the input; a samples file's #x header is skipped)"),
     output: Path | None = typer.Option(None, "-o", "--output", help="write input<TAB>prediction lines here (default: print them)"),
     backend: str | None = typer.Option(None, "--backend", help="export folders: onnx (default) | torchscript | torch"),
     beam: int = typer.Option(0, "--beam", help="beam width (0 = greedy)"),
@@ -27,12 +28,7 @@ def predict_cmd(
 
     if batch_size < 1 or beam < 0:
         raise UserError("--batch-size must be >= 1 and --beam >= 0")
-    if not input.is_file():
-        raise UserError(f"--input {input}: no such file")
-    sources = [line.split("\t", 1)[0].split() for line in read_text(input).splitlines()]
-    sources = [s for s in sources if s]
-    if not sources:
-        raise UserError(f"--input {input}: no inputs (empty file)")
+    sources = read_inputs(input)
     predict_sources, _, _ = predictor_source(model, backend, beam, batch_size, threads)
     lines = [f"{' '.join(s)}\t{' '.join(p)}" for s, p in zip(sources, predict_sources(sources))]
     if output is None:

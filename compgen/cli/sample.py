@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console, err_console
+from compgen.cli.common import DataDir, app, console, err_console, ray_address
 from compgen.errors import UserError
 
 
@@ -40,7 +43,7 @@ def sample_cmd(
     lm_side: str = typer.Option("y", "--lm-side", help="what the LM reads: y | x | xy (x <sep> y)"),
     rerank: str = typer.Option("model", "--rerank", help="order before the N best are kept: model (logprob) | lm (lm_logprob) | sum (both, in nats)"),
     min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
-    ray: str | None = typer.Option(None, "--ray", help="shard decoding over a Ray cluster at this address ('local': start one here); same file as one process"),
+    ray: str | None = typer.Option(None, "--ray", help="shard decoding over Ray: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT; same file as one process"),
     ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
     data_dir: Path | None = DataDir,
 ) -> None:
@@ -63,6 +66,8 @@ def sample_cmd(
     # loads the LM files now: a missing or corrupt model stops before any decoding
     ranking = LmRanking.from_options(lm, lm_weight, lm_side, lm_mix, rerank, min_lm_logprob,
                                      lm_val, data_dir)
+    if ranking is not None and ranking.weight_choice:
+        err_console.print(ranking.weight_choice, highlight=False, markup=False, soft_wrap=True)
     factory = None
     if ray is not None:
         import os
@@ -71,39 +76,44 @@ def sample_cmd(
 
         if ray_workers is not None and ray_workers < 1:
             raise UserError("--ray-workers must be >= 1")
+        address = ray_address(ray)
         import_ray()
-        address = None if ray in ("", "local") else ray
         factory = RayDecoderFactory(address, ray_workers or (
             (os.cpu_count() or 2) if address is None else 2))
     elif ray_workers is not None:
         raise UserError("--ray-workers needs --ray")
     from compgen.sample_collection import Tally
 
+    # without -o the samples TSV goes to stdout, the same bytes as the -o file: written to
+    # a private temporary file first; the summary lines then go to stderr
+    scratch = tempfile.TemporaryDirectory(prefix="compgen-sample-") if output is None else None
+    report = console if output is not None else err_console
+    target = output or Path(scratch.name) / "samples.tsv"
     tally = Tally()
-    with sampling_progress(tally):
-        run = sample(checkpoint, backend, out=output, data_dir=data_dir, lm=ranking,
-                     decoder_factory=factory, tally=tally,
-                     log=lambda line: err_console.print(line, highlight=False, markup=False),
-                     n=n, strategy=strategy, temperature=temperature, resample=resample,
-                     rare=rare, nsamples=nsamples, batch_size=batch_size, seed=seed,
-                     threads=threads, max_rounds=max_rounds, rare_prototypes=rare_prototypes,
-                     prototype_cut=prototype_cut, raise_temperature=raise_temperature or None,
-                     test_dropout=test_dropout, beam_width=beam_width, precision=precision)
-    if output is None:
-        for s in run.samples:
-            lm_column = "" if s.lm_logprob is None else f"\t{s.lm_logprob:.4f}"
-            console.print(f"{' '.join(s.x)}\t{' '.join(s.y)}\t{s.logprob:.4f}{lm_column}",
-                          highlight=False, markup=False, soft_wrap=True)
+    with scratch or contextlib.nullcontext():
+        with sampling_progress(tally):
+            run = sample(checkpoint, backend, out=target, data_dir=data_dir, lm=ranking,
+                         decoder_factory=factory, tally=tally,
+                         log=lambda line: err_console.print(line, highlight=False, markup=False),
+                         n=n, strategy=strategy, temperature=temperature, resample=resample,
+                         rare=rare, nsamples=nsamples, batch_size=batch_size, seed=seed,
+                         threads=threads, max_rounds=max_rounds,
+                         rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
+                         raise_temperature=raise_temperature or None,
+                         test_dropout=test_dropout, beam_width=beam_width, precision=precision)
+        if output is None:
+            sys.stdout.buffer.write(target.read_bytes())
+            sys.stdout.flush()
     details = [f"{run.decode_seconds:.1f} s decoding"] if run.decode_seconds is not None else []
     if run.decoded:
         details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
                        f", {tally.accepted / run.decoded:.1%} accepted")
     details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
-    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s ({'; '.join(details)})"
+    report.print(f"{len(run.samples)} samples in {run.seconds:.1f} s ({'; '.join(details)})"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:
         scorer = ranking.scorer
-        console.print(f"{ranking.describe()}: {scorer.sentences} sentences scored in "
+        report.print(f"{ranking.describe()}: {scorer.sentences} sentences scored in "
                       f"{scorer.seconds:.3f} s ({scorer.sentences / max(scorer.seconds, 1e-9):,.0f}"
                       f" sentences/s, {scorer.seconds / max(run.seconds, 1e-9):.1%} of the "
                       "sampling time)", highlight=False, markup=False)
@@ -111,7 +121,7 @@ def sample_cmd(
 
     quality = scan_quality(run, data_dir)
     if quality:
-        console.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
+        report.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
                       f"command {quality['uses_primitive_in_new_command_share']:.1%}, correct SCAN "
                       f"pairs {quality['correct_share']:.1%}", highlight=False, markup=False)
 

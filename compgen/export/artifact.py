@@ -101,7 +101,8 @@ def staged_folder(out: Path):
 
 def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: float) -> None:
     """Refuse a folder whose parity figures fail; otherwise record them, the checksum of
-    every file and the export time in ``manifest.json`` (written last)."""
+    every file and the export time in ``manifest.json`` (written last, then the model card
+    rendered from it)."""
     bad = parity_failures(figures)
     if bad:
         raise UserError(f"export of {checkpoint} failed validation: " + "; ".join(bad))
@@ -109,10 +110,13 @@ def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: f
     manifest["files"] = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
     manifest["export_seconds"] = round(time.perf_counter() - start, 2)
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    from compgen.export.card import write_card
+
+    write_card(folder, manifest)   # README.md, from the manifest just written
 
 
 MAX_DECODE_LEN = 10_000   # no SCAN, SIGMORPHON or COGS output comes near this many tokens
-NOT_LISTED = {"manifest.json", "README.md"}   # README.md: written beside a shipped folder
+NOT_LISTED = {"manifest.json", "README.md"}   # README.md: the card rendered from the manifest
 
 
 def read_manifest(folder) -> dict:

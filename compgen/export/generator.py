@@ -29,7 +29,6 @@ no artifact is written. Exported graphs are deterministic: test-time dropout
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -292,9 +291,9 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
                             model.nproto, k, width)
         figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
         manifest["load_check"] = as_manifest(greedy_rows(tmp, manifest))
+        if earlier is not None and earlier.get("card"):   # the card's own text stays
+            manifest["card"] = earlier["card"]
         seal(tmp, manifest, figures, checkpoint, start)
-        if earlier is not None and (checkpoint / "README.md").is_file():  # not an artifact
-            shutil.copy2(checkpoint / "README.md", tmp / "README.md")
     return manifest
 
 

@@ -37,6 +37,7 @@ class LmRanking:
     rerank: str = "model"
     min_logprob: float | None = None
     cache: dict = field(default_factory=dict)   # (x, y) tuples -> lm_logprob
+    weight_choice: str | None = None   # how --lm-val chose the weight, for the log
 
     @classmethod
     def from_options(cls, lm: str | None, weight: float | None = None, side: str = "y",
@@ -63,7 +64,15 @@ class LmRanking:
             if val is None:
                 raise UserError("--lm BASE,AUG: give the mixture weight (--lm-weight) or a "
                                 "validation corpus to choose it on (--lm-val)")
-            scorer.choose_weight(validation_sentences(val, side, data_dir))
+            sentences = validation_sentences(val, side, data_dir)
+            table = scorer.choose_weight(sentences)
+            source = ("one sentence per line" if Path(val).suffix == ".txt" else
+                      f"every row's {side} side" if Path(val).is_file() else
+                      f"the train split's {side} side")
+            choice = (f"--lm-val {val}: {source}, {len(sentences):,} sentences; perplexity by "
+                      f"{mix} weight: " + ", ".join(f"{w:g} {p:.4g}" for w, p in table.items())
+                      + f" -> weight {scorer.weight:g}")
+            return cls(scorer, side, rerank, min_logprob, weight_choice=choice)
         elif val is not None:
             raise UserError("--lm-val chooses the weight of an augmented model: "
                             "--lm BASE,AUG without --lm-weight")

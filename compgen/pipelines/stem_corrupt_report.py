@@ -47,6 +47,10 @@ def paired_bootstrap(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]], sam
     return float(diff.mean() * 100), float((resampled <= 0).mean())
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 def markdown(rows: Sequence[dict]) -> str:
     stats = summary(rows)
     by_key = {(s["lang"], s["size"], s["strategy"]): s for s in stats}
@@ -57,15 +61,14 @@ def markdown(rows: Sequence[dict]) -> str:
         base = by_key.get((lang, 0, BASELINE))
         if base:
             lines.append(f"| {lang} | 0 (gold only) | {base['mean']:.1f} ± {base['std']:.1f} "
-                         f"({base['seeds']} seeds) |" + " |" * (len(strategies) - 1))
+                         f"({_seeds(base['seeds'])}) |" + " |" * (len(strategies) - 1))
         for size in sorted({s["size"] for s in stats if s["lang"] == lang and s["size"] > 0}):
             cells = []
             for strategy in strategies:
                 s = by_key.get((lang, size, strategy))
                 cells.append(f"{s['mean']:.1f} ± {s['std']:.1f} ({s['seeds']})" if s else "")
             lines.append(f"| {lang} | {size} | " + " | ".join(cells) + " |")
-    lines += ["", ("UMT+LOSS - RANDOM (points, mean over the sizes run; paired bootstrap "
-                   "p = share of resamples where UMT+LOSS does not win):"), ""]
+    comparisons = []
     groups = _groups(rows)
     for lang in sorted({s["lang"] for s in stats}):
         diffs, ps = [], []
@@ -78,9 +81,12 @@ def markdown(rows: Sequence[dict]) -> str:
             d, p = paired_bootstrap([r["correct"] for r in a if r["seed"] in seeds],
                                     [r["correct"] for r in b if r["seed"] in seeds])
             diffs.append(d)
-            ps.append(f"{size}: {d:+.1f} (p={p:.2f}, {len(seeds)} seeds)")
+            ps.append(f"{size}: {d:+.1f} (p={p:.2f}, {_seeds(len(seeds))})")
         if diffs:
-            lines.append(f"* {lang}: {np.mean(diffs):+.1f} — " + "; ".join(ps))
+            comparisons.append(f"* {lang}: {np.mean(diffs):+.1f} — " + "; ".join(ps))
+    if comparisons:   # only when both strategies ran on the same seeds
+        lines += ["", ("UMT+LOSS - RANDOM (points, mean over the sizes run; paired bootstrap "
+                       "p = share of resamples where UMT+LOSS does not win):"), "", *comparisons]
     wins: Counter = Counter()
     for lang, size in {(s["lang"], s["size"]) for s in stats if s["size"] > 0}:
         cands = [s for s in stats if s["lang"] == lang and s["size"] == size]

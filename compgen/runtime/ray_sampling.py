@@ -23,6 +23,7 @@ Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -52,6 +53,10 @@ def start_ray(address: str | None, workers: int):
     # workers import this very compgen, whatever the cluster's Python path says
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
         p for p in (source, os.environ.get("PYTHONPATH")) if p)}}
+    # Ray says on every start that token authentication (its default) is on: not a line
+    # for compgen's users, who did not choose it
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
     if not ray.is_initialized():
         kwargs = {"num_cpus": workers} if not address else {}
         ray.init(address=address or None, runtime_env=env, include_dashboard=False,
