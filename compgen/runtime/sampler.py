@@ -273,6 +273,8 @@ def filter_spec(filt, vocab: Vocab) -> dict:
         spec["rule"] = ["contains"] + [ids.get(t, -1) for t in rule.phrase]
     elif getattr(rule, "tags", None) is not None:
         spec["rule"] = ["tags"] + [ids[t] for t in rule.tags if t in ids]
+    elif getattr(rule, "tokens", None) is not None:   # any of these tokens, either side
+        spec["rule"] = ["any"] + sorted(ids[t] for t in rule.tokens if t in ids)
     else:
         raise UserError("--backend cpp: this resampling rule has no C++ form; use onnx")
     return spec

@@ -56,7 +56,7 @@ struct Job {
   bool raise_temperature = false, raw = false, zero_latent = false;
   // filter
   bool novel = true, morphology = false;
-  std::string rule = "none";  // none | contains | tags
+  std::string rule = "none";  // none | contains | tags | any
   Ids rule_ids, train_tags;
   std::vector<char> is_tag, tag_shaped;  // per vocabulary id (morphology)
   compgen::LmJob lm;                     // n-gram scores, floor and rerank
@@ -257,6 +257,12 @@ class Filter {
         if (!tags_.count(t)) return false;
     }
     if (job_.rule == "contains" && !contains(x, job_.rule_ids)) return false;
+    if (job_.rule == "any") {  // compgen.resample.any_token_rule
+      bool any = false;
+      for (auto t : x) any = any || wanted_.count(t);
+      for (auto t : y) any = any || wanted_.count(t);
+      if (!any) return false;
+    }
     if (job_.rule == "tags") {
       if (!morph_ok) return false;
       bool any = false;
