@@ -174,8 +174,13 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
-    for option, given in (("--rare-prototypes", options.rare_prototypes),
-                          ("--prototype-cut", options.prototype_cut != "mean")):
+    from compgen.neighborhoods.user_data import export_prototype_options
+
+    stored = export_prototype_options(config)  # user data: what the stored tuples were drawn by
+    for option, given in (("--rare-prototypes",
+                           options.rare_prototypes != stored.get("rare_prototypes", False)),
+                          ("--prototype-cut",
+                           options.prototype_cut != stored.get("prototype_cut", "mean"))):
         if given:
             raise UserError(f"{option}: an export decodes the prototype tuples stored at "
                             "export time; sample the checkpoint instead")
