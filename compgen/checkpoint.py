@@ -94,9 +94,12 @@ def apply_overrides(config: dict, overrides: dict) -> dict:
 
 def default_preset(kind: str, data: str) -> str:
     """The preset a command uses without --config: the CPU size of the data set's task
-    (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` otherwise; ``seq2seq_*``
-    for predictors)."""
+    (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` for SCAN,
+    ``recombine_generic_cpu`` for a generator on any other data; ``seq2seq_*`` for
+    predictors)."""
     task = "sig" if str(data).startswith("sigmorphon") else "scan"
+    if kind == "generator" and not str(data).startswith(("scan/", "sigmorphon")):
+        return "recombine_generic_cpu"
     return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
 
 

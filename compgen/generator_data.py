@@ -2,7 +2,9 @@
 
 scan: the reference's neighbourhoods of every training example, shuffled and cut into
 floor(0.9 n) train / floor(0.1 n) dev; sigmorphon: the few-shot splits' stored
-neighbourhoods (train split for training, val_hard for dev).
+neighbourhoods (train split for training, val_hard for dev); any other data (the user's
+x<TAB>y pairs): the similarity-based neighbourhoods of ``compgen.neighborhoods.generic``,
+cut like scan's, and a ``snapshot`` of what sampling needs (``neighborhoods.user_data``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class GeneratorData:
     task: str            # "scan" | "sig"
     split_name: str
     table: pl.DataFrame  # the example table (train/test/... rows)
+    snapshot: dict | None = None  # user data: recorded in the checkpoint for sampling
 
 
 def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed: int,
@@ -36,13 +39,8 @@ def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed
     vocab = Vocab.from_table(train_rows)
     triples = scan_neighborhood(table, split_name, seed)
     sets = prototype_sets(triples, nproto)
-    items = list(zip(sets["x"].to_list(), sets["protos"].to_list()))
-    # the reference: shuffle, floor(0.9 n) train / floor(0.1 n) dev
-    order = np.random.default_rng(seed).permutation(len(items))
-    n_train = math.floor((1 - dev_fraction) * len(items))
-    n_dev = math.floor(dev_fraction * len(items))
-    train = [items[i] for i in order[:n_train]]
-    dev = [items[i] for i in order[n_train:n_train + n_dev]]
+    train, dev = _split_items(list(zip(sets["x"].to_list(), sets["protos"].to_list())), seed,
+                              dev_fraction)
     return GeneratorData(vocab, train, dev, "scan", split_name, table)
 
 
@@ -71,17 +69,54 @@ def _sig_generator_data(table: pl.DataFrame, name: str, nproto: int) -> Generato
     return GeneratorData(vocab, train, dev, "sig", name, table)
 
 
-def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
-                   data_dir=None) -> GeneratorData:
-    from compgen.data import load_dataset
+def _split_items(items: list, seed: int, dev_fraction: float) -> tuple[list, list]:
+    """The reference's split: shuffle, floor(0.9 n) train / floor(0.1 n) dev."""
+    order = np.random.default_rng(seed).permutation(len(items))
+    n_train = math.floor((1 - dev_fraction) * len(items))
+    n_dev = math.floor(dev_fraction * len(items))
+    return ([items[i] for i in order[:n_train]],
+            [items[i] for i in order[n_train:n_train + n_dev]])
 
+
+def _user_generator_data(data: str, nproto: int, seed: int, dev_fraction: float, data_dir,
+                         neighborhood: str, similarity: str, max_missing: int) -> GeneratorData:
+    from compgen.neighborhoods import prototype_sets, unique_generative_data
+    from compgen.neighborhoods.generic import generic_neighborhood
+    from compgen.neighborhoods.user_data import make_snapshot, read_user_pairs
+
+    train_rows = read_user_pairs(data, data_dir)
+    try:
+        triples = generic_neighborhood(unique_generative_data(train_rows), seed, neighborhood,
+                                       similarity, max_missing)
+    except ValueError as exc:
+        raise UserError(f"[train] {exc}") from None
+    if triples.height == 0:
+        raise UserError(f"--data {data}: no datum has a prototype with similarity > 0.5 "
+                        f"({neighborhood}, {similarity}); the data are too unlike each other "
+                        "for the recombination recipe")
+    sets = prototype_sets(triples, nproto)
+    train, dev = _split_items(list(zip(sets["x"].to_list(), sets["protos"].to_list())), seed,
+                              dev_fraction)
+    return GeneratorData(Vocab.from_table(train_rows), train, dev, "scan", data, train_rows,
+                         make_snapshot(train_rows, triples, neighborhood, similarity, max_missing))
+
+
+def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
+                   data_dir=None, neighborhood: str = "long-short",
+                   similarity: str = "levenshtein", max_missing: int = 2) -> GeneratorData:
+    """Training items of ``data``: SCAN and SIGMORPHON by the reference's procedures,
+    anything else (a file or folder of x<TAB>y pairs) by the generic recipe
+    (``neighborhood``, ``similarity``, ``max_missing``: ``compgen.neighborhoods.generic``)."""
+    from compgen.data import load_dataset
+    from compgen.neighborhoods.user_data import is_user_data
+
+    if is_user_data(data):
+        return _user_generator_data(data, nproto, seed, dev_fraction, data_dir, neighborhood,
+                                    similarity, max_missing)
     table = load_dataset(data, data_dir)
     if data.startswith("scan/"):
         return _scan_generator_data(table, data.split("/", 1)[1], nproto, seed, dev_fraction)
-    if data.startswith("sigmorphon/"):
-        return _sig_generator_data(table, data, nproto)
-    raise UserError(f"--data {data}: generators train on scan/<split> or "
-                    "sigmorphon/<lang>/hints-<h>.<i>")
+    return _sig_generator_data(table, data, nproto)
 
 
 def encode_items(items: list, vocab: Vocab) -> list:

@@ -31,6 +31,9 @@ DEFAULT_SCAN_RARE = {"jump": "jump", "turn_left": "turn left", "around_right": "
                      "right": "right", "opposite_right": "opposite right",
                      "jump_around_right": "jump around right"}
 RARE_TAG_MAX = 20  # tags with training count in (1, RARE_TAG_MAX] are rare (reference HEAD)
+# any other data: a token is rare when at most this share of the distinct training pairs
+# (and at least one) hold it
+RARE_TOKEN_SHARE = 0.01
 
 
 # ------------------------------------------------------------------ shape of a datum
@@ -121,6 +124,27 @@ def rare_tag_rule(tags: Iterable[str]) -> Rule:
         parts = split_morph(x)
         return parts is not None and any(t in wanted for t in parts[1])
     rule.tags = wanted  # what the C++ runner needs to apply the same rule
+    return rule
+
+
+def rare_tokens(pairs: Iterable[tuple[Sequence[str], Sequence[str]]],
+                share: float = RARE_TOKEN_SHARE) -> list[str]:
+    """Tokens of data that are neither SCAN nor SIGMORPHON held by at most
+    ``max(1, floor(share * N))`` of the N distinct training pairs (either side, once per
+    pair), sorted: 1 % of the pairs by default (SCAN jump's ``jump`` is in 1 of 13,204)."""
+    distinct = {(tuple(x), tuple(y)) for x, y in pairs}
+    limit = max(1, int(share * len(distinct)))
+    counts = Counter(t for x, y in distinct for t in set(x) | set(y))
+    return sorted(t for t, c in counts.items() if c <= limit)
+
+
+def any_token_rule(tokens: Iterable[str]) -> Rule:
+    """Keep d iff its input or output holds one of ``tokens``."""
+    wanted = frozenset(tokens)
+
+    def rule(x, y):
+        return any(t in wanted for t in x) or any(t in wanted for t in y)
+    rule.tokens = wanted  # what the C++ runner needs to apply the same rule
     return rule
 
 

@@ -196,6 +196,10 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
 
     train = table.filter(pl.col("split") == "train")
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
+    if config.get("data_snapshot") is not None:  # the user's own data
+        from compgen.neighborhoods.user_data import user_filter
+
+        return user_filter(config, train, pairs, resample, rare)
     scan = config["data"].startswith("scan/")
     rule = None
     if resample == "rare":

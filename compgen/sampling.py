@@ -198,7 +198,11 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     length cut of its prototypes, ``mean`` (the reference's code), ``mean+std`` (the
     paper's text) or ``none`` (any length)."""
     from compgen import neighborhoods as nb
+    from compgen.neighborhoods.user_data import has_snapshot, user_prototype_source
 
+    if has_snapshot(config):  # the user's own data: Omega from the recorded pairs
+        return user_prototype_source(config, table, nproto, seed, resample, rare,
+                                     rare_prototypes, prototype_cut)
     data_name = config["data"]
     rng = np.random.default_rng(seed)
     scan = data_name.startswith("scan/")
@@ -239,8 +243,8 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     the checkpoint's ``outdrop_test`` (dropout on the decoder state while sampling, the
     scan reference's source of diversity)."""
     from compgen.checkpoint import load_generator
-    from compgen.data import load_dataset
     from compgen.io import write_samples_tsv
+    from compgen.neighborhoods.user_data import has_snapshot, training_table
 
     if options is None and asked.get("strategy") is not None:
         check_strategy(asked["strategy"])  # before the checkpoint is loaded
@@ -251,8 +255,9 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
         torch.set_num_threads(options.threads)
     if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told
         model.outdrop_test = options.test_dropout
-    table = load_dataset(config["data"], data_dir)
-    if options.resample == "rare" and not config["data"].startswith("scan/"):
+    table = training_table(config, data_dir)  # user data: the pairs the checkpoint records
+    if options.resample == "rare" and not (config["data"].startswith("scan/")
+                                           or has_snapshot(config)):
         check_sig_rare(options.rare, table, config["data"])
     accept = make_filter(config, table, options.resample, options.rare).accept
     if lm is not None:   # compgen.lm.rerank.LmRanking: n-gram filter, scores and rerank

@@ -410,9 +410,12 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     model_cfg = read_section(RecombineConfig, config.get("model", {}), "[model]",
                              skip=("vocab_size",))
     prepared = prepared or generator_data(data, model_cfg.nproto, given.seed,
-                                          settings.dev_fraction, data_dir)
+                                          settings.dev_fraction, data_dir, settings.neighborhood,
+                                          settings.similarity, settings.max_missing)
     config = {**config, "train": {**config.get("train", {}), "epochs": settings.epochs},
               "kind": "recombine", "data": data}
+    if prepared.snapshot is not None:  # user data: what sampling needs, in the checkpoint
+        config["data_snapshot"] = prepared.snapshot
     config["model"] = {**config["model"], "variant": prepared.task}
 
     run = _GeneratorRun(config, settings, prepared, saved.vocab if saved else prepared.vocab, out,

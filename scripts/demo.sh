@@ -70,8 +70,9 @@ record "predictor baseline vs + GECA ($epochs epochs)" "exact match $base_em -> 
 
 section "3. the shipped R&R generator: sampling on every backend" \
   "$shipped: recomb-2 with copying, H 256, trained 64 min on one core (model card: its README.md)." \
-  "Beam search over prototype pairs of the training data, commands with 'jump' kept, the most" \
-  "probable ones ranked first by the generator; a sample is 'correct' when the" \
+  "Beam search over the stored prototype pairs that hold 'jump' (the others could not give a" \
+  "kept sample: 'decoded' counts the candidates, 'accepted' the share the filter kept), the" \
+  "most probable ranked first by the generator; a sample is 'correct' when the" \
   "full SCAN grammar maps its command to its actions. samples/s counts the samples kept, with" \
   "model loading excluded and filtering included. The C++ runner is built once (~1 min)."
 t=$(date +%s)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compgen.runtime.sampler import BACKENDS, sample_exported
-from compgen.sample_collection import scan_quality
+from compgen.sample_collection import Tally, scan_quality
 
 
 def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | None,
@@ -26,14 +26,16 @@ def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | Non
     for backend in backends:
         out = out_dir / f"samples.{backend}.tsv" if out_dir else None
         start = time.perf_counter()
+        tally = Tally()
         run = sample_exported(folder, n, backend=backend, threads=threads, out=out, log=log,
-                              nsamples=nsamples, resample=resample)
+                              nsamples=nsamples, resample=resample, tally=tally)
         wall = time.perf_counter() - start
         quality = scan_quality(run) or {}
         rows.append({
             "backend": backend, "samples": len(run.samples),
             "sampling_seconds": round(run.seconds, 2), "wall_seconds": round(wall, 2),
             "samples_per_second": round(len(run.samples) / max(run.seconds, 1e-9), 2),
+            "decoded": tally.decoded, "acceptance": tally.accepted / max(tally.decoded, 1),
             "novel_share": quality.get("novel_share"),
             "correct_share": quality.get("correct_share"),
             "command": (f"python -m compgen sample {folder} --backend {backend} --n {n} "
@@ -59,10 +61,12 @@ def main() -> None:
                                 args.backends.split(","), args.nsamples, args.resample)
     kept = f"the {args.n} most probable of {args.nsamples}" if args.nsamples else f"{args.n}"
     table = Table(title=f"{args.folder}: {kept} beam samples per backend")
-    for col in ("backend", "samples", "seconds", "samples/s", "novel", "correct"):
+    for col in ("backend", "samples", "decoded", "accepted", "seconds", "samples/s", "novel",
+                "correct"):
         table.add_column(col, justify="left" if col == "backend" else "right")
     for r in rows:
-        table.add_row(r["backend"], str(r["samples"]), f"{r['sampling_seconds']:.1f}",
+        table.add_row(r["backend"], str(r["samples"]), f"{r['decoded']:,}",
+                      f"{r['acceptance']:.1%}", f"{r['sampling_seconds']:.1f}",
                       f"{r['samples_per_second']:.1f}", f"{r['novel_share']:.1%}",
                       f"{r['correct_share']:.1%}")
     console = Console()

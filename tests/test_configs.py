@@ -20,8 +20,9 @@ from compgen.train import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_KEYS = ("batch_size, checkpoint_seconds, dev_fraction, epochs, fused_decoder, gradnorm, "
-              "length_buckets, log_every, lr, lrdecay, native_loops, packed_encoder, pad_chains, patience, "
-              "precision, prefetch, restore_best, seed, threads, unique_prototypes")
+              "length_buckets, log_every, lr, lrdecay, max_missing, native_loops, neighborhood, "
+              "packed_encoder, pad_chains, patience, precision, prefetch, restore_best, seed, "
+              "similarity, threads, unique_prototypes")
 
 
 def compgen(*args, cwd):

@@ -107,8 +107,10 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
                         "--n", "8", "--threads", "1", "-o", str(out)], system_tmp)
         assert bf16.returncode == 0, bf16.stderr
     # torch makes its compiler's cache folder in the temp dir when an optimizer is built
-    # (training); a compgen process keeps it in the user's cache
-    subprocess.run([sys.executable, "-c", ("import compgen, torch; "
+    # (training); compgen's trainers point it at the user's cache first, as here (importing
+    # compgen alone changes no environment variable)
+    subprocess.run([sys.executable, "-c", ("import torch; from compgen.io import "
+                                           "keep_torch_compiler_cache as keep; keep(); "
                                            "torch.optim.Adam(torch.nn.Linear(2, 2).parameters())")],
                    env=temp_env(system_tmp), check=True)
     # onnxruntime's own library writes one fixed-name file, ".ses", into the temp folder

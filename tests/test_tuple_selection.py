@@ -2,21 +2,32 @@
 hold the rare phrase (by default with --resample rare), each decoded once by a
 deterministic strategy; the same samples on every backend."""
 
+import json
 import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compgen.errors import UserError
 from compgen.export.cpp_runner import build_runner
 from compgen.runtime.sampler import sample_exported
-from compgen.runtime.tuple_selection import select_tuples
+from compgen.runtime.tuple_selection import read_prototype_array, select_tuples
 from compgen.sample_collection import Tally
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 VOCAB = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", "a", "b", "c", "d"])}
+
+
+def as_array(tuples, width=4):
+    """Tuples of id lists -> the padded array an export's prototypes.txt is read into."""
+    out = np.zeros((len(tuples), len(tuples[0]), width), dtype=np.int64)
+    for i, tup in enumerate(tuples):
+        for k, p in enumerate(tup):
+            out[i, k, :len(p)] = p
+    return out
 
 
 def literal_selection(tuples, cover):
@@ -39,15 +50,18 @@ def test_selection_matches_the_rule_written_out(seed):
               for _ in range(200)]
     tuples += tuples[:30]  # repeated tuples: decoded once
     cover = rng.sample(["a", "b", "c", "d"], rng.randrange(1, 3))
-    got = select_tuples(tuples, len(tuples), VOCAB, cover)
+    got = select_tuples(as_array(tuples), len(tuples), VOCAB, cover)
     assert got.selected.tolist() == literal_selection(tuples, [VOCAB[w] for w in cover])
-    everything = select_tuples(tuples, len(tuples), VOCAB)
+    everything = select_tuples(as_array(tuples), len(tuples), VOCAB)
     assert everything.selected.tolist() == literal_selection(tuples, [])
+    some = select_tuples(as_array(tuples), len(tuples), VOCAB, any_of=cover)
+    assert some.selected.tolist() == [i for i in literal_selection(tuples, []) if any(
+        VOCAB[w] in p for w in cover for p in tuples[i])]
 
 
 def test_selection_cycles_and_bounds_a_deterministic_pass():
     tuples = [[[3], [4]], [[5], [6]], [[3], [6]]]
-    got = select_tuples(tuples, 3, VOCAB, ["a"])
+    got = select_tuples(as_array(tuples), 3, VOCAB, ["a"])
     assert got.selected.tolist() == [0, 2]
     assert got.indices(3, 4).tolist() == [2, 0, 2, 0]  # sample i takes selected[i % 2]
     assert got.max_rows("beam", False) == 2 and got.max_rows("greedy", False) == 2
@@ -58,9 +72,9 @@ def test_selection_cycles_and_bounds_a_deterministic_pass():
 def test_a_rare_word_in_no_stored_tuple_is_an_error():
     tuples = [[[3], [4]], [[5], [4]]]
     with pytest.raises(UserError, match="no prototype tuple stored in .* contains it"):
-        select_tuples(tuples, 2, VOCAB, ["d"])
+        select_tuples(as_array(tuples), 2, VOCAB, ["d"])
     with pytest.raises(UserError, match="not in the generator's vocabulary"):
-        select_tuples(tuples, 2, VOCAB, ["fly"])
+        select_tuples(as_array(tuples), 2, VOCAB, ["fly"])
 
 
 def test_an_unknown_rare_word_on_an_export_is_one_error_line(tmp_path):
@@ -113,3 +127,27 @@ def test_a_deterministic_job_stops_after_one_pass(tmp_path):
     # the same samples in the same order (log-probabilities agree within the contract's
     # tolerance: ONNX Runtime and libtorch differ in the last float digits)
     assert files["onnx"] == files["cpp"]
+
+
+def test_the_stored_tuples_are_read_as_the_row_parser_reads_them():
+    """One vectorised parse of prototypes.txt gives the tuples a line-by-line reading gives,
+    padded to the contract's width."""
+    manifest = json.loads((SHIPPED / "manifest.json").read_text())
+    width = manifest["decoding"]["prototype_width"]
+    array = read_prototype_array(SHIPPED / "prototypes.txt", 2, width)
+    lines = (SHIPPED / "prototypes.txt").read_text().splitlines()
+    assert array.shape == (len(lines), 2, width)
+    for i in (0, 1, len(lines) // 2, len(lines) - 1):
+        expected = [[int(t) for t in field.split()] for field in lines[i].split("\t")]
+        assert [row[:len(p)].tolist() for row, p in zip(array[i], expected)] == expected
+        assert all((row[len(p):] == 0).all() for row, p in zip(array[i], expected))
+
+
+def test_a_damaged_prototype_line_is_one_error(tmp_path):
+    path = tmp_path / "prototypes.txt"
+    path.write_text("4 5 2\t6 2\n4 x 2\t6 2\n")
+    with pytest.raises(UserError, match="expected token ids"):
+        read_prototype_array(path, 2, 4)
+    path.write_text("4 5 2\t6 2\n4 5 2\n")
+    with pytest.raises(UserError, match="prototypes.txt:2: expected 2 prototypes"):
+        read_prototype_array(path, 2, 4)

@@ -23,7 +23,8 @@ def sample_cmd(
     beam_width: int | None = typer.Option(None, "--beam-width", help="hypotheses kept by beam search (default: the preset's, else 4)"),
     temperature: float | None = typer.Option(None, "--temperature", "-T", help="softmax temperature of temperature/mixed sampling (default: the preset's, else 1.0)"),
     resample: str | None = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
-    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto"),
+    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto; your own data: tokens TOK,TOK a sample must hold one of, or auto (tokens in at most 1 % of the training pairs)"),
+    oracle: str | None = typer.Option(None, "--oracle", help="your own data: a command that reads x<TAB>y lines on stdin and prints 1 (correct) or 0 per line; the report gives the share it judges correct"),
     nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
     rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
@@ -48,8 +49,10 @@ def sample_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
+    from compgen.pipelines.sample_report import check_report_options
     from compgen.runtime.sampler import sample
 
+    check_report_options(checkpoint, oracle)
     if checkpoint.is_dir() and test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the checkpoint")
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
@@ -104,6 +107,10 @@ def sample_cmd(
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
+    from compgen.pipelines.sample_report import describe, user_sample_report
+
+    # the user's oracle runs before any summary line: its failure is the one line printed
+    judged = user_sample_report(checkpoint, [(s.x, s.y) for s in run.samples], rare, oracle)
     details = [f"{run.decode_seconds:.1f} s decoding"] if run.decode_seconds is not None else []
     if run.decoded:
         details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
@@ -117,6 +124,9 @@ def sample_cmd(
                       f"{scorer.seconds:.3f} s ({scorer.sentences / max(scorer.seconds, 1e-9):,.0f}"
                       f" sentences/s, {scorer.seconds / max(run.seconds, 1e-9):.1%} of the "
                       "sampling time)", highlight=False, markup=False)
+    if judged is not None:  # judged by what the user's data allow
+        report.print(describe(judged), highlight=False, markup=False)
+        return
     from compgen.sample_collection import scan_quality
 
     quality = scan_quality(run, data_dir)

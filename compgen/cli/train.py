@@ -56,8 +56,8 @@ def train_predictor_cmd(
 
 @train_app.command("generator")
 def train_generator_cmd(
-    data: str | None = typer.Option(None, "--data", help="scan/<split> or sigmorphon/<lang>/hints-<h>.<i>; with --resume: the checkpoint's"),
-    config: str | None = typer.Option(None, "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], proto_*, rnnlm_*) or TOML file (default: recombine_sig_cpu for sigmorphon/*, else recombine_scan_cpu; with --resume: the checkpoint's)"),
+    data: str | None = typer.Option(None, "--data", help="scan/<split>, sigmorphon/<lang>/hints-<h>.<i>, or your own x<TAB>y file (prototypes retrieved by similarity; the checkpoint records the pairs, so sampling needs no data); with --resume: the checkpoint's"),
+    config: str | None = typer.Option(None, "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], recombine_generic_cpu, proto_*, rnnlm_*) or TOML file (default: recombine_sig_cpu for sigmorphon/*, recombine_scan_cpu for scan/*, else recombine_generic_cpu; with --resume: the checkpoint's)"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors, self-describing)"),
     nproto: int | None = typer.Option(None, "--nproto", help="0, 1 or 2 prototypes"),
     epochs: int | None = typer.Option(None, "--epochs", help="passes over the training neighbourhoods (default: the preset's); with --resume: train a finished run on to this many"),
@@ -75,6 +75,8 @@ def train_generator_cmd(
     precision: str | None = typer.Option(None, "--precision", help="auto (bf16 autocast where the CPU has AMX / AVX512-BF16, else fp32), fp32 or bf16; the checkpoint stays fp32 (default: the preset's, auto)"),
     quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of initialisation, batches and dev split (default: the preset's, else 0)"),
+    neighborhood: str | None = typer.Option(None, "--neighborhood", help="your own data: long-short (a close first prototype, a short second one holding what it lacks) or long-long (two close prototypes); default: the preset's"),
+    similarity: str | None = typer.Option(None, "--similarity", help="your own data: how prototypes are retrieved, levenshtein (token edit distance) or jaccard (token sets); default: the preset's"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
@@ -90,6 +92,10 @@ def train_generator_cmd(
             raise UserError(f"{name} must be >= {low}")
     if precision is not None:
         resolve_precision(precision)
+    for name, value, valid in (("--neighborhood", neighborhood, ("long-short", "long-long")),
+                               ("--similarity", similarity, ("levenshtein", "jaccard"))):
+        if value is not None and value not in valid:
+            raise UserError(f"{name} {value}: unknown (valid: {', '.join(valid)})")
     if nproto is not None and nproto > 2:
         raise UserError("--nproto must be 0, 1 or 2")
     if resume and not output.is_file():
@@ -111,7 +117,8 @@ def train_generator_cmd(
         "model.nproto": nproto, "model.vae": vae, "model.copy": copy, "model.hidden": hidden,
         "model.embed": embed, "model.attdim": attdim, "train.epochs": epochs,
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
-        "train.precision": precision})
+        "train.precision": precision, "train.neighborhood": neighborhood,
+        "train.similarity": similarity})
     result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
                              epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
                              log=lambda line: console.print(line, highlight=False, markup=False))

@@ -35,6 +35,10 @@ class GeneratorTrainConfig:
     native_loops: bool = True        # its step loops compiled for this CPU (compgen.models.native)
     prefetch: bool = True            # collate the next batch while the current one trains
     precision: str = "auto"          # auto (bf16 where the CPU has bf16 units) | fp32 | bf16
+    # the user's own data (not SCAN/SIGMORPHON): compgen.neighborhoods.generic
+    neighborhood: str = "long-short"  # long-short | long-long
+    similarity: str = "levenshtein"   # levenshtein | jaccard (token sets)
+    max_missing: int = 2              # long-long: token types a first prototype may lack
 
     def __post_init__(self):
         for name in ("batch_size", "epochs", "patience", "log_every"):
@@ -47,6 +51,13 @@ class GeneratorTrainConfig:
                              f"{self.length_buckets}, {self.pad_chains})")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be auto, fp32 or bf16 (got {self.precision!r})")
+        if self.neighborhood not in ("long-short", "long-long"):
+            raise ValueError(f"neighborhood must be long-short or long-long (got "
+                             f"{self.neighborhood!r})")
+        if self.similarity not in ("levenshtein", "jaccard"):
+            raise ValueError(f"similarity must be levenshtein or jaccard (got {self.similarity!r})")
+        if self.max_missing < 1:
+            raise ValueError(f"max_missing must be >= 1 (got {self.max_missing})")
         if not 0.0 <= self.dev_fraction < 1.0:
             raise ValueError(f"dev_fraction must be in [0, 1) (got {self.dev_fraction})")
         if self.lr <= 0 or self.lrdecay <= 0 or self.gradnorm < 0 or self.checkpoint_seconds < 0:

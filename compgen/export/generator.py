@@ -225,7 +225,7 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
     manifest. Validates every backend before the folder is moved into place.
     ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
     from compgen.checkpoint import load_generator
-    from compgen.data import load_dataset
+    from compgen.neighborhoods.user_data import export_prototype_options, training_table
     from compgen.sampling import prototype_source
 
     if max_prototypes < 1:
@@ -245,10 +245,11 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
     variant, max_len = cfg.variant, cfg.max_len
     start = time.perf_counter()
 
-    table = load_dataset(config["data"], data_dir)
+    table = training_table(config, data_dir)  # user data: the pairs the checkpoint records
     tuples = []
     if earlier is None and model.nproto:
-        draw = prototype_source(config, table, model.nproto, seed)
+        draw = prototype_source(config, table, model.nproto, seed,
+                                **export_prototype_options(config))
         tuples = draw(min(max_prototypes, MAX_PROTOTYPES, _omega_size(draw)))
 
     with staged_folder(out) as tmp:

@@ -23,9 +23,9 @@ import polars as pl
 from compgen.data.vocab import Vocab
 from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
 from compgen.errors import UserError
-from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest, read_prototypes
+from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
 from compgen.precision import check_sample_precision
-from compgen.runtime.tuple_selection import TupleSelection, select_tuples
+from compgen.runtime.tuple_selection import TupleSelection, read_prototype_array, select_tuples
 from compgen.runtime.verify import check_generator_backends
 from compgen.sample_collection import (
     NoSamples,
@@ -89,18 +89,15 @@ def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: in
 
 def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOptions) -> Callable:
     """``decode(prototype indices, strategy, temperature, first) -> (rows, scores)``."""
-    from compgen.export.generator import pad_tuples
-
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
-    nproto = manifest["model"]["nproto"]
-    tuples = read_prototypes(folder / "prototypes.txt", nproto)
+    stored = stored_array(folder, manifest)
     new_stepper = make_stepper_factory(folder, manifest, backend, options.threads,
                                        options.precision)
 
     def run(idx, strategy, temperature, first):
         started = time.perf_counter()
-        chosen = [tuples[i] for i in idx] if nproto else []
-        protos = pad_tuples(chosen, nproto, len(idx), contract.prototype_width).numpy()
+        protos = (np.zeros((len(idx), 0, 1), dtype=np.int64) if stored is None
+                  else stored[np.asarray(idx, dtype=np.int64)])
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(contract, options.seed, ids)
         tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
@@ -179,9 +176,13 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
-    if options.prototype_cut != "mean":
-        raise UserError("--prototype-cut: an export stores the prototype tuples drawn at "
-                        "export time with the mean cut; sample the checkpoint instead")
+    from compgen.neighborhoods.user_data import export_prototype_options
+
+    drawn_with = export_prototype_options(config).get("prototype_cut", "mean")
+    if options.prototype_cut != drawn_with:
+        raise UserError(f"--prototype-cut {options.prototype_cut}: an export stores the "
+                        f"prototype tuples drawn at export time with the {drawn_with} cut; "
+                        "sample the checkpoint instead")
     if options.test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the "
                         "checkpoint instead")
@@ -222,19 +223,30 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
 
 def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
                      vocab: Vocab) -> TupleSelection:
-    """The stored tuples this job decodes: first occurrences and, with a rare phrase to
-    cover (``--rare-prototypes``; by default whenever ``--resample rare`` asks for a
-    phrase), only the tuples whose prototypes hold it."""
+    """The stored tuples this job decodes: first occurrences and, with rare words to
+    cover (``--rare-prototypes``; by default whenever ``--resample rare`` names them),
+    only the tuples whose prototypes hold the rare phrase (SCAN) or a rare token (user
+    data)."""
     phrase = getattr(filt.rule, "phrase", None)
+    tokens = getattr(filt.rule, "tokens", None)
     wanted = options.rare_prototypes
-    if wanted and phrase is None:
-        raise UserError("--rare-prototypes: needs --resample rare with a word or phrase "
-                        "(SCAN); morphology exports are drawn around rare tags already")
-    cover = tuple(phrase) if phrase is not None and wanted in (None, True) else ()
+    if wanted and phrase is None and tokens is None:
+        raise UserError("--rare-prototypes: needs --resample rare with rare words or tokens; "
+                        "morphology exports are drawn around rare tags already")
+    chosen = wanted in (None, True)
+    cover = tuple(phrase) if phrase is not None and chosen else ()
+    any_of = tuple(sorted(tokens)) if tokens is not None and chosen else ()
+    return select_tuples(stored_array(folder, manifest), manifest["decoding"]["prototypes"],
+                         vocab.index, cover, any_of, str(folder / "prototypes.txt"))
+
+
+def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
+    """The export's prototype tuples as one id array (None without prototypes)."""
     nproto = manifest["model"]["nproto"]
-    tuples = read_prototypes(folder / "prototypes.txt", nproto)
-    return select_tuples(tuples, manifest["decoding"]["prototypes"], vocab.index, cover,
-                         str(folder / "prototypes.txt"))
+    if nproto == 0:
+        return None
+    return read_prototype_array(folder / "prototypes.txt", nproto,
+                                manifest["decoding"]["prototype_width"])
 
 
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
@@ -310,6 +322,8 @@ def filter_spec(filt, vocab: Vocab) -> dict:
         spec["rule"] = ["contains"] + [ids.get(t, -1) for t in rule.phrase]
     elif getattr(rule, "tags", None) is not None:
         spec["rule"] = ["tags"] + [ids[t] for t in rule.tags if t in ids]
+    elif getattr(rule, "tokens", None) is not None:   # any of these tokens, either side
+        spec["rule"] = ["any"] + sorted(ids[t] for t in rule.tokens if t in ids)
     else:
         raise UserError("--backend cpp: this resampling rule has no C++ form; use onnx")
     return spec

@@ -11,24 +11,28 @@ the filter would throw away:
 * ``cover`` (``--rare-prototypes``): only tuples whose prototypes contain every word of the
   rare phrase between them; with a copying generator these are the tuples that yield the
   rare word (on SCAN jump 6.6 % of the stored tuples, which gave nearly every accepted
-  sample);
+  sample); ``any_of``: tuples holding at least one of the rare tokens (user data);
 * ``max_rows``: a deterministic strategy (greedy, beam: the exported graphs decode
   without dropout) decodes each selected tuple once; a second pass could only repeat
   candidates the uniqueness filter already holds.
 
-A table of tuples x tokens (one boolean row per tuple) answers ``cover`` with one
+The stored tuples are read once into one padded id array ``(tuples, K, width)``: a round's
+batch is a fancy index into it, and a table of tuples x tokens answers ``cover`` with one
 vectorised test, whatever the number of tuples.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from compgen.errors import UserError
 
 DETERMINISTIC = ("greedy", "beam")
+PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps
 
 
 class TupleSelection:
@@ -60,51 +64,86 @@ class TupleSelection:
         return f"{len(self.selected):,} of {self.stored:,} prototype tuples"
 
 
-def token_table(tuples: Sequence[Sequence[Sequence[int]]], vocab_size: int) -> np.ndarray:
-    """``(tuples, vocab_size)`` booleans: which token ids occur in each tuple's prototypes."""
-    rows = np.repeat(np.arange(len(tuples)), [sum(len(p) for p in tup) for tup in tuples])
-    ids = np.fromiter((t for tup in tuples for p in tup for t in p), dtype=np.int64,
-                      count=len(rows))
-    if len(ids) and (ids.min() < 0 or ids.max() >= vocab_size):
+def read_prototype_array(path: Path, nproto: int, width: int) -> np.ndarray:
+    """``prototypes.txt`` as one ``(tuples, nproto, width)`` id array, ``PAD_ID`` after each
+    prototype (``width``: the contract's prototype width; a longer prototype is an error).
+    Read once per file and content (cached by path, size and modification time)."""
+    stat = Path(path).stat()
+    return _read_prototype_array(str(path), nproto, width, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_prototype_array(path: str, nproto: int, width: int, size: int, mtime: int) -> np.ndarray:
+    from compgen.errors import read_text
+
+    lines = read_text(Path(path)).splitlines()
+    if not lines:
+        raise UserError(f"{path}: no prototypes")
+    fields = [line.split("\t") for line in lines]
+    for lineno, row in enumerate(fields, 1):
+        if len(row) != nproto:
+            raise UserError(f"{path}:{lineno}: expected {nproto} prototypes per line")
+    # one flat parse of every id, then scattered into place by each prototype's length
+    texts = [f for row in fields for f in row]
+    lengths = np.fromiter((f.count(" ") + 1 if f else 0 for f in texts), dtype=np.int64,
+                          count=len(texts))
+    try:
+        flat = np.array(" ".join(texts).split(), dtype=np.int64)
+    except ValueError:
+        raise UserError(f"{path}: expected token ids (integers)") from None
+    if len(flat) != lengths.sum() or (len(lengths) and lengths.max() > width):
+        raise UserError(f"{path}: prototypes do not fit the contract's width {width}")
+    out = np.full((len(lines) * nproto, max(width, 1)), PAD_ID, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    rows = np.repeat(np.arange(len(texts)), lengths)
+    cols = np.arange(len(flat)) - np.repeat(starts, lengths)
+    out[rows, cols] = flat
+    out.setflags(write=False)
+    return out.reshape(len(lines), nproto, max(width, 1))
+
+
+def token_table(array: np.ndarray, vocab_size: int) -> np.ndarray:
+    """``(tuples, vocab_size)`` booleans: which token ids occur in each tuple's prototypes
+    (``PAD_ID`` counts as occurring; it is never a word to cover)."""
+    flat = array.reshape(len(array), -1)
+    if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
         raise UserError("prototypes.txt: a token id outside the vocabulary")
-    table = np.zeros((len(tuples), vocab_size), dtype=bool)
-    table[rows, ids] = True
+    table = np.zeros((len(array), vocab_size), dtype=bool)
+    table[np.arange(len(array))[:, None], flat] = True
     return table
 
 
-def first_occurrences(tuples: Sequence[Sequence[Sequence[int]]]) -> np.ndarray:
-    """Indices of the tuples not seen earlier in the list, in order."""
-    seen: set = set()
-    keep = []
-    for i, tup in enumerate(tuples):
-        key = tuple(tuple(p) for p in tup)
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    return np.asarray(keep, dtype=np.int64)
+def first_occurrences(array: np.ndarray) -> np.ndarray:
+    """Indices of the tuples not seen earlier in the array, in order."""
+    _, first = np.unique(array.reshape(len(array), -1), axis=0, return_index=True)
+    return np.sort(first)
 
 
-def select_tuples(tuples: Sequence[Sequence[Sequence[int]]], stored: int, vocab_index: dict,
-                  cover: Sequence[str] = (), source: str = "prototypes.txt") -> TupleSelection:
-    """The stored tuples worth decoding: first occurrences, and with ``cover`` only those
-    whose prototypes contain every one of these words. ``stored``: the contract's count
-    (a generator without prototypes has none: its one empty tuple is every sample's)."""
-    if not tuples:
-        if cover:
+def select_tuples(array: np.ndarray | None, stored: int, vocab_index: dict,
+                  cover: Sequence[str] = (), any_of: Sequence[str] = (),
+                  source: str = "prototypes.txt") -> TupleSelection:
+    """The stored tuples worth decoding: first occurrences; with ``cover`` only those
+    whose prototypes contain every one of these words, with ``any_of`` those holding at
+    least one. ``array``: ``read_prototype_array``'s, None for a generator without
+    prototypes (its one empty tuple is every sample's)."""
+    if array is None:
+        if cover or any_of:
             raise UserError("--rare-prototypes: this generator decodes without prototypes")
         return TupleSelection(np.arange(max(stored, 1)), max(stored, 1))
-    chosen = first_occurrences(tuples)
-    if cover:
-        unknown = [w for w in cover if w not in vocab_index]
-        if unknown:
+    chosen = first_occurrences(array)
+    words = list(cover) or list(any_of)
+    if words:
+        unknown = [w for w in words if w not in vocab_index]
+        if cover and unknown:
             raise UserError(f"--rare {' '.join(cover)}: {' '.join(unknown)} is not in the "
                             "generator's vocabulary, so no prototype tuple contains it")
-        table = token_table(tuples, len(vocab_index))
-        wanted = [vocab_index[w] for w in cover]
-        covered = np.nonzero(table[:, wanted].all(axis=1))[0]
-        chosen = chosen[np.isin(chosen, covered)]
+        table = token_table(array, len(vocab_index))
+        wanted = [vocab_index[w] for w in words if w in vocab_index]
+        hits = table[:, wanted]
+        covered = hits.all(axis=1) if cover else hits.any(axis=1)
+        chosen = chosen[covered[chosen]]
         if len(chosen) == 0:
-            raise UserError(f"--rare {' '.join(cover)}: no prototype tuple stored in "
-                            f"{source} contains it ({len(tuples):,} tuples); sample with "
+            raise UserError(f"--rare {' '.join(words)}: no prototype tuple stored in "
+                            f"{source} contains it ({len(array):,} tuples); sample with "
                             "--all-prototypes or export with more --prototypes")
-    return TupleSelection(chosen, len(tuples))
+    return TupleSelection(chosen, len(array))

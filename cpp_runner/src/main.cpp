@@ -61,7 +61,7 @@ struct Job {
   bool raise_temperature = false, raw = false, zero_latent = false;
   // filter
   bool novel = true, morphology = false;
-  std::string rule = "none";  // none | contains | tags
+  std::string rule = "none";  // none | contains | tags | any
   Ids rule_ids, train_tags;
   // the stored tuples the samples cycle through (compgen.runtime.tuple_selection; empty:
   // all, in order) and the rows decoded at most (0: no bound; one pass of a deterministic
@@ -282,6 +282,12 @@ class Filter {
         if (!tags_.count(t)) return false;
     }
     if (job_.rule == "contains" && !contains(x, job_.rule_ids)) return false;
+    if (job_.rule == "any") {  // compgen.resample.any_token_rule
+      bool any = false;
+      for (auto t : x) any = any || wanted_.count(t);
+      for (auto t : y) any = any || wanted_.count(t);
+      if (!any) return false;
+    }
     if (job_.rule == "tags") {
       if (!morph_ok) return false;
       bool any = false;

@@ -1,0 +1,153 @@
+"""A generator trained on the user's own data carries what sampling needs.
+
+A data set that is neither SCAN nor SIGMORPHON (a file or folder of ``x<TAB>y`` pairs)
+is recorded in the generator's config under ``data_snapshot``: the training pairs (for
+the novelty filter, the vocabulary check and Omega), the rare tokens found in them
+(``compgen.resample.rare_tokens``), the neighbourhood procedure and the prototype-length
+statistics that fix Omega. ``compgen sample`` and ``compgen export`` rebuild Omega from
+it, so neither needs the data file or ``--data-dir`` again.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import polars as pl
+
+from compgen.data.table import make_table
+from compgen.errors import UserError
+from compgen.neighborhoods.generic import generic_omega, prototype_lengths
+from compgen.neighborhoods.scan import unique_generative_data
+from compgen.resample import rare_tokens
+
+SNAPSHOT_KEY = "data_snapshot"
+NAMED_TASKS = ("scan/", "sigmorphon/")
+
+
+def is_user_data(data: str) -> bool:
+    """A data set the generic recipe handles (anything but SCAN and SIGMORPHON)."""
+    return not str(data).startswith(NAMED_TASKS)
+
+
+def has_snapshot(config: dict) -> bool:
+    return isinstance(config.get(SNAPSHOT_KEY), dict)
+
+
+def read_user_pairs(data: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
+    """The training rows of a user data set (file or folder): the one place generators
+    read the user's data, so a new reader only changes this function."""
+    from compgen.data import load_dataset
+
+    table = load_dataset(data, data_dir)
+    if "train" in table["split"].unique().to_list():
+        table = table.filter(pl.col("split") == "train")
+    empty = table.filter((pl.col("x").list.len() == 0) | (pl.col("y").list.len() == 0)).height
+    if empty:
+        raise UserError(f"--data {data}: {empty} of {table.height} rows have an empty input or "
+                        "output; a generator trains on x<TAB>y pairs")
+    if table.height < 3:
+        raise UserError(f"--data {data}: {table.height} training pairs; a generator needs "
+                        "at least 3 to retrieve prototypes")
+    return table
+
+
+def make_snapshot(train: pl.DataFrame, triples: pl.DataFrame, neighborhood: str,
+                  similarity: str, max_missing: int) -> dict:
+    pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
+    return {
+        "pairs": [[" ".join(x), " ".join(y)] for x, y in pairs],
+        "rare": rare_tokens(pairs),
+        "neighborhood": neighborhood,
+        "similarity": similarity,
+        "max_missing": max_missing,
+        "prototype_lengths": prototype_lengths(triples),
+    }
+
+
+def snapshot_table(config: dict, source: str = "the checkpoint") -> pl.DataFrame:
+    """The training pairs recorded in a generator's config, as an example table."""
+    snapshot = config[SNAPSHOT_KEY]
+    try:
+        pairs = [(str(x).split(), str(y).split()) for x, y in snapshot["pairs"]]
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{source}: damaged {SNAPSHOT_KEY} (pairs)") from None
+    return make_table([x for x, _ in pairs], [y for _, y in pairs], "train")
+
+
+def training_table(config: dict, data_dir=None) -> pl.DataFrame:
+    """The table sampling and export read: the recorded pairs where the generator has
+    them, else the named data set (SCAN, SIGMORPHON: read from ``data_dir``)."""
+    if has_snapshot(config):
+        return snapshot_table(config)
+    from compgen.data import load_dataset
+
+    return load_dataset(config["data"], data_dir)
+
+
+def rare_choice(config: dict, rare: str | None, table: pl.DataFrame) -> list[str]:
+    """``--rare`` for user data: ``auto``/unset -> the tokens recorded as rare at
+    training; ``TOK,TOK`` -> these tokens, each of which must occur in training."""
+    if not rare or rare == "auto":
+        return list(config[SNAPSHOT_KEY].get("rare") or [])
+    tokens = [t.strip() for t in rare.split(",") if t.strip()]
+    known = set(table["x"].explode().drop_nulls()) | set(table["y"].explode().drop_nulls())
+    unknown = [t for t in tokens if t not in known]
+    if unknown or not tokens:
+        raise UserError(f"--rare {rare}: {', '.join(unknown) or 'no token'} is not a token of "
+                        f"the training data ({config.get('data')})")
+    return tokens
+
+
+def user_prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
+                          resample: str = "none", rare: str | None = None,
+                          rare_prototypes: bool = False, prototype_cut: str = "mean"):
+    """Omega of a generator trained on user data: a function k -> k prototype tuples.
+    ``rare_prototypes`` keeps only tuples holding a rare token (``--rare``)."""
+    if rare_prototypes and resample != "rare":
+        raise UserError("--rare-prototypes: needs --resample rare")
+    if nproto == 0:
+        return lambda k: [() for _ in range(k)]
+    snapshot = config[SNAPSHOT_KEY]
+    wanted = rare_choice(config, rare, table) if rare_prototypes else ()
+    try:
+        omega = generic_omega(unique_generative_data(table), nproto, snapshot["neighborhood"],
+                              snapshot["prototype_lengths"], prototype_cut, wanted,
+                              int(snapshot.get("max_missing", 2)), np.random.default_rng(seed))
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"damaged {SNAPSHOT_KEY} in the generator's config ({exc})") from None
+    except ValueError as exc:
+        raise UserError(f"--rare {rare or 'auto'}: {exc}") from None
+    if len(omega) == 0:
+        raise UserError(f"no prototype tuple {'holds a rare token' if wanted else 'qualifies'} "
+                        f"(--prototype-cut {prototype_cut}); try --prototype-cut none"
+                        + (" or --all-prototypes" if wanted else ""))
+    return omega.sample
+
+
+def export_prototype_options(config: dict) -> dict:
+    """The preset's Omega options an export stores its prototype tuples with (user
+    data only: a SCAN or SIGMORPHON export keeps its own defaults)."""
+    if not has_snapshot(config):
+        return {}
+    preset = config.get("sample", {})
+    return {"resample": preset.get("resample", "none"), "rare": preset.get("rare"),
+            "rare_prototypes": bool(preset.get("rare_prototypes", False)),
+            "prototype_cut": preset.get("prototype_cut", "mean")}
+
+
+def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
+                rare: str | None):
+    """The acceptance test for user data: well formed, unique, known tokens, novel
+    (neither input nor output seen in training; the preset's ``novel`` turns it off)
+    and, with ``--resample rare``, holding a rare token (``rare_choice``)."""
+    from compgen.resample import SampleFilter, any_token_rule
+
+    if resample not in ("none", "rare"):
+        raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
+    rule = any_token_rule(rare_choice(config, rare, train)) if resample == "rare" else None
+    if resample == "rare" and not rule.tokens:
+        raise UserError("--resample rare: the training data have no rare token (none is in "
+                        "at most 1 % of the pairs); name some with --rare TOK,TOK")
+    novel = bool(config.get("sample", {}).get("novel", True))
+    return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=False)
