@@ -112,6 +112,7 @@ class SampleRun:
     out: str | None
     data: str = ""  # the data set the generator was trained on
     decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
+    device: str | None = None  # where it ran: device (and ONNX Runtime's providers in use)
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:

@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from compgen.device import DEVICE_HELP
+
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   rich_markup_mode=None,
@@ -31,6 +33,7 @@ def _global_options(
 
 
 DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_DATA or ~/.cache/compgen/data)")
+DeviceOption = typer.Option(None, "--device", help=DEVICE_HELP)
 
 
 def checkpoint_kind(path: Path) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
+from compgen.cli.common import DataDir, DeviceOption, app, checkpoint_kind, console, err_console
 from compgen.errors import UserError
 
 
@@ -24,12 +24,14 @@ def evaluate_cmd(
     backend: str | None = typer.Option(None, "--backend", help="export folders: onnx (default) | torchscript | torch"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
     import torch
 
+    from compgen.device import resolve_device
     from compgen.evaluate import (
         aggregate,
         evaluate_predictor,
@@ -40,6 +42,7 @@ def evaluate_cmd(
 
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
+    dev = resolve_device(device)
     if beam < 0:
         raise UserError("--beam must be >= 0")
     if limit is not None and (limit < 1 or not direct):
@@ -54,7 +57,8 @@ def evaluate_cmd(
         if model.is_dir():   # a predictor export folder
             if direct:
                 raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
-            rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
+            rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend,
+                                       dev)
             continue
         if checkpoint_kind(model) == "recombine":
             rows += _evaluate_generator(model, data, plots, direct, limit, predictions,
@@ -62,7 +66,8 @@ def evaluate_cmd(
             continue
         if direct:
             raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
-        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
+        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend,
+                                   dev)
         if plots:
             for path in write_plots(model, plots, data, data_dir):
                 console.print(f"plot {path}", highlight=False)
@@ -74,7 +79,8 @@ def evaluate_cmd(
             console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
     if output:
         paths = write_results(rows, output)
-        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']} (predictors on "
+                      f"{dev})", highlight=False)
 
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console, err_console
+from compgen.cli.common import DataDir, DeviceOption, app, console, err_console
 from compgen.errors import UserError
 
 
@@ -40,6 +40,7 @@ def sample_cmd(
     min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
     ray: str | None = typer.Option(None, "--ray", help="shard decoding over a Ray cluster at this address ('local': start one here); same file as one process"),
     ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
@@ -83,7 +84,7 @@ def sample_cmd(
                  max_rounds=max_rounds, rare_prototypes=rare_prototypes,
                  prototype_cut=prototype_cut, raise_temperature=raise_temperature or None,
                  test_dropout=test_dropout,
-                 beam_width=beam_width, precision=precision)
+                 beam_width=beam_width, precision=precision, device=device)
     if output is None:
         for s in run.samples:
             lm_column = "" if s.lm_logprob is None else f"\t{s.lm_logprob:.4f}"
@@ -91,7 +92,8 @@ def sample_cmd(
                           highlight=False, markup=False, soft_wrap=True)
     decoding = (f" ({run.decode_seconds:.1f} s decoding)" if run.decode_seconds is not None
                 else "")
-    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{decoding}"
+    where = f" on {run.device}" if run.device else ""
+    console.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{decoding}{where}"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:
         scorer = ranking.scorer
