@@ -23,6 +23,7 @@ import torch
 
 from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, SampleConfig, read_section
 from compgen.data.vocab import Vocab
+from compgen.device import cpu_copy
 from compgen.errors import UserError
 from compgen.io import atomic_open
 
@@ -123,7 +124,7 @@ def _flatten_optimizer(state: dict) -> tuple[dict, list]:
     for idx, slots in state["state"].items():
         for name, value in slots.items():
             t = value if torch.is_tensor(value) else torch.tensor(value)
-            tensors[f"optim.{idx}.{name}"] = t.detach().clone().contiguous()
+            tensors[f"optim.{idx}.{name}"] = cpu_copy(t)
     return tensors, state["param_groups"]
 
 
@@ -138,16 +139,17 @@ def _unflatten_optimizer(tensors: dict, groups: list) -> dict:
 def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, kind: str,
                     optimizer: torch.optim.Optimizer | None = None, best: dict | None = None,
                     train_state: dict | None = None) -> None:
-    """Write a self-describing checkpoint atomically (generic: any model kind)."""
+    """Write a self-describing checkpoint atomically (generic: any model kind), from CPU
+    copies of the tensors wherever they live (it loads on any machine)."""
     from safetensors.torch import save
 
-    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    tensors = {f"model.{k}": cpu_copy(v) for k, v in model.state_dict().items()}
     groups: list = []
     if optimizer is not None:
         opt_tensors, groups = _flatten_optimizer(optimizer.state_dict())
         tensors.update(opt_tensors)
     for k, v in (best or {}).items():
-        tensors[f"best.{k}"] = v.detach().contiguous().clone()
+        tensors[f"best.{k}"] = cpu_copy(v)
     tensors["rng.torch"] = torch.get_rng_state()
     metadata = {"format": FORMAT, "kind": kind, "config": json.dumps(config),
                 "vocab": vocab.to_json(), "optim_groups": json.dumps(groups),

@@ -83,9 +83,10 @@ def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 
 def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_width: int = 0,
-                     batch_size: int = 256, threads: int | None = None):
+                     batch_size: int = 256, threads: int | None = None, device=None):
     """A predictor checkpoint or export folder -> (predict(sources) -> token lists, run
-    description, max_len). Export folders run on ``backend`` (default ONNX Runtime)."""
+    description, max_len). Export folders run on ``backend`` (default ONNX Runtime);
+    everything on ``device`` (a ``compgen.device.Device``; default: the CPU)."""
     path = Path(checkpoint)
     if path.is_dir():
         from compgen.export.artifact import load_manifest
@@ -98,7 +99,7 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
         meta = dict(manifest.get("config", {}).get("run", {}))
         return (lambda sources: predict_exported(path, sources, backend=backend or "onnx",
                                                  batch_size=batch_size, beam_width=beam_width,
-                                                 threads=threads),
+                                                 threads=threads, device=device),
                 meta, int(manifest["decoding"]["max_len"]))
     from compgen.train_seq2seq import load_predictor
 
@@ -106,6 +107,8 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
         raise UserError(f"--backend {backend} runs on an export folder: first run "
                         f"'compgen export {path}'")
     model, vocab, meta = load_predictor(path)
+    if device is not None:
+        model.to(device.torch)
     return (lambda sources: predict(model, vocab, sources, batch_size, beam_width), meta,
             model.cfg.max_len)
 
@@ -113,14 +116,15 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
 def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir=None,
                        beam_width: int = 0, batch_size: int = 256,
                        predictions: str | Path | None = None,
-                       backend: str | None = None) -> list[dict]:
+                       backend: str | None = None, device=None) -> list[dict]:
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
     from compgen.data.files import Fields, reading_fields
     from compgen.train_seq2seq import is_morphology
 
-    predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size)
+    predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size,
+                                                      device=device)
     explicit = data is not None
     data = data or recorded_data(meta)
     if not data:

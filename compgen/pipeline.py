@@ -207,6 +207,7 @@ class PipelineOptions:
     backend: str = "torch"                # sampling: torch (eager) | onnx (exported graphs)
     threads: int | None = None
     direct_limit: int | None = None       # direct inference: first N test inputs only
+    device: str | None = None             # compgen.device: training, sampling, evaluation
     log: Callable[[str], None] = print
 
 
@@ -329,7 +330,8 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     opts.log(f"[{run.name} seed {seed}] generator: {preset} {run.generator}")
     train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
                     resume=path.is_file(), epochs=opts.generator_epochs,
-                    max_steps=opts.generator_steps, progress=False, log=opts.log)
+                    max_steps=opts.generator_steps, progress=False, log=opts.log,
+                    device=opts.device)
     record_settings(path, settings)
     timer.record("generator", time.perf_counter() - tic)
     return path
@@ -412,7 +414,8 @@ def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path:
     elif opts.backend != "torch":
         raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
     return sample(source, opts.backend, n=samples, seed=seed, out=path, data_dir=opts.data_dir,
-                  threads=opts.threads, test_dropout=opts.test_dropout, log=opts.log, **options)
+                  threads=opts.threads, test_dropout=opts.test_dropout, log=opts.log,
+                  device=opts.device, **options)
 
 
 def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
@@ -474,7 +477,7 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                     p_aug=p_aug if augment else None,  # None: the baseline's own data only
                     seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
                     resume=path.is_file(), label=run.label, keep_every=opts.keep_every,
-                    log=opts.log)
+                    log=opts.log, device=opts.device)
     record_settings(path, settings)
     timer.record("predictor", time.perf_counter() - tic)
     return path
@@ -493,9 +496,11 @@ def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineO
 
         rows = evaluate_direct(model, data_dir=opts.data_dir, limit=opts.direct_limit)
     else:
+        from compgen.device import resolve_device
         from compgen.evaluate import evaluate_predictor
 
-        rows = evaluate_predictor(model, data_dir=opts.data_dir)
+        rows = evaluate_predictor(model, data_dir=opts.data_dir,
+                                  device=resolve_device(opts.device))
     timer.record("evaluate", time.perf_counter() - tic)
     rows = [{**r, "model": f"{run.name}/seed{seed}", "label": run.label, "data": run.table_data,
              "seed": seed, "run": run.name, "wall_seconds": round(sum(timer.seconds.values()), 1)}

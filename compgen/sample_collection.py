@@ -156,6 +156,7 @@ class SampleRun:
     decode_seconds: float | None = None  # of ``seconds``, spent in the decode loop
     decoded: int | None = None  # candidates decoded (rows), accepted or not
     tuples: str = ""  # which prototype tuples were decoded (exports)
+    device: str | None = None  # where it ran: device (and ONNX Runtime's providers in use)
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:

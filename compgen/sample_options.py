@@ -37,6 +37,7 @@ class SampleOptions:
     seed: int = 0
     threads: int | None = None
     precision: str = "fp32"         # exports: fp32 | bf16 | int8 (compgen.precision)
+    device: str = "cpu"             # resolved by compgen.device (sample() resolves auto)
 
     @classmethod
     def resolve(cls, config: dict, **asked) -> SampleOptions:
@@ -49,7 +50,8 @@ class SampleOptions:
             raise TypeError(f"unknown sampling options: {', '.join(sorted(unknown))}")
         preset = config.get("sample", {})
         value = {name: asked.get(name) for name in names}
-        for name in names - {"nsamples", "seed", "threads", "test_dropout", "precision"}:
+        for name in names - {"nsamples", "seed", "threads", "test_dropout", "precision",
+                             "device"}:
             if value[name] is None and name in preset:
                 value[name] = preset[name]
         defaults = cls()

@@ -80,25 +80,30 @@ class EagerStepper:
 
     def __init__(self, model, max_len: int, record: list | None = None):
         self.model, self.max_len, self.record = model, max_len, record
+        device = next(model.parameters()).device   # a model on a GPU: the steps run there
+        self.device = device if device.type != "cpu" else None
+
+    def _on(self, array: np.ndarray) -> Tensor:
+        tensor = torch.from_numpy(array)
+        return tensor if self.device is None else tensor.to(self.device)
 
     @torch.no_grad()
     def start(self, protos: np.ndarray, z: np.ndarray) -> None:
-        self.memory, self.state = self.model.encode(torch.from_numpy(protos),
-                                                    torch.from_numpy(z), self.max_len)
+        self.memory, self.state = self.model.encode(self._on(protos), self._on(z), self.max_len)
 
     @torch.no_grad()
     def step(self, token: np.ndarray) -> np.ndarray:
-        token = torch.from_numpy(token)
+        token = self._on(token)
         if self.record is None:
             logp, self.state = self.model.decode_step(token, self.state, self.memory)
         else:
             logp, self.state, weights = self.model.decode_step_with_weights(
                 token, self.state, self.memory)
             self.record.append(weights)
-        return logp.numpy()
+        return logp.numpy() if self.device is None else logp.cpu().numpy()
 
     def take(self, rows: np.ndarray, memory: bool = True) -> None:
-        index = torch.from_numpy(rows)
+        index = self._on(rows)
         self.state = _select(self.state, index)
         if memory:
             self.memory = _select(self.memory, index)
@@ -251,6 +256,8 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     model, vocab, config = loaded or load_generator(checkpoint)
     tally = tally or Tally()
     options = options or SampleOptions.resolve(config, n=n, **asked)
+    if options.device != "cpu":
+        model.to(options.device)
     if options.threads:
         torch.set_num_threads(options.threads)
     if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told
@@ -278,6 +285,6 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
 
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"],
-                     decoded=tally.decoded)
+                     decoded=tally.decoded, device=options.device)
 
 

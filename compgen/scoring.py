@@ -93,13 +93,14 @@ def predict(model, vocab, sources: Sequence[Sequence[str]], batch_size: int = 25
     from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
 
     model.eval()
+    device = next(model.parameters()).device
     ids = [vocab.encode(s) for s in sources]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out: list[list[str]] = [[] for _ in ids]
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            source = collate([ids[i] for i in chunk], model.cfg.max_len)
+            source = collate([ids[i] for i in chunk], model.cfg.max_len).to(device)
             if beam_width > 1:
                 best, _ = beam_search(model, source, beam_width)
             else:

@@ -14,7 +14,6 @@ an uninterrupted run.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import math
@@ -29,6 +28,15 @@ import torch
 
 from compgen.checkpoint import Checkpoint, build_recombine, load_checkpoint, save_checkpoint
 from compgen.configs import GeneratorTrainConfig, read_section
+from compgen.device import (
+    CPU,
+    Device,
+    autocast,
+    resolve_device,
+    to_device,
+    training_precision,
+    use_tf32,
+)
 from compgen.errors import UserError
 from compgen.generator_data import (
     GeneratorData,
@@ -41,8 +49,7 @@ from compgen.generator_data import (
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models import native
 from compgen.models.recombine import RecombineConfig
-from compgen.models.scan_training import TrainingLoss, training_loss
-from compgen.precision import resolve_precision
+from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
                 "elapsed_s"]
@@ -58,6 +65,7 @@ class TrainResult:
     dev_ppl: float | None
     finished: bool
     curve_path: str
+    device: str = "cpu"
 
 
 def evaluate_ppl(model, encoded: list, variant: str, max_len: int, batch_size: int = 128,
@@ -65,12 +73,13 @@ def evaluate_ppl(model, encoded: list, variant: str, max_len: int, batch_size: i
     """Per-token perplexity exp(sum NLL / tokens) over the first ``limit`` items (the
     reference's neighbourhood-marginal ppl is not reproduced; this tracks progress)."""
     model.eval()
+    device = next(model.parameters()).device
     total, tokens = 0.0, 0
     with torch.no_grad():
         for s in range(0, min(limit, len(encoded)), batch_size):
             idx = range(s, min(s + batch_size, limit, len(encoded)))
             target, protos = make_batch(encoded, idx, variant, max_len)
-            _, nll, ntok = model.loss(target, protos)
+            _, nll, ntok = model.loss(target.to(device), protos.to(device))
             total += float(nll)
             tokens += int(ntok)
     model.train()
@@ -123,7 +132,7 @@ class _GeneratorRun:
 
     def __init__(self, config: dict, settings: GeneratorTrainConfig, prepared: GeneratorData,
                  vocab, out: Path, seed: int, batch_size: int, saved: Checkpoint | None,
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], device: Device = CPU):
         self.config, self.out, self.seed, self.B, self.epochs, self.log = (
             config, out, seed, batch_size, settings.epochs, log)
         self.vocab = vocab
@@ -142,14 +151,17 @@ class _GeneratorRun:
         self.curve_path = Path(str(out) + ".loss.csv")
         self.length_buckets = settings.length_buckets
         self.lengths = batch_lengths(self.train_enc) if settings.length_buckets else None
-        self.levers = TrainingLoss(settings.unique_prototypes, settings.packed_encoder,
-                                   settings.pad_chains, settings.fused_decoder,
-                                   settings.native_loops)
+        # the levers are CPU work-savers (index bookkeeping on the CPU, compiled CPU loops);
+        # on CUDA the padded batch computation of the reference runs
+        self.levers = REFERENCE if device.cuda else TrainingLoss(
+            settings.unique_prototypes, settings.packed_encoder, settings.pad_chains,
+            settings.fused_decoder, settings.native_loops)
         self.prefetch = settings.prefetch
-        self.bf16 = resolve_precision(settings.precision, "[train] precision") == "bf16"
+        self.device = device
+        self.bf16 = training_precision(settings.precision, device, "[train] precision") == "bf16"
 
         torch.manual_seed(seed)
-        self.model = build_recombine(config, len(vocab))
+        self.model = build_recombine(config, len(vocab)).to(device.torch)
         self.max_len = self.model.cfg.max_len
         self.model.train()
         lr = settings.lr
@@ -210,7 +222,8 @@ class _GeneratorRun:
 
     def describe(self, data: str) -> str:
         model = self.model
-        return (f"{data}: {len(self.train_enc)} training tuples, {len(self.dev_enc)} dev, vocab "
+        return (f"{data} on {self.device}{' (bf16)' if self.bf16 else ''}: "
+                f"{len(self.train_enc)} training tuples, {len(self.dev_enc)} dev, vocab "
                 f"{len(self.vocab)}, {sum(p.numel() for p in model.parameters()):,} parameters, "
                 f"{self.batches_per_epoch} batches/epoch x {self.epochs} epochs"
                 + (f", KL (constant) {model.kl():.3f}" if model.vae else ""))
@@ -227,15 +240,13 @@ class _GeneratorRun:
         return epoch_batches(lengths, self.B, self.seed, epoch, self.length_buckets)
 
     def collate(self, idx):
-        return make_batch(self.train_enc, idx, self.variant, self.max_len)
+        return to_device(make_batch(self.train_enc, idx, self.variant, self.max_len), self.device)
 
     def update(self, idx, batch, window: _Window) -> None:
         """One Adam step on the examples ``idx``, collated as ``batch``."""
         target, protos = batch
         # bf16 autocast runs the matmuls in bf16; weights and gradients stay fp32
-        precision = (torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16
-                     else contextlib.nullcontext())
-        with precision:
+        with autocast(self.device, self.bf16):
             loss, nll, ntok = training_loss(self.model, target, protos, self.levers)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -384,19 +395,24 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
                     max_steps: int | None = None, time_budget: float | None = None,
                     epochs: int | None = None, progress: bool = True,
                     log: Callable[[str], None] = print,
-                    prepared: GeneratorData | None = None) -> TrainResult:
+                    prepared: GeneratorData | None = None, device: str | Device | None = None,
+                    tf32: bool = False) -> TrainResult:
     """Train a Recombine generator on neighbourhoods of ``data``; write ``out``
     (checkpoint) and ``out``.loss.csv. ``time_budget`` is in seconds of this run.
 
     ``epochs`` matters when resuming: the run then trains until this many epochs instead of
     the saved run's count, which also reopens a finished run to train it longer (it goes on
-    from the saved final weights, with their optimizer state and learning rate)."""
+    from the saved final weights, with their optimizer state and learning rate).
+    ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto);
+    ``tf32``: TF32 matrix products on CUDA."""
     out = Path(out)
+    device = resolve_device(device)
+    use_tf32(device, tf32)
     given = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
     # seed, batch size and threads are this run's (given) settings, also on resume
     # threads default to the cores this process may use (torch's default may differ)
     torch.set_num_threads(given.threads or len(os.sched_getaffinity(0)))
-    resolve_precision(given.precision, "[train] precision")  # refused before any work
+    training_precision(given.precision, device, "[train] precision")  # refused before any work
 
     saved = _saved_run(out, config, data) if resume and out.is_file() else None
     if saved:
@@ -419,7 +435,7 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     config["model"] = {**config["model"], "variant": prepared.task}
 
     run = _GeneratorRun(config, settings, prepared, saved.vocab if saved else prepared.vocab, out,
-                        given.seed, given.batch_size, saved, log)
+                        given.seed, given.batch_size, saved, log, device)
     log(run.describe(data))
     state = run.state
     examples0 = state["examples"]
@@ -437,4 +453,5 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     speed = (state["examples"] - examples0) / run_seconds if run_seconds > 0 else 0.0
     epochs_done = state["epoch"] + state["batch"] / run.batches_per_epoch
     return TrainResult(str(out), state["step"], epochs_done, speed, run.last_loss,
-                       state["best_ppl"], finished, str(run.curve_path))
+                       state["best_ppl"], finished, str(run.curve_path),
+                       str(device) + (" bf16" if run.bf16 else ""))

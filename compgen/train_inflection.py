@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from compgen.device import CPU, Device, resolve_device, to_device
 from compgen.errors import UserError
 from compgen.io import keep_torch_compiler_cache
 from compgen.models.inflection import (
@@ -95,6 +96,9 @@ def learning_rate(step: int, cfg: InflectionTrainConfig) -> float:
 def _loss(net, src, tgt, smoothing: float, reduction: str = "sum") -> tuple[torch.Tensor, int]:
     tgt_in = pad_batch(tgt, bos=True)
     tgt_out = pad_batch(tgt, eos=True)
+    device = net.positions.device
+    if device.type != "cpu":
+        src, tgt_in, tgt_out = to_device((src, tgt_in, tgt_out), Device("cuda", device.index))
     logits = net(src, tgt_in)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
                            ignore_index=PAD_ID, label_smoothing=smoothing, reduction=reduction)
@@ -116,13 +120,15 @@ def dev_loss(net, src: list[list[int]], tgt: list[list[int]], smoothing: float,
 
 def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | Path,
                      cfg: InflectionTrainConfig = InflectionTrainConfig(),
-                     log: Callable[[str], None] | None = None, lang: str | None = None) -> dict:
-    """Train on ``train``, keep the best-dev-loss weights, write the checkpoint ``out``
-    (``lang`` is recorded, for the export's validation set)."""
+                     log: Callable[[str], None] | None = None, lang: str | None = None,
+                     device: Device | None = None) -> dict:
+    """Train on ``train`` on ``device`` (default: $COMPGEN_DEVICE, else auto), keep the best-dev-loss weights,
+    write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set)."""
     from compgen.checkpoint import save_checkpoint
     from compgen.data.vocab import Vocab
 
     cfg.validate()
+    device = resolve_device(device)
     if not train:
         raise UserError("no training triples")
     if not dev:
@@ -130,7 +136,7 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
     torch.manual_seed(cfg.seed)
     src_vocab = CharVocab.build(source_tokens(lemma, tags) for lemma, _, tags in train)
     tgt_vocab = CharVocab.build(list(form) for _, form, _ in train)
-    net = InflectionTransformer(cfg.model, len(src_vocab), len(tgt_vocab))
+    net = InflectionTransformer(cfg.model, len(src_vocab), len(tgt_vocab)).to(device.torch)
     model = InflectionModel(net, src_vocab, tgt_vocab, {})
     src, tgt = model.encode_sources(train), model.encode_targets(train)
     dev_src, dev_tgt = model.encode_sources(dev), model.encode_targets(dev)
@@ -172,7 +178,7 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
     net.load_state_dict(best_state)
     seconds = time.perf_counter() - start
     state = {"updates": step, "epochs": epoch, "best_dev_loss": best, "best_update": best_step,
-             "seconds": seconds, "curve": curve[-200:]}
+             "seconds": seconds, "curve": curve[-200:], "device": str(device)}
     config = {"model": cfg.model.to_dict(), "train": {k: v for k, v in asdict(cfg).items() if k != "model"},
               "target_vocab": tgt_vocab.tokens, "train_rows": len(train), "lang": lang}
     save_checkpoint(out, net, config, Vocab(_as_vocab_tokens(src_vocab.tokens)), KIND, train_state=state)
@@ -194,7 +200,7 @@ def _validate(net, dev_src, dev_tgt, cfg, step, best, best_state, best_step, cur
     return best, best_state, best_step
 
 
-def load_inflection(path: str | Path) -> InflectionModel:
+def load_inflection(path: str | Path, device: Device | None = None) -> InflectionModel:
     from compgen.checkpoint import load_checkpoint
     from compgen.data.vocab import SPECIALS
 
@@ -203,7 +209,7 @@ def load_inflection(path: str | Path) -> InflectionModel:
     tgt_vocab = CharVocab(ckpt.config["target_vocab"])
     net = InflectionTransformer(InflectionConfig(**ckpt.config["model"]), len(src_vocab), len(tgt_vocab))
     net.load_state_dict(ckpt.weights)
-    net.eval()
+    net.eval().to((device or CPU).torch)
     return InflectionModel(net, src_vocab, tgt_vocab, ckpt.config)
 
 

@@ -48,6 +48,7 @@ import torch
 from compgen.checkpoint import check_preset
 from compgen.configs import PredictorTrainConfig
 from compgen.data.vocab import Vocab
+from compgen.device import Device, to_device
 from compgen.errors import UserError, read_text
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
@@ -245,7 +246,13 @@ def update(model: Seq2Seq, optimizer: torch.optim.Optimizer, vocab: Vocab, batch
     cut = model.cfg.max_len + 1
     source = collate([vocab.encode(x[:cut]) for x, _ in batch], model.cfg.max_len)
     target = collate([vocab.encode(y[:cut]) for _, y in batch], model.cfg.max_len)
-    loss = packed_loss(model, source, target) if tcfg.packed_decoder else model.loss(source, target)
+    device = next(model.parameters()).device
+    if device.type != "cpu":   # the packed steps are CPU bookkeeping: CUDA runs the padded loss
+        source, target = to_device((source, target), Device("cuda", device.index))
+        loss = model.loss(source, target)
+    else:
+        loss = (packed_loss(model, source, target) if tcfg.packed_decoder
+                else model.loss(source, target))
     if not torch.isfinite(loss) or loss.item() == 0.0:
         return None
     optimizer.zero_grad(set_to_none=True)
@@ -349,15 +356,18 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
                     augment: str | Path | None = None, p_aug: float | None = None,
                     seed: int = 0, data_dir=None, epochs: int | None = None,
                     resume: bool = False, label: str | None = None, keep_every: int = 0,
-                    log: Callable[[str], None] | None = None) -> dict:
+                    log: Callable[[str], None] | None = None, device=None) -> dict:
     """Train the predictor on a data set (+ an augmented samples TSV) and write the
     checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
+    ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
     Returns a summary."""
     from compgen.data import load_dataset
     from compgen.data.files import source_record
+    from compgen.device import resolve_device
 
+    device = resolve_device(device)
     if keep_every < 0:
         raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     out = Path(out)
@@ -416,6 +426,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         if (old_vocab != vocab or old_run.get("data") != data
                 or "state" not in resume_from.train_state):
             raise UserError(f"{out}: cannot resume (different data, or a finished run)")
+    model.to(device.torch)
 
     curve_path = out.with_name(out.name + ".curve.csv")
 
@@ -435,4 +446,4 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     return {"checkpoint": str(out), "curve": str(curve_path), "epochs": len(curve),
             "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
             "p_aug": p_aug, "dev_exact_match": curve[-1]["dev_exact_match"] if curve else None,
-            "seconds": round(time.perf_counter() - tic, 1)}
+            "seconds": round(time.perf_counter() - tic, 1), "device": str(device)}

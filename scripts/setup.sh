@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent set-up: .venv, torch (CPU wheel), compgen (+ dev tools), KenLM's lmplz.
+# Idempotent set-up: .venv, torch (the CPU wheel, or the CUDA build where nvidia-smi finds a
+# GPU), compgen (+ dev tools; + ONNX Runtime's CUDA provider with a GPU), KenLM's lmplz.
 # Usage: scripts/setup.sh [demo|test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,20 +14,40 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip_install() { .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"; }
 
-# torch first: a pinned CPU wheel; a looser range would pull a multi-GB CUDA build.
-if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-  echo "== installing torch $TORCH_VERSION"
-  pip_install "torch==$TORCH_VERSION"
+gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "; then
+  gpu=1
 fi
 
+# torch first, pinned. Without a GPU: the CPU wheel (a looser pin would pull a multi-GB CUDA
+# build). With one: the CUDA build of the default index (local CPU wheels left out).
+if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION' or ($gpu and torch.version.cuda is None))" 2>/dev/null; then
+  if [ "$gpu" = 1 ]; then
+    echo "== installing torch $TORCH_VERSION (CUDA build: nvidia-smi finds a GPU)"
+    PIP_FIND_LINKS= pip_install --force-reinstall --no-deps "torch==$TORCH_VERSION"
+    pip_install "torch==$TORCH_VERSION"
+  else
+    echo "== installing torch $TORCH_VERSION (CPU wheel: nvidia-smi finds no GPU)"
+    pip_install "torch==$TORCH_VERSION"
+  fi
+fi
+
+extras=()
+[ "$mode" = test ] && extras+=(dev ray)
+if [ "$gpu" = 1 ]; then
+  extras+=(gpu)
+  # onnxruntime-gpu replaces onnxruntime (the same module): never both
+  .venv/bin/python -m pip uninstall --quiet --yes onnxruntime >/dev/null 2>&1 || true
+fi
 extra=""
-[ "$mode" = test ] && extra="[dev,ray]"
-stamp=".venv/.compgen-installed-$mode-$(sha256sum pyproject.toml | cut -c1-16)"
+[ ${#extras[@]} -gt 0 ] && extra="[$(IFS=,; echo "${extras[*]}")]"
+stamp=".venv/.compgen-installed-$mode-gpu$gpu-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import compgen" 2>/dev/null; then
   echo "== installing compgen$extra (kenlm's query module compiles once, ~90 s)"
   pip_install -e ".$extra"
   touch "$stamp"
 fi
+.venv/bin/python -c "import torch; print('== torch', torch.__version__, 'CUDA', torch.version.cuda, '(GPUs seen:', torch.cuda.device_count(), end=')\\n')"
 
 # `compgen` in an activated venv: the program wins over bash's builtin of the same name for
 # its own commands, and completes them (bash and zsh); see scripts/shell/compgen.sh.

@@ -10,6 +10,7 @@ import sys
 from compgen.cli import (  # noqa: F401
     augment,
     data,
+    env,
     evaluate,
     export,
     grammar,
@@ -46,6 +47,16 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated(signum)
 
 
+def _gpu_out_of_memory_exit(exc: BaseException) -> None:
+    from compgen.device import cuda_out_of_memory
+
+    message = cuda_out_of_memory(exc)
+    if message is not None:
+        exc.__traceback__ = None
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(2)
+
+
 def main() -> None:
     import errno
     import signal
@@ -80,6 +91,7 @@ def main() -> None:
         sys.stderr.write(f"error: {where}no space left on the device (disk full or over quota)\n")
         sys.exit(2)
     except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
+        _gpu_out_of_memory_exit(exc)
         if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
             raise
         _out_of_memory_exit(exc)
@@ -87,6 +99,7 @@ def main() -> None:
         err_console.print("interrupted", markup=False)
         sys.exit(130)
     except BaseException as exc:
+        _gpu_out_of_memory_exit(exc)   # ONNX Runtime's errors are no RuntimeError
         # Polars reports a failed allocation under a limit as a Rust panic (PanicException,
         # a BaseException) whose text does not say memory
         if type(exc).__name__ != "PanicException" or address_space_limit() is None:

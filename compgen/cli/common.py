@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from compgen.device import DEVICE_HELP
+
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   rich_markup_mode=None,
@@ -67,6 +69,7 @@ DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_
 XField = typer.Option(None, "--x-field", help="JSONL/CSV/Parquet/headed-TSV data: the input field (default: x, input, source or src)")
 YField = typer.Option(None, "--y-field", help="JSONL/CSV/Parquet/headed-TSV data: the output field (default: y, output, target or tgt)")
 Columns = typer.Option(None, "--columns", help="names of a header-less TSV's columns, comma-separated (e.g. id,input,output); its first line is then data")
+DeviceOption = typer.Option(None, "--device", help=DEVICE_HELP)
 
 
 def data_fields(x_field: str | None, y_field: str | None, columns: str | None):

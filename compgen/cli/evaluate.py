@@ -9,6 +9,7 @@ import typer
 from compgen.cli.common import (
     Columns,
     DataDir,
+    DeviceOption,
     XField,
     YField,
     app,
@@ -34,6 +35,7 @@ def evaluate_cmd(
     backend: str | None = typer.Option(None, "--backend", help="export folders: onnx (default) | torchscript | torch"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="seeds the generator's test-time dropout and the random prototype fallbacks; unused by the predictor"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
     x_field: str | None = XField,
     y_field: str | None = YField,
@@ -43,10 +45,12 @@ def evaluate_cmd(
     predictors; direct inference and attention figures of generators."""
     import torch
 
+    from compgen.device import resolve_device
     from compgen.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
+    dev = resolve_device(device)
     if beam < 0:
         raise UserError("--beam must be >= 0")
     if limit is not None and (limit < 1 or not direct):
@@ -58,7 +62,7 @@ def evaluate_cmd(
     torch.manual_seed(seed)
     with data_fields(x_field, y_field, columns):
         rows = _evaluate_models(models, data, plots, direct, limit, predictions, batch_size,
-                                backend, beam, seed, data_dir)
+                                backend, beam, seed, data_dir, dev)
     if not rows:
         return
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
@@ -67,11 +71,12 @@ def evaluate_cmd(
             console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
     if output:
         paths = write_results(rows, output)
-        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']}", highlight=False)
+        console.print(f"wrote {paths['csv']}, {paths['summary']}, {paths['markdown']} (predictors on "
+                      f"{dev})", highlight=False)
 
 
 def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
-                     beam, seed, data_dir) -> list[dict]:
+                     beam, seed, data_dir, dev) -> list[dict]:
     from compgen.evaluate import evaluate_predictor, write_plots
 
     rows = []
@@ -79,7 +84,8 @@ def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size
         if model.is_dir():   # a predictor export folder
             if direct:
                 raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
-            rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
+            rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend,
+                                       dev)
             continue
         if checkpoint_kind(model) == "recombine":
             rows += _evaluate_generator(model, data, plots, direct, limit, predictions,
@@ -87,7 +93,8 @@ def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size
             continue
         if direct:
             raise UserError(f"{model}: --direct needs a generator checkpoint (compgen train generator)")
-        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend)
+        rows += evaluate_predictor(model, data, data_dir, beam, batch_size, predictions, backend,
+                                   dev)
         if plots:
             for path in write_plots(model, plots, data, data_dir):
                 console.print(f"plot {path}", highlight=False)

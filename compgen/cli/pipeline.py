@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console, ray_address
+from compgen.cli.common import DataDir, DeviceOption, app, console, ray_address
 from compgen.errors import UserError
 
 
@@ -36,6 +36,7 @@ def pipeline_cmd(
     backend: str = typer.Option("torch", "--backend", help="sampling backend: torch (eager) | onnx | torchscript | cpp (export first)"),
     direct_limit: int | None = typer.Option(None, "--direct-limit", help="direct inference: score the first N test inputs only"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    device: str | None = DeviceOption,
     list_runs: bool = typer.Option(False, "--list", help="list the runs and exit"),
     strategies: str = typer.Option("random,umt+loss", "--strategies", help="stem-corrupt-LANG: comma-separated selection strategies"),
     sizes: str = typer.Option("128,256,512,1024,2048", "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes"),
@@ -73,6 +74,10 @@ def pipeline_cmd(
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     if csl_temperature is not None and not csl_temperature > 0:
         raise UserError(f"--csl-temperature must be > 0, not {csl_temperature}")
+    from compgen.device import resolve_device
+
+    # checked now; each step resolves it again (auto: the C++ runner's sampling is CPU work)
+    where = resolve_device(device)
     opts = PipelineOptions(root=root, size=size, data_dir=data_dir, generator_preset=generator_config,
                            predictor_preset=predictor_config, generator_epochs=generator_epochs,
                            generator_steps=generator_steps, samples=n, nsamples=nsamples,
@@ -81,7 +86,7 @@ def pipeline_cmd(
                            test_dropout=test_dropout,
                            predictor_epochs=predictor_epochs, keep_every=keep_every, p_aug=p_aug,
                            csl_temperature=csl_temperature, backend=backend,
-                           threads=threads, direct_limit=direct_limit,
+                           threads=threads, direct_limit=direct_limit, device=device,
                            log=lambda line: console.print(line, highlight=False, markup=False))
     if ray is not None:
         from compgen.pipeline import find_run
@@ -93,7 +98,7 @@ def pipeline_cmd(
     else:
         rows = run_pipeline(name, parse_seeds(seeds), opts)
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
-    console.print(f"results: {root / 'results.md'}", highlight=False, markup=False)
+    console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import app, console
+from compgen.cli.common import DeviceOption, app, console
 from compgen.errors import UserError
 from compgen.io import read_inputs
 
@@ -21,15 +21,18 @@ def predict_cmd(
     batch_size: int = typer.Option(256, "--batch-size", help="inputs decoded per batch"),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads"),
     seed: int = typer.Option(0, "--seed", help="accepted for uniformity; decoding is deterministic"),
+    device: str | None = DeviceOption,
 ) -> None:
     """Predict outputs for new inputs with an exported (or eager) predictor."""
+    from compgen.device import resolve_device
     from compgen.evaluate import predictor_source
     from compgen.io import atomic_open
 
     if batch_size < 1 or beam < 0:
         raise UserError("--batch-size must be >= 1 and --beam >= 0")
+    dev = resolve_device(device)
     sources = read_inputs(input)
-    predict_sources, _, _ = predictor_source(model, backend, beam, batch_size, threads)
+    predict_sources, _, _ = predictor_source(model, backend, beam, batch_size, threads, dev)
     lines = [f"{' '.join(s)}\t{' '.join(p)}" for s, p in zip(sources, predict_sources(sources))]
     if output is None:
         for line in lines:
@@ -37,4 +40,4 @@ def predict_cmd(
         return
     with atomic_open(output, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    console.print(f"{len(lines)} predictions -> {output}", highlight=False, markup=False)
+    console.print(f"{len(lines)} predictions on {dev} -> {output}", highlight=False, markup=False)

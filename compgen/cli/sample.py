@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, app, console, err_console, ray_address
+from compgen.cli.common import DataDir, DeviceOption, app, console, err_console, ray_address
 from compgen.errors import UserError
 
 
@@ -46,6 +46,7 @@ def sample_cmd(
     min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
     ray: str | None = typer.Option(None, "--ray", help="shard decoding over Ray: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT; same file as one process"),
     ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
@@ -103,7 +104,8 @@ def sample_cmd(
                          threads=threads, max_rounds=max_rounds,
                          rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
                          raise_temperature=raise_temperature or None,
-                         test_dropout=test_dropout, beam_width=beam_width, precision=precision)
+                         test_dropout=test_dropout, beam_width=beam_width, precision=precision,
+                         device=device)
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
@@ -116,7 +118,8 @@ def sample_cmd(
         details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
                        f", {tally.accepted / run.decoded:.1%} accepted")
     details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
-    report.print(f"{len(run.samples)} samples in {run.seconds:.1f} s ({'; '.join(details)})"
+    where = f" on {run.device}" if run.device else ""
+    report.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{where} ({'; '.join(details)})"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:
         scorer = ranking.scorer

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from compgen.cli.augment import augment_app
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import DataDir, DeviceOption, app, console
 from compgen.cli.train import train_app
 from compgen.errors import UserError
 
@@ -78,21 +78,25 @@ def train_inflection_cmd(
     validate_every: int = typer.Option(0, "--validate-every", help="dev loss every N updates (0 = after an epoch, spaced to cost at most ~10 % of training)"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, batches and dropout"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the character Transformer inflection model (gold train-low + augment files)."""
     from compgen.augment.stem_corrupt.corrupt import read_triples
+    from compgen.device import resolve_device
     from compgen.pipelines.stem_corrupt import gold_and_dev
     from compgen.train_inflection import train_inflection
 
+    dev = resolve_device(device)
     cfg = _train_config(updates, warmup, validate_every, seed)
-    gold, dev = gold_and_dev(lang, data_dir)
+    gold, dev_rows = gold_and_dev(lang, data_dir)
     extra = [row for path in augment for row in read_triples(path)]
     _threads(threads)
-    state = train_inflection(gold + extra, dev, output, cfg, lang=lang,
-                             log=lambda line: console.print(line, highlight=False, markup=False))
+    state = train_inflection(gold + extra, dev_rows, output, cfg, lang=lang,
+                             log=lambda line: console.print(line, highlight=False, markup=False),
+                             device=dev)
     console.print(f"wrote {output}: {len(gold)} gold + {len(extra)} synthetic rows, "
-                  f"{state['updates']} updates in {state['seconds']:.0f} s, best dev loss "
+                  f"{state['updates']} updates in {state['seconds']:.0f} s on {dev}, best dev loss "
                   f"{state['best_dev_loss']:.4f} at update {state['best_update']}",
                   highlight=False, markup=False)
 
@@ -140,14 +144,17 @@ def inflection_evaluate_cmd(
     beam: int = typer.Option(5, "--beam", help="beam width (the reference decodes with 5)"),
     predictions: Path | None = typer.Option(None, "--predictions", help="write lemma<TAB>gold<TAB>predicted<TAB>tags"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
+    device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact-match accuracy of an inflection model (beam search)."""
+    from compgen.device import resolve_device
     from compgen.pipelines.stem_corrupt import evaluate_model
 
     if beam < 1:
         raise UserError("--beam must be >= 1")
+    dev = resolve_device(device)
     _threads(threads)
-    result = evaluate_model(model, lang, test, beam, data_dir, predictions)
+    result = evaluate_model(model, lang, test, beam, data_dir, predictions, dev)
     console.print(f"{lang} {test}: exact match {result['accuracy']:.4f} on {result['rows']} rows "
-                  f"({result['seconds']:.0f} s)", highlight=False, markup=False)
+                  f"({result['seconds']:.0f} s on {result['device']})", highlight=False, markup=False)

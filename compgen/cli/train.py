@@ -6,7 +6,16 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
+from compgen.cli.common import (
+    Columns,
+    DataDir,
+    DeviceOption,
+    XField,
+    YField,
+    app,
+    console,
+    data_fields,
+)
 from compgen.errors import UserError
 
 train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
@@ -26,6 +35,8 @@ def train_predictor_cmd(
     keep_every: int = typer.Option(0, "--keep-every", help="also keep the checkpoint after every N-th epoch (OUTPUT predictor.pt: predictor-epN.pt), resumable: copy one to OUTPUT and --resume to go back to it when a long run diverges; 0 = only the latest"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, the dev split and the batch order"),
+    device: str | None = DeviceOption,
+    tf32: bool = typer.Option(False, "--tf32", help="CUDA: TF32 matrix products (faster, 10-bit mantissa)"),
     data_dir: Path | None = DataDir,
     x_field: str | None = XField,
     y_field: str | None = YField,
@@ -34,7 +45,11 @@ def train_predictor_cmd(
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
     import torch
 
+    from compgen.device import resolve_device, use_tf32
     from compgen.train_seq2seq import train_predictor
+
+    dev = resolve_device(device)
+    use_tf32(dev, tf32)
 
     if threads is not None:
         if threads < 1:
@@ -46,10 +61,12 @@ def train_predictor_cmd(
         summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                                   data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                                   keep_every=keep_every,
-                                  log=lambda line: console.print(line, highlight=False))
+                                  log=lambda line: console.print(line, highlight=False),
+                                  device=dev)
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
-                  f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s); "
+                  f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s on "
+                  f"{summary['device']}); "
                   f"curve {summary['curve']}", highlight=False)
 
 
@@ -72,7 +89,9 @@ def train_generator_cmd(
     max_steps: int | None = typer.Option(None, "--max-steps", help="stop once the run has made this many updates in all, counting those before a --resume (resumable)"),
     time_budget: float | None = typer.Option(None, "--time-budget", help="stop after this many seconds (resumable)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads (default: the cores this process may use)"),
-    precision: str | None = typer.Option(None, "--precision", help="auto (bf16 autocast where the CPU has AMX / AVX512-BF16, else fp32), fp32 or bf16; the checkpoint stays fp32 (default: the preset's, auto)"),
+    precision: str | None = typer.Option(None, "--precision", help="auto (bf16 autocast where the CPU has AMX / AVX512-BF16 or the GPU computes bf16, else fp32), fp32 or bf16; the checkpoint stays fp32 (default: the preset's, auto)"),
+    device: str | None = DeviceOption,
+    tf32: bool = typer.Option(False, "--tf32", help="CUDA: TF32 matrix products (faster, 10-bit mantissa)"),
     quiet: bool = typer.Option(False, "--quiet", help="log lines instead of a progress bar"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of initialisation, batches and dev split (default: the preset's, else 0)"),
     neighborhood: str | None = typer.Option(None, "--neighborhood", help="your own data: long-short (a close first prototype, a short second one holding what it lacks) or long-long (two close prototypes); default: the preset's"),
@@ -81,7 +100,7 @@ def train_generator_cmd(
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     from compgen.checkpoint import apply_overrides, default_preset, load_checkpoint, load_preset
-    from compgen.precision import resolve_precision
+    from compgen.device import resolve_device, training_precision, use_tf32
     from compgen.train import train_generator
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
@@ -90,8 +109,10 @@ def train_generator_cmd(
                              ("--max-steps", max_steps, 0)):
         if value is not None and value < low:
             raise UserError(f"{name} must be >= {low}")
+    dev = resolve_device(device)
+    use_tf32(dev, tf32)
     if precision is not None:
-        resolve_precision(precision)
+        training_precision(precision, dev)
     for name, value, valid in (("--neighborhood", neighborhood, ("long-short", "long-long")),
                                ("--similarity", similarity, ("levenshtein", "jaccard"))):
         if value is not None and value not in valid:
@@ -121,9 +142,11 @@ def train_generator_cmd(
         "train.similarity": similarity})
     result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
                              epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
-                             log=lambda line: console.print(line, highlight=False, markup=False))
+                             log=lambda line: console.print(line, highlight=False, markup=False),
+                             device=dev, tf32=tf32)
     state = "finished" if result.finished else "stopped (resume with --resume)"
     ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""
     console.print(f"wrote {result.path}: {state} at step {result.steps} ({result.epochs_done:.2f} epochs"
-                  f"{ppl}, {result.examples_per_s:.1f} examples/s); curve {result.curve_path}",
+                  f"{ppl}, {result.examples_per_s:.1f} examples/s on {result.device}); curve "
+                  f"{result.curve_path}",
                   highlight=False, markup=False)

@@ -224,11 +224,14 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
     return tuples
 
 
-def load_torchscript(path: Path):
-    """A TorchScript module, or a UserError naming the file."""
+def load_torchscript(path: Path, device=None):
+    """A TorchScript module (on ``device``, a ``compgen.device.Device``; default: the CPU),
+    or a UserError naming the file."""
     import torch
 
     try:
+        if device is not None and device.cuda:
+            return torch.jit.load(str(path), map_location=device.torch)
         return torch.jit.load(str(path))
     except (RuntimeError, ValueError, OSError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -103,15 +103,16 @@ class StepGraph(nn.Module):
 class OnnxInflectionDecoder:
     """``step`` / ``reorder`` over the exported graphs, for :func:`beam_over`."""
 
-    def __init__(self, folder: Path, source: np.ndarray, beam: int):
+    def __init__(self, folder: Path, source: np.ndarray, beam: int, device=None):
         import onnxruntime as ort
 
+        from compgen.device import as_device, ort_session
+
+        device = as_device(device)   # None: the CPU (the export's parity check)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
-        self.encoder = ort.InferenceSession(str(folder / "encoder.onnx"), opts,
-                                            providers=["CPUExecutionProvider"])
-        self.stepper = ort.InferenceSession(str(folder / "decoder_step.onnx"), opts,
-                                            providers=["CPUExecutionProvider"])
+        self.encoder = ort_session(str(folder / "encoder.onnx"), opts, device)
+        self.stepper = ort_session(str(folder / "decoder_step.onnx"), opts, device)
         mk, mv, pad = self.encoder.run(None, {"source": source})
         self.memory_k = np.repeat(mk, beam, axis=1)
         self.memory_v = np.repeat(mv, beam, axis=1)
@@ -135,9 +136,10 @@ class OnnxInflectionDecoder:
         self.memory_k, self.memory_v, self.pad = self.memory_k[:, idx], self.memory_v[:, idx], self.pad[idx]
 
 
-def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int = 100):
-    return beam_over(OnnxInflectionDecoder(Path(folder), source.numpy(), beam), source.shape[0],
-                     beam, max_len)
+def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int = 100,
+                     device=None):
+    return beam_over(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
+                     source.shape[0], beam, max_len)
 
 
 def _step_logp(decoder, target: Tensor) -> np.ndarray:

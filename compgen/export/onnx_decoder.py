@@ -1,7 +1,8 @@
 """Sampling on the exported ONNX graphs with ONNX Runtime.
 
-The CUDA execution provider is used when ONNX Runtime has one and a GPU is present,
-the CPU provider otherwise. ``OnnxStepper`` is the graphs' step function for the shared
+The CPU provider runs the graphs unless the device (``compgen.device``) is CUDA, then
+ONNX Runtime's CUDA provider does, with the recurrent state kept in the GPU's memory
+(``OnnxCudaStepper``). ``OnnxStepper`` is the graphs' step function for the shared
 decode loop of ``compgen.decoding`` (the contract comes from the manifest): the memory is
 bound once per batch, the state lives in preallocated buffers that ONNX Runtime writes in
 place (IO binding, two sets swapped every step), each distinct prototype is encoded once
@@ -18,29 +19,20 @@ import numpy as np
 
 from compgen import cache
 from compgen.decoding import STATE_NAMES, Contract, PrototypeCache
+from compgen.device import CPU, Device, describe_sessions, ort_session
 from compgen.errors import UserError
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
 
 
-def providers() -> list[str]:
+def open_session(path: Path, threads: int | None, device: Device | None = None):
+    """A session on ``device`` (default: the CPU) with every graph optimisation, intra-op
+    threads = the cores (or ``threads``); the optimised graph is saved once next to the
+    cache of the C++ runner and loaded from there afterwards (keyed by the graph's bytes
+    and the provider: an optimised graph holds the provider's own fused nodes)."""
     import onnxruntime as ort
 
-    available = ort.get_available_providers()
-    if "CUDAExecutionProvider" in available and _gpu_present():
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
-
-
-def _gpu_present() -> bool:
-    return any(Path("/dev").glob("nvidia[0-9]*"))
-
-
-def open_session(path: Path, threads: int | None):
-    """A session with every graph optimisation, intra-op threads = the cores (or
-    ``threads``); the optimised graph is saved once next to the cache of the C++ runner
-    and loaded from there afterwards (keyed by the graph's bytes)."""
-    import onnxruntime as ort
+    device = device or CPU
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or os.cpu_count() or 1
@@ -51,29 +43,31 @@ def open_session(path: Path, threads: int | None):
     # or the C++ runner's threads) spinning threads steal the cores the work needs
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        optimised = _optimised_path(path)
+        optimised = _optimised_path(path, device.ort_provider)
         if optimised is None:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            return ort.InferenceSession(str(path), options, providers=providers())
+            return ort_session(str(path), options, device)
         # the bytes checked against the cache's record are the bytes loaded
         content = cache.verified_bytes(optimised, "an optimised ONNX graph")
         if content is None:
             with cache.build_lock(optimised):
                 content = cache.verified_bytes(optimised, "an optimised ONNX graph")
                 if content is None:
-                    _save_optimised(path, optimised, options)
+                    _save_optimised(path, optimised, options, device)
                     cache.record(optimised)
                     content = cache.verified_bytes(optimised, "an optimised ONNX graph")
         if content is None:   # the cache cannot be written: optimise in memory
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            return ort.InferenceSession(str(path), options, providers=providers())
+            return ort_session(str(path), options, device)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        return ort.InferenceSession(content, options, providers=providers())
+        return ort_session(content, options, device)
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 (onnxruntime raises bare Exception subclasses)
         raise UserError(f"{path}: cannot load ONNX graph ({str(exc).splitlines()[0]})") from None
 
 
-def _save_optimised(path: Path, optimised: Path, options) -> None:
+def _save_optimised(path: Path, optimised: Path, options, device: Device) -> None:
     """Optimise ``path`` with every graph optimisation into ``optimised`` (staged, renamed)."""
     import onnxruntime as ort
 
@@ -81,7 +75,7 @@ def _save_optimised(path: Path, optimised: Path, options) -> None:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.optimized_model_filepath = str(staged)
     try:
-        ort.InferenceSession(str(path), options, providers=providers())
+        ort_session(str(path), options, device)
         if staged.is_file():
             os.replace(staged, optimised)
     finally:
@@ -89,29 +83,31 @@ def _save_optimised(path: Path, optimised: Path, options) -> None:
         options.optimized_model_filepath = ""
 
 
-def _optimised_path(path: Path) -> Path | None:
-    """Where the optimised copy of a graph is kept (per graph content and ORT version)."""
+def _optimised_path(path: Path, provider: str = "CPUExecutionProvider") -> Path | None:
+    """Where the optimised copy of a graph is kept (per graph content, ORT version and
+    provider: an optimised graph holds the provider's own fused nodes)."""
     import onnxruntime as ort
 
     if os.environ.get("COMPGEN_NO_ORT_CACHE"):
         return None
     digest = cache.file_digest(Path(path)).hexdigest()[:20]
-    return cache.store("onnx") / f"{digest}-ort{ort.__version__}.onnx"
+    return cache.store("onnx") / f"{digest}-ort{ort.__version__}-{provider}.onnx"
 
 
 class OnnxGenerator:
     """The three graphs of an exported folder, and the decoding contract of its manifest."""
 
     def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", device: Device | None = None):
         graphs = Path(folder)
         if precision == "int8":
             from compgen.export.reduced import int8_graphs
 
             graphs = int8_graphs(graphs)
-        self.prototypes = open_session(graphs / "prototypes.onnx", threads)
-        self.encoder = open_session(graphs / "encoder.onnx", threads)
-        self.step = open_session(graphs / "decoder_step.onnx", threads)
+        self.device = device or CPU
+        self.prototypes = open_session(graphs / "prototypes.onnx", threads, self.device)
+        self.encoder = open_session(graphs / "encoder.onnx", threads, self.device)
+        self.step = open_session(graphs / "decoder_step.onnx", threads, self.device)
         self.encoder_inputs = {i.name for i in self.encoder.get_inputs()}
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]
@@ -135,8 +131,13 @@ class OnnxGenerator:
     def initial_state(self, enc: dict) -> dict:
         return self.contract.initial_state(enc["h"], enc["c"])
 
+    @property
+    def where(self) -> str:
+        """The device and the providers the sessions really run on."""
+        return describe_sessions(self.device, (self.prototypes, self.encoder, self.step))
+
     def stepper(self) -> OnnxStepper:
-        return OnnxStepper(self)
+        return OnnxCudaStepper(self) if self.device.cuda else OnnxStepper(self)
 
     def run_step(self, token: np.ndarray, state: dict, memory: dict) -> tuple[np.ndarray, dict]:
         feeds = {"token": token}
@@ -206,3 +207,49 @@ class OnnxStepper:
         state = {k: v[rows] for k, v in self.state.items()}
         for k, v in state.items():
             np.copyto(self.state[k], v)  # same batch size: reorder in place
+
+
+class OnnxCudaStepper(OnnxStepper):
+    """``OnnxStepper`` on the CUDA provider: the memory and both state buffer sets live in
+    the GPU's memory, so a step copies only the token ids in and the log-probabilities out.
+    Compacting rows (rare: when rows finish) brings the state through the host once.
+    ``where`` places the buffers (ONNX Runtime's device name and index; the CPU's runs
+    the same code without a GPU)."""
+
+    def __init__(self, gen: OnnxGenerator, where: tuple[str, int] | None = None):
+        super().__init__(gen)
+        self.where = where or ("cuda", gen.device.index)
+
+    def _bind(self, state: dict) -> None:
+        ort, where = self.ort, self.where
+        B = next(iter(self.memory.values())).shape[0] if self.memory else len(state["h"])
+        self.logp = np.empty((B, self.gen.contract.vocab_size), np.float32)
+        self.binding = self.gen.step.io_binding()
+        for k, v in self.memory.items():
+            self.binding.bind_ortvalue_input(k, ort.OrtValue.ortvalue_from_numpy(v, *where))
+        self.binding.bind_ortvalue_output("logp", ort.OrtValue.ortvalue_from_numpy(self.logp))
+        self.state = {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), *where)
+                      for k, v in state.items()}
+        self.spare = {k: ort.OrtValue.ortvalue_from_shape_and_type(
+            self.state[k].shape(), np.asarray(state[k]).dtype.type, *where) for k in self.outputs}
+
+    def step(self, token: np.ndarray) -> np.ndarray:
+        binding = self.binding
+        binding.bind_cpu_input("token", np.ascontiguousarray(token, np.int64))
+        for k in self.inputs:
+            binding.bind_ortvalue_input(k, self.state[k])
+        for k in self.outputs:
+            binding.bind_ortvalue_output(f"{k}_out", self.spare[k])
+        self.gen.step.run_with_iobinding(binding)
+        for k in self.outputs:  # the outputs become the next step's inputs
+            self.state[k], self.spare[k] = self.spare[k], self.state[k]
+        return self.logp
+
+    def take(self, rows: np.ndarray, memory: bool = True) -> None:
+        state = {k: v.numpy()[rows] for k, v in self.state.items()}
+        if memory:
+            self.memory = {k: np.ascontiguousarray(v[rows]) for k, v in self.memory.items()}
+            self._bind(state)
+            return
+        for k, v in state.items():  # same batch size: overwrite the buffers in place
+            self.state[k].update_inplace(np.ascontiguousarray(v))

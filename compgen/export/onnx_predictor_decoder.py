@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.device import CPU, Device, describe_sessions
 from compgen.export.onnx_decoder import open_session
 
 STATE = ("h", "c", "feed")
@@ -25,10 +26,12 @@ def additive_mask(vocab_size: int, masked_ids: list[int], value: float) -> np.nd
 
 
 class OnnxPredictor:
-    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None):
+    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None,
+                 device: Device | None = None):
         folder = Path(folder)
-        self.encoder = open_session(folder / "encoder.onnx", threads)
-        self.step = open_session(folder / "decoder_step.onnx", threads)
+        self.device = device or CPU
+        self.encoder = open_session(folder / "encoder.onnx", threads, self.device)
+        self.step = open_session(folder / "decoder_step.onnx", threads, self.device)
         self.encoder_outputs = [o.name for o in self.encoder.get_outputs()]
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]
@@ -40,6 +43,10 @@ class OnnxPredictor:
         self.later_mask = additive_mask(V, dec["later_steps_masked"], dec["mask_value"])
         self.only_eos = np.full(V, -np.inf, np.float32)
         self.only_eos[self.eos] = 0.0
+
+    @property
+    def where(self) -> str:
+        return describe_sessions(self.device, (self.encoder, self.step))
 
     def encode(self, source: np.ndarray) -> tuple[dict, dict]:
         """Source ids ``(B, T)`` -> (memory, initial state) as name -> array."""

@@ -1,7 +1,8 @@
 """The TorchScript graphs of an export (``model.ts``: the traced prototype encoder, encoder
 and decoder step) as a step function of the shared decode loop (``compgen.decoding``).
 ``precision="bf16"`` runs the bf16 sampler built from them (``compgen.export.reduced``),
-its graphs replayed under CPU bf16 autocast."""
+its graphs replayed under CPU bf16 autocast. On a CUDA device (fp32) the graphs, the
+memory and the state live on the GPU; token ids go in and log-probabilities come out."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ class GraphGenerator:
     bf16: bool
     contract: Contract
     cache: PrototypeCache
+    device: torch.device | None = None   # None: the CPU
+
+    def put(self, array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(array)
+        return tensor if self.device is None else tensor.to(self.device)
+
+    def host(self, tensor: torch.Tensor) -> np.ndarray:
+        return tensor.numpy() if self.device is None else tensor.cpu().numpy()
 
     def running(self):
         """How the graphs run: the traced graph as it is (the profiling executor would
@@ -40,12 +49,12 @@ class GraphGenerator:
 
     def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
         with self.running():
-            return [t.numpy() for t in self.prototypes(torch.from_numpy(seqs))]
+            return [self.host(t) for t in self.prototypes(self.put(seqs))]
 
     def _encode_tuples(self, *arrays: np.ndarray) -> dict:
         """The memory as tensors (the bf16 sampler keeps keys and values in bf16)."""
         with self.running():
-            keys, values, mask, h, c = self.encoder(*map(torch.from_numpy, arrays))
+            keys, values, mask, h, c = self.encoder(*map(self.put, arrays))
         return {"keys": keys, "values": values, "mask": mask, "h": h, "c": c}
 
     def stepper(self) -> GraphStepper:
@@ -54,7 +63,9 @@ class GraphGenerator:
 
 class TorchScriptGenerator(GraphGenerator):
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", device=None):
+        if device is not None and device.cuda:
+            self.device = device.torch
         if threads:
             torch.set_num_threads(threads)
         from compgen.export.artifact import load_torchscript
@@ -64,7 +75,7 @@ class TorchScriptGenerator(GraphGenerator):
             from compgen.export.reduced import bf16_sampler
 
             path = bf16_sampler(folder, manifest)
-        self.module = load_torchscript(path)
+        self.module = load_torchscript(path, device)
         self.bf16 = bool(getattr(self.module, "bf16", False))
         self.prototypes, self.encoder, self.step = (self.module.prototypes, self.module.encoder,
                                                     self.module.step)
@@ -75,7 +86,8 @@ class TorchScriptGenerator(GraphGenerator):
             # graphs share); the bf16 step runs as traced, as in the C++ runner.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self.step = torch.jit.optimize_for_inference(load_torchscript(path).step.eval())
+                self.step = torch.jit.optimize_for_inference(
+                    load_torchscript(path, device).step.eval())
         self.contract = Contract.from_manifest(manifest["decoding"])
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
@@ -86,18 +98,19 @@ class GraphStepper:
 
     def start(self, protos: np.ndarray, z: np.ndarray) -> None:
         enc = self.gen.cache(protos, z)
-        state = self.gen.contract.initial_state(enc["h"].numpy(), enc["c"].numpy())
-        self.state = [torch.from_numpy(np.ascontiguousarray(state[k])) for k in STATE_NAMES]
-        self.memory = [enc["keys"], enc["values"], torch.from_numpy(np.ascontiguousarray(protos)),
-                       enc["mask"], torch.from_numpy(np.ascontiguousarray(z))]
+        gen = self.gen
+        state = gen.contract.initial_state(gen.host(enc["h"]), gen.host(enc["c"]))
+        self.state = [gen.put(np.ascontiguousarray(state[k])) for k in STATE_NAMES]
+        self.memory = [enc["keys"], enc["values"], gen.put(np.ascontiguousarray(protos)),
+                       enc["mask"], gen.put(np.ascontiguousarray(z))]
 
     def step(self, token: np.ndarray) -> np.ndarray:
         with self.gen.running():
-            logp, *self.state = self.gen.step(torch.from_numpy(token), *self.state, *self.memory)
-        return logp.numpy()
+            logp, *self.state = self.gen.step(self.gen.put(token), *self.state, *self.memory)
+        return self.gen.host(logp)
 
     def take(self, rows: np.ndarray, memory: bool = True) -> None:
-        index = torch.from_numpy(rows)
+        index = self.gen.put(rows)
         self.state = [t.index_select(0, index) for t in self.state]
         if memory:
             self.memory = [t.index_select(0, index) for t in self.memory]

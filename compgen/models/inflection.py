@@ -219,10 +219,26 @@ def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
     """Best hypothesis (token ids without EOS) and its score (mean log-probability per
     token including EOS, natural log) for every row of ``src``."""
     model.eval()
-    memory, pad = model.encode(src)
+    device = model.positions.device
+    memory, pad = model.encode(src.to(device))
     decoder = IncrementalDecoder(model, memory.repeat_interleave(beam, 0),
                                  pad.repeat_interleave(beam, 0))
+    if device.type != "cpu":
+        decoder = _HostSide(decoder, device)
     return beam_over(decoder, src.shape[0], beam, max_len)
+
+
+class _HostSide:
+    """A decoder on a GPU seen from ``beam_over``, whose bookkeeping stays on the CPU."""
+
+    def __init__(self, decoder, device: torch.device):
+        self.decoder, self.device = decoder, device
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.decoder.step(tokens.to(self.device)).float().cpu()
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        self.decoder.reorder(rows.to(self.device))
 
 
 @torch.no_grad()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from compgen.runtime.ray_sampling import start_ray
+from compgen.runtime.ray_sampling import actor_gpus, start_ray
 
 
 def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:
@@ -17,8 +17,11 @@ def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> 
 
     run = find_run(name)
     ray = start_ray(address, min(len(seeds), os.cpu_count() or 1))
-    task = ray.remote(num_cpus=1)(
+    gpus = actor_gpus(ray, opts.device or "cpu", len(seeds))
+    task = ray.remote(num_cpus=1, num_gpus=gpus)(
         lambda seed, options: run_one(find_run(name), seed, options))
+    if gpus:   # Ray shows each task its share as GPU 0
+        opts = dataclasses.replace(opts, device="cuda:0")
     quiet = dataclasses.replace(opts, log=print)   # the driver's console stays here
     futures = {seed: task.remote(seed, quiet) for seed in seeds}
     all_rows = []

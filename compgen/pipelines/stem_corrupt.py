@@ -99,10 +99,15 @@ def test_rows(lang: str, test: str, data_dir: Path | None) -> list[Triple]:
 
 
 def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int = 5,
-                   data_dir: Path | None = None, predictions: Path | None = None) -> dict:
+                   data_dir: Path | None = None, predictions: Path | None = None,
+                   device=None) -> dict:
+    """Exact match of an inflection checkpoint or export folder on ``device`` (a
+    ``compgen.device`` name or Device; default: ``--device``'s default, auto)."""
+    from compgen.device import resolve_device
     from compgen.io import atomic_open
     from compgen.train_inflection import load_inflection, predict
 
+    device = resolve_device(device)
     rows = test_rows(lang, test, data_dir)
     start = time.perf_counter()
     if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
@@ -113,16 +118,16 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
 
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
         forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest["config"]), rows,
-                           beam=beam, search=partial(onnx_beam_search, Path(model)))
+                           beam=beam, search=partial(onnx_beam_search, Path(model), device=device))
     else:
-        forms, _ = predict(load_inflection(model), rows, beam=beam)
+        forms, _ = predict(load_inflection(model, device), rows, beam=beam)
     correct = [int(f == gold) for f, (_, gold, _) in zip(forms, rows, strict=True)]
     if predictions is not None:
         with atomic_open(predictions, "w", encoding="utf-8") as out:
             for (lemma, gold, tags), form in zip(rows, forms, strict=True):
                 out.write(f"{lemma}\t{gold}\t{form}\t{tags}\n")
     return {"accuracy": sum(correct) / len(rows), "rows": len(rows), "correct": correct,
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "device": str(device)}
 
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,

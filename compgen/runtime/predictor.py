@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from compgen.data.vocab import Vocab
+from compgen.device import CPU, Device
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
@@ -24,15 +25,18 @@ BACKENDS = ("onnx", "torchscript", "torch")
 
 
 def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
-                  threads: int | None) -> Callable[[torch.Tensor], list[list[int]]]:
-    """``decode(source ids (B, T)) -> rows of output ids`` for one backend."""
+                  threads: int | None, device: Device | None = None
+                  ) -> Callable[[torch.Tensor], list[list[int]]]:
+    """``decode(source ids (B, T)) -> rows of output ids`` for one backend on ``device``
+    (default: the CPU)."""
     max_len = manifest["decoding"]["max_len"]
     beam = beam_width > 1
+    device = device or CPU
 
     if backend == "onnx":
         from compgen.export.onnx_predictor_decoder import OnnxPredictor
 
-        onnx = OnnxPredictor(folder, manifest, threads)
+        onnx = OnnxPredictor(folder, manifest, threads, device)
 
         def decode(source):
             src = source.numpy()
@@ -43,9 +47,10 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
     if threads:
         torch.set_num_threads(threads)
     if backend == "torchscript":
-        scripted = load_torchscript(folder / "model.ts")
+        scripted = load_torchscript(folder / "model.ts", device)
 
         def decode(source):
+            source = source.to(device.torch)
             with torch.no_grad():
                 out = (scripted.beam(source, max_len, beam_width) if beam
                        else scripted.greedy(source, max_len))
@@ -55,9 +60,10 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
     if backend == "torch":
         from compgen.train_seq2seq import load_predictor
 
-        model = load_predictor(folder / "predictor.pt")[0]
+        model = load_predictor(folder / "predictor.pt")[0].to(device.torch)
 
         def decode(source):
+            source = source.to(device.torch)
             if beam:
                 return beam_search(model, source, beam_width, max_len)[0].tolist()
             return greedy_search(model, source, max_len).tolist()
@@ -68,8 +74,10 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
 
 def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str = "onnx",
                      batch_size: int = 256, beam_width: int = 0,
-                     threads: int | None = None) -> list[list[str]]:
-    """Predicted token lists for ``sources`` (token lists) from an export folder."""
+                     threads: int | None = None, device: Device | None = None
+                     ) -> list[list[str]]:
+    """Predicted token lists for ``sources`` (token lists) from an export folder, decoded
+    on ``device`` (default: the CPU)."""
     if backend not in BACKENDS:
         raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
@@ -81,7 +89,7 @@ def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str =
         raise UserError("--batch-size must be >= 1")
     check_predictor_backends(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
-    decode = batch_decoder(folder, manifest, backend, beam_width, threads)
+    decode = batch_decoder(folder, manifest, backend, beam_width, threads, device)
     max_len = manifest["decoding"]["max_len"]
     ids = [vocab.encode(s) for s in sources]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))

@@ -79,6 +79,9 @@ class _Shard:
                 (folder / name).write_bytes(data)
             self.decoder = make_decoder(folder, load_manifest(folder), backend, options)
 
+    def where(self) -> str:
+        return self.decoder.where
+
     def decode(self, idx: np.ndarray, strategy: str, temperature: float, first: int):
         rows, scores = self.decoder(idx, strategy, temperature, first)
         return np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float64)
@@ -143,10 +146,27 @@ class RayDecoderFactory:
 
         ray = start_ray(self.address, self.workers)
         files = ray.put(export_files(Path(folder)))
-        shard = ray.remote(num_cpus=1)(_Shard)
+        shard = ray.remote(num_cpus=1, num_gpus=actor_gpus(ray, options.device, self.workers))(
+            _Shard)
+        if options.device != "cpu":   # Ray shows each actor its share as GPU 0
+            options = dataclasses.replace(options, device="cuda:0")
         options = dataclasses.replace(options, threads=self.threads)
         actors = [shard.remote(files, backend, options) for _ in range(self.workers)]
-        return RayDecoder(ray, actors, selection, self.lookahead)
+        decoder = RayDecoder(ray, actors, selection, self.lookahead)
+        decoder.where = f"{ray.get(actors[0].where.remote())} x {self.workers} Ray actors"
+        return decoder
+
+
+def actor_gpus(ray, device: str, workers: int) -> float:
+    """The GPUs each actor asks Ray for: none on the CPU; on CUDA the cluster's GPUs shared
+    by the actors (at most one each), so that all of them start."""
+    if device == "cpu":
+        return 0
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if gpus < 1:
+        raise UserError(f"--device {device} with --ray: the Ray cluster has no GPUs; use "
+                        "--device cpu")
+    return min(1.0, int(gpus) / workers)
 
 
 def ray_decoder_factory(address: str | None, workers: int, threads: int = 1,

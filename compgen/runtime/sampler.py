@@ -22,6 +22,7 @@ import polars as pl
 
 from compgen.data.vocab import Vocab
 from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
+from compgen.device import CPU, Device, resolve_device
 from compgen.errors import UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
 from compgen.precision import check_sample_precision
@@ -58,21 +59,35 @@ class PrototypeCycle:
 
 
 def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None,
-                         precision: str = "fp32"):
+                         precision: str = "fp32", device: Device | None = None):
     """``() -> Stepper`` for a Python backend of an export folder (``precision``: checked
-    by ``compgen.precision.check_sample_precision``)."""
+    by ``compgen.precision.check_sample_precision``) on ``device`` (default: the CPU)."""
+    return stepper_factory_on(folder, manifest, backend, threads, precision, device)[0]
+
+
+def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int | None,
+                       precision: str = "fp32", device: Device | None = None):
+    """(``make_stepper_factory``'s factory, where it runs: the device, and for ONNX Runtime
+    the providers its sessions really use)."""
+    device = device or CPU
+    if device.cuda and (precision != "fp32" or backend == "cpp"):
+        raise UserError(f"--device {device}: CUDA samples fp32 with --backend onnx, torchscript "
+                        f"or torch (not --backend {backend} --precision {precision}); or "
+                        "--device cpu")
     if backend == "onnx":
         from compgen.export.onnx_decoder import OnnxGenerator
 
-        return OnnxGenerator(folder, manifest, threads, precision).stepper
+        onnx = OnnxGenerator(folder, manifest, threads, precision, device)
+        return onnx.stepper, onnx.where
     if backend == "torchscript":
         from compgen.export.torchscript_decoder import TorchScriptGenerator
 
-        return TorchScriptGenerator(folder, manifest, threads, precision).stepper
+        return (TorchScriptGenerator(folder, manifest, threads, precision, device).stepper,
+                str(device))
     if backend == "torch" and precision == "bf16":
         from compgen.export.compiled_decoder import CompiledBf16Generator
 
-        return CompiledBf16Generator(folder, manifest, threads).stepper
+        return CompiledBf16Generator(folder, manifest, threads).stepper, str(device)
     if backend == "torch":
         import torch
 
@@ -82,8 +97,10 @@ def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: in
         if threads:
             torch.set_num_threads(threads)
         model = deterministic(eager_model(folder, manifest)[0])
+        if device.cuda:
+            model.to(device.torch)
         max_len = manifest["decoding"]["max_len"]
-        return lambda: EagerStepper(model, max_len)
+        return (lambda: EagerStepper(model, max_len)), str(device)
     raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
@@ -91,8 +108,8 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
     """``decode(prototype indices, strategy, temperature, first) -> (rows, scores)``."""
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     stored = stored_array(folder, manifest)
-    new_stepper = make_stepper_factory(folder, manifest, backend, options.threads,
-                                       options.precision)
+    new_stepper, where = stepper_factory_on(folder, manifest, backend, options.threads,
+                                            options.precision, resolve_device(options.device))
 
     def run(idx, strategy, temperature, first):
         started = time.perf_counter()
@@ -104,7 +121,7 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
                                     temperature, options.seed, ids)
         run.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
-    run.seconds = 0.0
+    run.seconds, run.where = 0.0, where
     return run
 
 
@@ -133,6 +150,9 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
+    # the device first: a CUDA device that is not there stops before anything loads
+    asked["device"] = str(resolve_device(asked.get("device"), auto_cpu=backend == "cpp" or (
+        asked.get("precision") not in (None, "fp32"))))
     if backend not in BACKENDS:
         raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if not exported and backend != "torch":
@@ -196,9 +216,14 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     max_rows = selection.max_rows(options.strategy, options.raise_temperature)
     tally = tally or Tally()
     start = time.perf_counter()
+    where = None
     if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
+        if options.device != "cpu":
+            raise UserError(f"--device {options.device}: --backend cpp runs on the CPU; use "
+                            "--backend onnx, torchscript or torch (or --device cpu)")
         samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log,
                                               lm, selection, max_rows, tally)
+        where = "cpu (C++ runner)"
     else:
         decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
                        if decoder_factory is not None
@@ -212,13 +237,14 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
                                   keep=lm.keep if lm else None, max_rows=max_rows,
                                   tally=tally)
         decode_seconds = getattr(decode_rows, "seconds", None)
+        where = getattr(decode_rows, "where", None)
     if out is not None and backend != "cpp":
         from compgen.lm.rerank import sample_columns
 
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
-                     tally.decoded, selection.description)
+                     tally.decoded, selection.description, where)
 
 
 def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,

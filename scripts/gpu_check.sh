@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The GPU path checked on a machine with an NVIDIA GPU, in at most ~8 minutes, offline:
+#   1. the machine report (compgen env);
+#   2. generator training examples/s, recombine_scan (H 512), cuda bf16 vs the CPU (2 threads);
+#   3. the predictor trained one epoch on cuda;
+#   4. the shipped export sampled with --backend torch on cuda vs the CPU: greedy outputs
+#      equal?, samples/s at batch 1024, and the CLI's samples files compared;
+#   5. CUDA_VISIBLE_DEVICES= : --device auto reports cpu, --device cuda exits 2.
+# Without a GPU it says so and runs the CPU parts and the checks of 5 quickly.
+#
+# Usage: scripts/gpu_check.sh            (python: $PYTHON, else .venv/bin/python, else python3)
+# Env:   UPDATES (200), CPU_UPDATES (200 with a GPU, 10 without), BATCH (1024; 128 without)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-}
+[ -z "$PY" ] && { [ -x .venv/bin/python ] && PY=.venv/bin/python || PY=python3; }
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+work=$(mktemp -d -t compgen-gpu-check-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+section() { printf '\n== %s\n' "$*"; }
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+section "machine"
+timeout 120 "$PY" -m compgen env || fail "compgen env"
+if "$PY" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  gpu=1
+else
+  gpu=0
+  echo "no GPU: torch sees none; the cuda figures are skipped, the CPU parts run short"
+fi
+UPDATES=${UPDATES:-200}
+CPU_UPDATES=${CPU_UPDATES:-$([ "$gpu" = 1 ] && echo 200 || echo 10)}
+BATCH=${BATCH:-$([ "$gpu" = 1 ] && echo 1024 || echo 128)}
+
+# examples/s from the trainer's summary line ("..., 1234.5 examples/s on cuda:0 bf16)")
+speed() { grep -o '[0-9.]* examples/s on [^)]*' "$1" | tail -1; }
+
+section "generator training: recombine_scan (H 512), scan/jump"
+if [ "$gpu" = 1 ]; then
+  timeout 180 "$PY" -m compgen train generator --data scan/jump --config recombine_scan \
+    -o "$work/g-cuda.pt" --max-steps "$UPDATES" --device cuda --precision bf16 --quiet \
+    > "$work/train-cuda.log" 2>&1 || fail "cuda training (tail: $(tail -2 "$work/train-cuda.log"))"
+  echo "cuda: $(speed "$work/train-cuda.log") ($UPDATES updates)"
+fi
+# the CPU leg: 2 threads (the project's machine), at most 150 s (the rate is what counts);
+# its compiled loops are built first (once per checkout, ~1 min), outside the timing
+timeout 300 "$PY" -c "from compgen.models import native; native.loops()" \
+  || fail "building the compiled training loops"
+timeout 200 "$PY" -m compgen train generator --data scan/jump --config recombine_scan \
+  -o "$work/g-cpu.pt" --max-steps "$CPU_UPDATES" --time-budget 150 --device cpu --threads 2 \
+  --quiet > "$work/train-cpu.log" 2>&1 || fail "cpu training (tail: $(tail -2 "$work/train-cpu.log"))"
+echo "cpu (2 threads): $(speed "$work/train-cpu.log")"
+if [ "$gpu" = 1 ]; then
+  "$PY" - "$work/train-cuda.log" "$work/train-cpu.log" <<'EOF'
+import re, sys
+rate = [float(re.findall(r"([0-9.]+) examples/s on", open(p).read())[-1]) for p in sys.argv[1:]]
+print(f"training speed-up cuda bf16 / cpu 2 threads: {rate[0] / rate[1]:.1f}x (goal >= 20x)")
+EOF
+fi
+
+if [ "$gpu" = 1 ]; then
+  section "predictor: one epoch on cuda (scan/jump, the CPU preset)"
+  timeout 180 "$PY" -m compgen train predictor --data scan/jump --epochs 1 --device cuda \
+    -o "$work/p-cuda.pt" > "$work/pred.log" 2>&1 || fail "cuda predictor (tail: $(tail -2 "$work/pred.log"))"
+  grep "^wrote" "$work/pred.log"
+fi
+
+section "sampling the shipped export with --backend torch (greedy, batch $BATCH)"
+devices="cpu"
+[ "$gpu" = 1 ] && devices="cuda cpu"
+timeout 240 "$PY" - "$BATCH" $devices <<'EOF' || fail "sampling speed / equality"
+import sys, time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from compgen.export.artifact import load_manifest
+from compgen.runtime.sampler import PrototypeCycle, make_decoder
+from compgen.sample_options import SampleOptions
+
+folder = Path("exported/scan-jump-recomb2")
+manifest = load_manifest(folder)
+batch, devices = int(sys.argv[1]), sys.argv[2:]
+idx = PrototypeCycle(manifest["decoding"]["prototypes"])(batch)
+rows, rates = {}, {}
+for device in devices:
+    threads = 2 if device == "cpu" else None   # the CPU as on the project's machine
+    options = SampleOptions(strategy="greedy", batch_size=batch, device=device, threads=threads)
+    decode = make_decoder(folder, manifest, "torch", options)
+    decode(idx[:32], "greedy", 1.0, 0)                      # warm-up
+    runs = 3 if device != "cpu" else 1
+    tic = time.perf_counter()
+    for _ in range(runs):
+        out = decode(idx, "greedy", 1.0, 0)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    rates[device] = batch * runs / (time.perf_counter() - tic)
+    rows[device] = out[0]
+    print(f"{device}: {rates[device]:,.0f} samples/s ({decode.where})")
+if "cuda" in rows:
+    same = sum(a == b for a, b in zip(rows["cuda"], rows["cpu"]))
+    print(f"greedy outputs equal on cuda and cpu: {same}/{batch} "
+          f"({'yes' if same == batch else 'NO'})")
+    print(f"sampling speed-up cuda / cpu 2 threads: {rates['cuda'] / rates['cpu']:.1f}x "
+          "(goal >= 20x)")
+    sys.exit(0 if same == batch else 1)
+EOF
+for device in $devices; do
+  timeout 180 "$PY" -m compgen sample exported/scan-jump-recomb2 --backend torch \
+    --strategy greedy --n 200 --batch-size 256 --device "$device" -o "$work/s-$device.tsv" \
+    2> "$work/s-$device.err" | tail -2 || fail "compgen sample --device $device"
+done
+if [ "$gpu" = 1 ]; then
+  if cmp -s "$work/s-cuda.tsv" "$work/s-cpu.tsv"; then
+    echo "samples files: identical"
+  elif cmp -s <(cut -f1,2 "$work/s-cuda.tsv") <(cut -f1,2 "$work/s-cpu.tsv"); then
+    echo "samples files: the same pairs, log-probabilities differ in the last digits"
+  else
+    fail "samples files differ: $(diff <(cut -f1,2 "$work/s-cuda.tsv") <(cut -f1,2 "$work/s-cpu.tsv") | head -4)"
+  fi
+fi
+
+section "CUDA_VISIBLE_DEVICES= (no GPU visible)"
+auto=$(CUDA_VISIBLE_DEVICES= timeout 120 "$PY" -m compgen env --json \
+  | "$PY" -c "import json, sys; print(json.load(sys.stdin)['device']['auto'])")
+[ "$auto" = cpu ] && echo "--device auto -> cpu" || fail "--device auto -> $auto"
+CUDA_VISIBLE_DEVICES= timeout 120 "$PY" -m compgen sample exported/scan-jump-recomb2 --n 2 \
+  --device cuda > "$work/hidden.out" 2> "$work/hidden.err"
+rc=$?
+if [ "$rc" = 2 ] && [ ! -s "$work/hidden.out" ] && [ "$(wc -l < "$work/hidden.err")" = 1 ]; then
+  echo "--device cuda -> exit 2: $(cat "$work/hidden.err")"
+else
+  fail "--device cuda with no GPU visible: exit $rc, stderr $(head -3 "$work/hidden.err")"
+fi
+
+section "result"
+if [ "$failures" = 0 ]; then echo "all checks passed"; else echo "$failures check(s) failed"; fi
+exit $((failures > 0))
