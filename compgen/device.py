@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from compgen.errors import UserError
 
 DEVICE_ENV = "COMPGEN_DEVICE"
+# what a machine whose GPUs torch could use has: the NVIDIA driver's files (ROCm: /dev/kfd)
+GPU_DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
 DEVICE_HELP = ("auto (CUDA when torch sees a GPU, else the CPU) | cpu | cuda[:N] "
                f"(default: ${DEVICE_ENV}, else auto)")
 _SYNTAX = re.compile(r"(auto|cpu|cuda)(?::(\d+))?")
@@ -93,7 +95,11 @@ def resolve_device(requested: str | Device | None = None, option: str = "--devic
 
 
 def _gpus() -> int:
-    """GPUs torch sees (0 with a CPU-only build of torch, or with none visible)."""
+    """GPUs torch sees (0 with a CPU-only build of torch, or with none visible). Without a
+    GPU driver on the machine torch could see none: the answer needs no torch import, which
+    would be most of the start-up of a job that runs without torch (ONNX Runtime, C++)."""
+    if "torch" not in sys.modules and not any(os.path.exists(p) for p in GPU_DRIVER_FILES):
+        return 0
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0

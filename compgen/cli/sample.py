@@ -118,7 +118,9 @@ def sample_cmd(
         details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
                        f", {tally.accepted / run.decoded:.1%} accepted")
     details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
-    where = f" on {run.device}" if run.device else ""
+    # the precision is fp32 unless asked: bf16 changes samples, and its share of correct
+    # samples has not been measured against fp32 on every CPU that could run it
+    where = (f" on {run.device}" if run.device else "") + f", {precision or 'fp32'}"
     report.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{where} ({'; '.join(details)})"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:
