@@ -112,7 +112,9 @@ def measure(tree: Path, args: list[str], backend: str, precision: str, out: Path
             "import bench_jobs as b; from pathlib import Path; "
             "r = b.run_job(Path(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5], "
             "Path(sys.argv[6])); "
-            "r['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); "
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+            "r['peak_rss_mb'] = round(u.ru_maxrss / 1024); "
+            "r['cpu_s'] = round(u.ru_utime + u.ru_stime, 2); "
             "print(json.dumps(r))")
     done = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(tree),
                            json.dumps(args), backend, precision, str(out)],
@@ -151,7 +153,8 @@ def main() -> None:
     trees = {"this": ROOT}
     if not args.no_base:
         trees["base"] = base_tree(args.base, args.base_tree)
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, flags: {' '.join(cpu_flags()) or '-'}")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores, flags: {' '.join(cpu_flags()) or '-'}; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     table = jobs(args.large_n)
     results = []
     # warm every tree's caches first (the C++ runner's build, the passed-check record, the
@@ -173,21 +176,29 @@ def main() -> None:
                     got = measure(trees[name], table[job], backend, precision, out)
                     got.update(quality(out))
                     got["kept_per_s"] = round(got["kept"] / got["wall_s"], 2)
+                    got["kept_per_cpu_s"] = round(got["kept"] / max(got["cpu_s"], 1e-9), 2)
                     row[name] = got
                     if name == "this" and precision == "fp32":
                         files[backend] = out.read_text(encoding="utf-8")
                 if "base" in row:
                     row["speedup"] = round(row["this"]["kept_per_s"]
                                            / max(row["base"]["kept_per_s"], 1e-9), 2)
+                    # CPU seconds of the process tree: what the job costs, however many
+                    # other processes shared the cores while it ran
+                    row["speedup_cpu"] = round(row["this"]["kept_per_cpu_s"]
+                                               / max(row["base"]["kept_per_cpu_s"], 1e-9), 2)
                 results.append(row)
                 this = row["this"]
                 print(f"job {job} {backend:<11} {precision}: {this['kept']} kept in "
-                      f"{this['wall_s']} s = {this['kept_per_s']}/s, decoded {this['decoded']}, "
+                      f"{this['wall_s']} s ({this['cpu_s']} CPU s) = {this['kept_per_s']}/s, "
+                      f"decoded {this['decoded']}, "
                       f"acceptance {this['acceptance']}, {this['peak_rss_mb']} MB, correct "
                       f"{this['correct_share']:.1%}"
-                      + (f" | base {row['base']['kept']} in {row['base']['wall_s']} s = "
-                         f"{row['base']['kept_per_s']}/s, {row['base']['peak_rss_mb']} MB, "
-                         f"correct {row['base']['correct_share']:.1%} | x{row['speedup']}"
+                      + (f" | base {row['base']['kept']} in {row['base']['wall_s']} s "
+                         f"({row['base']['cpu_s']} CPU s) = {row['base']['kept_per_s']}/s, "
+                         f"{row['base']['peak_rss_mb']} MB, correct "
+                         f"{row['base']['correct_share']:.1%} | x{row['speedup']} wall, "
+                         f"x{row['speedup_cpu']} CPU"
                          if "base" in row else ""), flush=True)
             if len(files) > 1:
                 # the same samples in the same order; the logprob column agrees within the
@@ -200,6 +211,7 @@ def main() -> None:
                       f"order: {same}; byte-identical files: {identical}")
                 results.append({"job": job, "across": sorted(files), "same_samples": same,
                                 "byte_identical": identical})
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     report = {"cpu": cpu_name(), "cores": os.cpu_count(), "flags": cpu_flags(),
               "base": None if args.no_base else args.base, "results": results}
     if args.json:

@@ -63,6 +63,7 @@ def test_sigterm_kills_the_runner_and_nothing_is_written_after(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend", "cpp", "--n", "4000",
          "--nsamples", "4000", "--batch-size", "64", "--max-rounds", "1000", "--threads", "1",
+         "--all-prototypes",  # every stored tuple: a job that runs for minutes
          "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     runner = None
     deadline = time.monotonic() + 240
@@ -89,6 +90,7 @@ def test_a_runner_whose_parent_is_killed_dies_too(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend", "cpp", "--n", "4000",
          "--nsamples", "4000", "--batch-size", "64", "--max-rounds", "1000", "--threads", "1",
+         "--all-prototypes",  # every stored tuple: a job that runs for minutes
          "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENV)
     runner = None
     deadline = time.monotonic() + 240
