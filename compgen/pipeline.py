@@ -10,6 +10,9 @@ scored. ``RUNS`` lists them, named ``<data>-<row>``:
   direct (direct inference with the recomb-2 generator, no predictor); csl and
   csl-uniform (CSL's samples, from the fitted model or uniform over the rules: the
   paper's ablation), also on ``length-*`` (with its baseline).
+  ``around_right-recomb2-reference`` and ``around_right-recomb2-noresample`` run the
+  reference's own around_right script end to end at its sizes, whatever ``--size``
+  (``REFERENCE_RECIPE``); the other rows are the paper's rows with the project's sizes.
 * SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
   baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
   The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
@@ -39,6 +42,13 @@ import polars as pl
 
 from compgen.errors import UserError
 from compgen.io import atomic_open
+from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path: re-exported)
+    Timer,
+    check_settings,
+    record_settings,
+    settings_path,
+)
+from compgen.sample_options import NO_ROUND_CAP
 
 SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
 SIG_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -53,6 +63,16 @@ CSL_SPLITS = ("length", "jump", "around_right")
 CSL_P_AUG = 0.5
 CSL_SAMPLES = 100_000
 CSL_PREDICTOR = "seq2seq_scan_csl_cpu"  # max_len 50: room for SCAN's 48-action outputs
+# The reference's around_right recomb-2 script (rr-spec §5.2-5.4, §6, §8): sampling on the
+# checkpoint with its test-time dropout, mixed sampler at T 0.2 throughout, no rare-word
+# filter (SCAN's is never switched on in the reference), rounds of 128 until 500 novel
+# unique samples are accepted (no cap), the 300 most probable kept; generator and
+# predictor at the reference's sizes. Options given on the command line still win.
+REFERENCE_PRESETS = ("recombine_scan_around_right", "seq2seq_scan")
+REFERENCE_SAMPLING = {"strategy": "mixed", "temperature": 0.2, "resample": "none",
+                      "n": 300, "nsamples": 500}
+REFERENCE_RECIPE = {"max_rounds": NO_ROUND_CAP, "raise_temperature": False,
+                    "test_dropout": True, "prototype_cut": "mean", "rare_prototypes": False}
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,8 @@ class Run:
     p_aug: float | None = None  # None: concatenation
     task: str = "scan"          # scan | morphology
     predictor: str | None = None  # predictor preset at --size cpu instead of the task's
+    presets: tuple[str, str] | None = None  # (generator, predictor) at every --size
+    recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
 
     def data_for(self, seed: int) -> str:
         return self.data.format(seed=seed)
@@ -109,6 +131,14 @@ def _scan_runs(split: str) -> dict[str, Run]:
                               p_aug),
         "direct": Run("direct", data, "direct inference", "direct", {"model.nproto": 2}),
     }
+    if split == "around_right":
+        # the reference's own script; the paper's no-resampling row is that script too
+        # (SCAN's rare filter is off in every released script: rr-spec §5.3, §9 T5)
+        for key, label in (("recomb2-reference", "recomb-2 (reference recipe)"),
+                           ("recomb2-noresample", "recomb-2 (no resampling)")):
+            rows[key] = Run(key, data, label, "generator", {"model.nproto": 2},
+                            dict(REFERENCE_SAMPLING), p_aug, presets=REFERENCE_PRESETS,
+                            recipe=dict(REFERENCE_RECIPE))
     return {f"{split}-{k}": replace(r, name=f"{split}-{k}",
                                      sample={**r.sample, **kept} if r.augment == "generator" else r.sample)
             for k, r in rows.items()}
@@ -168,6 +198,8 @@ def presets(run: Run, size: str) -> tuple[str, str]:
     suffix = "_cpu" if size == "cpu" else ""
     if size not in ("cpu", "reference"):
         raise UserError(f"--size {size}: unknown (valid: cpu, reference)")
+    if run.presets:
+        return run.presets
     kind = "scan" if run.task == "scan" else "sig"
     predictor = run.predictor if run.predictor and size == "cpu" else f"seq2seq_{kind}{suffix}"
     return f"recombine_{kind}{suffix}", predictor
@@ -211,25 +243,10 @@ class PipelineOptions:
     log: Callable[[str], None] = print
 
 
-class Timer:
-    """Wall seconds per step, kept in ``timing.json`` across resumed runs."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.seconds = json.loads(path.read_text()) if path.is_file() else {}
-
-    def record(self, step: str, seconds: float) -> None:
-        self.seconds[step] = round(self.seconds.get(step, 0.0) + seconds, 1)
-        self._write()
-
-    def forget(self, steps) -> None:
-        removed = [self.seconds.pop(step, None) for step in steps]
-        if any(r is not None for r in removed):
-            self._write()
-
-    def _write(self) -> None:
-        with atomic_open(self.path, "w", encoding="utf-8") as f:
-            json.dump(self.seconds, f, indent=1)
+def resolved_options(run: Run, opts: PipelineOptions) -> PipelineOptions:
+    """``opts`` with what the caller left unset (None) taken from the run's recipe."""
+    unset = {name: value for name, value in run.recipe.items() if getattr(opts, name) is None}
+    return replace(opts, **unset) if unset else opts
 
 
 def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -> bool:
@@ -247,39 +264,6 @@ def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -
 GENERATOR_OUTPUTS = ("samples.tsv", "samples.quality.json", "exported", "predictor.pt",
                      "predictor.pt.curve.csv", "metrics.csv", "samples.tsv.settings.json",
                      "predictor.pt.settings.json", "metrics.csv.settings.json")
-
-
-# ------------------------------------------------------------------ settings of each step
-# Each step's output has ``<output>.settings.json`` beside it: the options it was made with.
-# A later call that asks for other values stops with one line naming them, instead of
-# reusing the output silently. (--generator-epochs/--generator-steps train a generator on
-# and --p-aug retrains the predictor: those redo the steps instead.)
-
-def settings_path(output: Path) -> Path:
-    return output.with_name(output.name + ".settings.json")
-
-
-def check_settings(output: Path, settings: dict, run: Run, seed: int) -> None:
-    """Stop when ``output`` exists and was made with other ``settings`` (option -> value)."""
-    recorded_path = settings_path(output)
-    if not output.exists() or not recorded_path.is_file():
-        return
-    recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
-    changed = [f"{option} {_shown(recorded.get(option))} -> {_shown(value)}"
-               for option, value in settings.items() if recorded.get(option) != value]
-    if changed:
-        raise UserError(f"{run.name} seed {seed}: {output} was made with other settings "
-                        f"({'; '.join(changed)}); repeat the earlier options, use another "
-                        f"--root, or delete {output.name} to redo it")
-
-
-def record_settings(output: Path, settings: dict) -> None:
-    with atomic_open(settings_path(output), "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=1)
-
-
-def _shown(value) -> str:
-    return "default" if value is None else str(value)
 
 
 def _finished_predictor(path: Path) -> bool:
@@ -355,6 +339,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
     from compgen.sample_collection import NoSamples, scan_quality
 
+    opts = resolved_options(run, opts)
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
                 "--rare-prototypes": opts.rare_prototypes, "--prototype-cut": opts.prototype_cut,
@@ -364,18 +349,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     if path.is_file():
         return path
     tic = time.perf_counter()
-    options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
-    # --n / --nsamples win over the run's (around_right keeps 300 of 500), then the preset's
-    samples = opts.samples or run.sample.get("n")
-    options["nsamples"] = opts.nsamples or (None if opts.samples else run.sample.get("nsamples"))
-    options["max_rounds"] = opts.max_rounds
-    options["rare_prototypes"] = opts.rare_prototypes
-    options["prototype_cut"] = opts.prototype_cut
-    options["rare"] = opts.rare or options["rare"]
-    # warmer when stalled, unless asked not to: the reference had no such loop (it ran each
-    # script at one temperature until nsamples were accepted), but without it a cold sampler
-    # can stall for thousands of rounds
-    options["raise_temperature"] = opts.raise_temperature is not False
+    samples, options = sampling_request(run, opts)
     try:
         result = _sample(generator, samples, seed, folder, path, opts, options)
     except NoSamples as exc:
@@ -397,6 +371,24 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
                  f"{quality['correct_share']:.1%}")
     timer.record("sample", time.perf_counter() - tic)
     return path
+
+
+def sampling_request(run: Run, opts: PipelineOptions) -> tuple[int | None, dict]:
+    """(samples kept, the other sampling options) of ``run`` as asked by ``opts``; None
+    leaves the choice to the generator preset's ``[sample]``."""
+    options = {k: run.sample.get(k) for k in ("strategy", "temperature", "resample", "rare")}
+    # --n / --nsamples win over the run's (around_right keeps 300 of 500), then the preset's
+    samples = opts.samples or run.sample.get("n")
+    options["nsamples"] = opts.nsamples or (None if opts.samples else run.sample.get("nsamples"))
+    options["max_rounds"] = opts.max_rounds
+    options["rare_prototypes"] = opts.rare_prototypes
+    options["prototype_cut"] = opts.prototype_cut
+    options["rare"] = opts.rare or options["rare"]
+    # warmer when stalled, unless asked not to: the reference had no such loop (it ran each
+    # script at one temperature until nsamples were accepted), but without it a cold sampler
+    # can stall for thousands of rounds
+    options["raise_temperature"] = opts.raise_temperature is not False
+    return samples, options
 
 
 def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path: Path,
@@ -515,6 +507,7 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
     """All steps of one (run, seed); returns its metric rows."""
     import torch
 
+    opts = resolved_options(run, opts)
     if opts.threads:
         torch.set_num_threads(opts.threads)
     folder = opts.root / run.name / f"seed{seed}"
@@ -553,11 +546,14 @@ def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
 def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dict]:
     """Run every seed of one named run; merge the metrics into the results table after each."""
     run = find_run(name)
+    opts = resolved_options(run, opts)
     if not seeds:
         raise UserError("--seeds: give at least one seed")
     if opts.test_dropout and opts.backend != "torch":
+        recipe = (f" ({name} samples with dropout, as the reference; --no-test-dropout "
+                  "departs from it)" if run.recipe.get("test_dropout") else "")
         raise UserError(f"--test-dropout: exported graphs sample without dropout; "
-                        f"use --backend torch, not {opts.backend}")
+                        f"use --backend torch, not {opts.backend}{recipe}")
     # options that change how Omega is drawn: only the checkpoint draws it (an export
     # decodes the tuples it stored), and only rows whose generator draws SCAN prototypes
     cut = opts.prototype_cut not in (None, "mean")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from compgen.data.vocab import Vocab
 from compgen.decoding import check_strategy, rank_key
 from compgen.errors import UserError
-from compgen.sample_options import MAX_ROUNDS
+from compgen.sample_options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
 
@@ -67,6 +67,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     round's first row, which keys the random stream); rows are filtered with ``accept``. When a
     round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
     temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
+    ``max_rounds`` 0 (``NO_ROUND_CAP``): rounds until ``nsamples`` are accepted, as the
+    reference's scripts (a filter that accepts nothing then never ends).
     Every ``PROGRESS_ROUNDS`` rounds it logs how many are accepted (the C++ runner, which
     runs this loop natively, reports at the end only).
     ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
@@ -83,7 +85,7 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     tally.wanted = nsamples
     kept: list[Sample] = []
     stalled, rounds, first = 0, 0, 0
-    while len(kept) < nsamples and rounds < max_rounds:
+    while len(kept) < nsamples and (max_rounds == NO_ROUND_CAP or rounds < max_rounds):
         size = batch_size if max_rows is None else min(batch_size, max_rows - first)
         if size <= 0:
             break
@@ -98,8 +100,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
         tally.record(size, len(kept))
         stalled = stalled + 1 if len(kept) == before else 0
         if rounds % PROGRESS_ROUNDS == 0:
-            log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds "
-                f"(at most {max_rounds})")
+            cap = "no cap" if max_rounds == NO_ROUND_CAP else f"at most {max_rounds}"
+            log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds ({cap})")
         if raise_temperature and stalled >= patience:
             if strategy in ("greedy", "beam"):
                 strategy = "mixed"

@@ -11,6 +11,7 @@ from compgen.errors import UserError
 from compgen.precision import SAMPLE_PRECISIONS
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
+NO_ROUND_CAP = 0  # max_rounds 0: rounds until nsamples are accepted (the reference's loop)
 RESAMPLE = ("none", "rare")
 # SCAN Omega keeps prototypes no longer than the training prototypes' mean length (the
 # reference's code), mean + std (the paper's text) or of any length (none; not in the
@@ -26,7 +27,7 @@ class SampleOptions:
     temperature: float = 1.0
     beam_width: int = BEAM_WIDTH
     batch_size: int = 128           # prototype tuples decoded per round
-    max_rounds: int = MAX_ROUNDS
+    max_rounds: int = MAX_ROUNDS    # 0 (NO_ROUND_CAP): no cap
     resample: str = "none"
     rare: str | None = None
     rare_prototypes: bool | None = None  # None: exports with --resample rare draw only
@@ -75,9 +76,10 @@ class SampleOptions:
 
     def check(self) -> None:
         check_strategy(self.strategy)
-        for name in ("n", "batch_size", "max_rounds", "beam_width"):
+        for name in ("n", "batch_size", "beam_width"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+        check_max_rounds(self.max_rounds)
         if self.threads is not None and self.threads < 1:
             raise UserError("--threads must be >= 1")
         if self.nsamples < self.n:
@@ -93,3 +95,10 @@ class SampleOptions:
                             f"{', '.join(PROTOTYPE_CUTS)})")
         if self.resample not in RESAMPLE:
             raise UserError(f"--resample {self.resample}: unknown (valid: {', '.join(RESAMPLE)})")
+
+
+def check_max_rounds(max_rounds: int | None) -> None:
+    """``--max-rounds``: a positive cap, or 0 for none (None: not given)."""
+    if max_rounds is not None and max_rounds < 0:
+        raise UserError(f"--max-rounds must be >= 0 (0: no cap, decode until --nsamples are "
+                        f"accepted), not {max_rounds}")

@@ -1,6 +1,7 @@
 """The experiment driver: a tiny SCAN jump recomb-2 pipeline end to end (generator ->
 samples -> predictor -> metrics -> results table), resuming, and the run catalogue."""
 
+import dataclasses
 import json
 
 import polars as pl
@@ -410,3 +411,86 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
                                           "--data-dir", str(data_dir)])
         assert result.exit_code != 0 and message in str(result.exception), result.output
     assert not (tmp_path / "cli").exists()
+
+
+REFERENCE_ROWS = ("around_right-recomb2-reference", "around_right-recomb2-noresample")
+
+
+def test_reference_rows_resolve_to_the_reference_script():
+    """The around_right rows of the reference's own script (rr-spec §3.1, §5.2-5.4, §6.2,
+    §8): its generator and predictor at every --size, the mixed sampler at a fixed T 0.2
+    on the checkpoint with test-time dropout, no rare filter, no round cap, 300 of 500;
+    command-line options still win."""
+    from compgen.checkpoint import apply_overrides, load_preset
+    from compgen.configs.predictor_train import PredictorTrainConfig
+    from compgen.pipeline import presets, resolved_options, sampling_request
+    from compgen.sample_options import NO_ROUND_CAP, SampleOptions
+
+    for name in REFERENCE_ROWS:
+        run = find_run(name)
+        assert run.augment == "generator" and run.p_aug == 0.2 and run.task == "scan"
+        assert presets(run, "cpu") == presets(run, "reference") == (
+            "recombine_scan_around_right", "seq2seq_scan")
+        generator = apply_overrides(load_preset(presets(run, "cpu")[0]), run.generator)
+        assert generator["model"]["nproto"] == 2 and generator["model"]["copy"]
+        assert not generator["model"]["vae"]
+        assert (generator["model"]["hidden"], generator["model"]["attdim"]) == (512, 128)
+        assert generator["model"]["outdrop_test"] and generator["model"]["outdrop"] == 0.7
+        assert {k: generator["train"][k] for k in ("epochs", "batch_size", "lr")} == {
+            "epochs": 3, "batch_size": 64, "lr": 0.001}
+        predictor = load_preset(presets(run, "cpu")[1])
+        assert (predictor["model"]["hidden"], predictor["model"]["pdrop"]) == (512, 0.5)
+        train = PredictorTrainConfig.from_dict(predictor["train"])
+        assert (train.epochs, train.patience, train.restore_best) == (150, 10, False)
+        opts = resolved_options(run, PipelineOptions())
+        assert (opts.max_rounds, opts.raise_temperature, opts.test_dropout, opts.backend) == (
+            NO_ROUND_CAP, False, True, "torch")
+        n, asked = sampling_request(run, opts)
+        options = SampleOptions.resolve(generator, n=n, test_dropout=opts.test_dropout, **asked)
+        assert (options.strategy, options.temperature, options.resample) == ("mixed", 0.2, "none")
+        assert (options.n, options.nsamples, options.batch_size) == (300, 500, 128)
+        assert options.max_rounds == NO_ROUND_CAP and not options.raise_temperature
+        assert options.test_dropout and options.prototype_cut == "mean"
+        assert not options.rare_prototypes
+        # departures stay available, off unless asked for
+        departed = resolved_options(run, PipelineOptions(max_rounds=1500, raise_temperature=True))
+        assert (departed.max_rounds, departed.raise_temperature) == (1500, True)
+        assert sampling_request(run, departed)[1]["raise_temperature"] is True
+    # the project's rows keep the pipeline's defaults: the sampler's cap, warmer when stalled
+    plain = resolved_options(find_run("around_right-recomb2"), PipelineOptions())
+    assert plain.max_rounds is None and plain.test_dropout is None
+    assert sampling_request(find_run("around_right-recomb2"), plain)[1]["raise_temperature"]
+    assert presets(find_run("around_right-recomb2"), "cpu")[0] == "recombine_scan_cpu"
+    result = CliRunner().invoke(app, ["pipeline", REFERENCE_ROWS[0], "--max-rounds", "-1"])
+    assert result.exit_code != 0 and "--max-rounds must be >= 0" in str(result.exception)
+    result = CliRunner().invoke(app, ["pipeline", REFERENCE_ROWS[0], "--backend", "onnx"])
+    assert result.exit_code != 0 and "--no-test-dropout" in str(result.exception)
+
+
+def test_reference_row_samples_until_nsamples_are_accepted(tiny_run, tmp_path, monkeypatch):
+    """The reference row's sampling step on a toy generator (the tiny jump one: the step
+    samples the checkpoint's own data): no round cap, a fixed T, every novel unique sample
+    (no rare filter); it stops in the round that reaches --nsamples accepted and keeps the
+    --n most probable."""
+    import compgen.sample_collection as collection
+    from compgen.pipeline import Timer, make_samples, resolved_options
+
+    monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 1)  # a line after every round
+    root, tiny_opts, _, _ = tiny_run
+    generator = root / "runs" / "jump-recomb2" / "seed0" / "generator.pt"
+    run = find_run("around_right-recomb2-reference")
+    lines = []
+    opts = resolved_options(run, dataclasses.replace(tiny_opts, root=tmp_path, samples=12,
+                                                     nsamples=150, log=lines.append))
+    path = make_samples(run, 0, generator, tmp_path, opts, Timer(tmp_path / "timing.json"))
+    samples = read_samples_tsv(path)
+    assert len(samples) == 12 and len(set(map(str, samples))) == 12
+    assert any("jump" not in x for x, _ in samples)  # no rare filter
+    progress = [line for line in lines if line.startswith("sampling: ")]
+    counts = [int(line.split()[1]) for line in progress]
+    assert len(progress) >= 3 and all(line.endswith("(no cap)") for line in progress), lines
+    assert counts[-1] >= 150 > max(counts[:-1], default=0), progress
+    assert not any("no new samples" in line or "warning" in line for line in lines), lines
+    settings = json.loads((tmp_path / "samples.tsv.settings.json").read_text())
+    assert settings["--max-rounds"] == 0 and settings["--raise-temperature"] is False
+    assert settings["--test-dropout"] is True

@@ -137,3 +137,45 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
     assert lines[:2] == ["sampling: 1 of 3 accepted after 4 rounds (at most 10)",
                          "sampling: 1 of 3 accepted after 8 rounds (at most 10)"]
     assert len(lines) == 3 and lines[2].startswith("warning: 1 of the 3 samples asked for")
+
+
+def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monkeypatch):
+    """--max-rounds 0 (the reference's loop): rounds go past the default cap of 200 and
+    stop at the round that brings the accepted count to --nsamples, not one later."""
+    import compgen.sample_collection as collection
+    from compgen.sample_options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
+
+    monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 100)
+    model, vocab = model_and_vocab(outdrop_test=False)
+    rows_seen = []
+
+    def accept_every_hundredth_row(tokens):
+        rows_seen.append(tokens)
+        if len(rows_seen) % 100:
+            return None
+        return [f"x{len(rows_seen)}"], ["y"]   # unique, so every hundredth row counts
+
+    torch.manual_seed(0)
+    lines, calls = [], []
+    samples = collect_decoded(eager_decoder(model, vocab, calls), vocab,
+                              lambda k: [PROTOTYPES] * k, n=3, nsamples=5,
+                              strategy="temperature", temperature=1.0,
+                              accept=accept_every_hundredth_row, batch_size=2,
+                              max_rounds=NO_ROUND_CAP, log=lines.append)
+    # 2 rows a round, one in 100 accepted: the 5th comes with row 500, in round 250
+    assert len(calls) == 250 > MAX_ROUNDS and len(rows_seen) == 500
+    assert len(samples) == 3
+    assert lines[:2] == ["sampling: 2 of 5 accepted after 100 rounds (no cap)",
+                         "sampling: 4 of 5 accepted after 200 rounds (no cap)"]
+    assert not any(line.startswith("warning") for line in lines)
+    # the default cap stops the same loop at 200 rounds, short of --nsamples
+    rows_seen.clear()
+    capped = collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
+                             n=5, nsamples=5, strategy="temperature", temperature=1.0,
+                             accept=accept_every_hundredth_row, batch_size=2,
+                             log=lines.append)
+    assert len(capped) == 4 and len(rows_seen) == 2 * MAX_ROUNDS
+    options = SampleOptions.resolve({}, max_rounds=0)
+    assert options.max_rounds == NO_ROUND_CAP
+    with pytest.raises(UserError, match="--max-rounds must be >= 0"):
+        SampleOptions.resolve({}, max_rounds=-1)

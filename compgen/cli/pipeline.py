@@ -23,7 +23,7 @@ def pipeline_cmd(
     generator_steps: int | None = typer.Option(None, "--generator-steps", help="stop generator training after this many updates"),
     n: int | None = typer.Option(None, "--n", help="samples to keep (default: the generator preset's)"),
     nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable (default: the preset's ratio, e.g. 500 for 400)"),
-    max_rounds: int | None = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when resampling accepts few candidates (default: the preset's, else 200)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="sampling: batches decoded at most when the filter accepts few candidates, 0 = no cap: until --nsamples are accepted, as the reference (default: the run's, else the preset's, else 200)"),
     rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN rows with resampling: draw only prototype tuples that contain every word of the rare phrase between them (default: all, as the reference)"),
     prototype_cut: str | None = typer.Option(None, "--prototype-cut", help="SCAN rows: Omega's prototypes no longer than the mean length of the training prototypes (mean, the reference's code) or mean + one std (mean+std, the paper's text), or of any length (none); default: the preset's, else mean"),
     rare: str | None = typer.Option(None, "--rare", help="SIGMORPHON rows with resampling: the rare tags samples must carry, auto (training count in (1, 20], the reference's code; the default) or fixed (PST,FUT, the paper's) or a list such as PST,FUT,IPFV"),
@@ -63,11 +63,14 @@ def pipeline_cmd(
                           log=lambda line: console.print(line, highlight=False, markup=False))
         return
     for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),
-                          ("--max-rounds", max_rounds), ("--generator-steps", generator_steps),
+                          ("--generator-steps", generator_steps),
                           ("--predictor-epochs", predictor_epochs), ("--threads", threads),
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
+    from compgen.sample_options import check_max_rounds
+
+    check_max_rounds(max_rounds)
     if keep_every < 0:
         raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     if p_aug is not None and not 0.0 <= p_aug < 1.0:

@@ -26,7 +26,7 @@ def sample_cmd(
     rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto; your own data: tokens TOK,TOK a sample must hold one of, or auto (tokens in at most 1 % of the training pairs)"),
     oracle: str | None = typer.Option(None, "--oracle", help="your own data: a command that reads x<TAB>y lines on stdin and prints 1 (correct) or 0 per line; the report gives the share it judges correct"),
     nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
-    max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates (default: the preset's, else 200)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates, 0 = no cap: until --nsamples are accepted, as the reference (default: the preset's, else 200)"),
     rare_prototypes: bool | None = typer.Option(None, "--rare-prototypes/--all-prototypes", help="SCAN with --resample rare: draw only prototype tuples that contain every word of --rare between them (default: the preset's, else all)"),
     prototype_cut: str | None = typer.Option(None, "--prototype-cut", help="SCAN: Omega's prototypes no longer than the mean length of the training prototypes (mean, the reference's code) or mean + one std (mean+std, the paper's text), or of any length (none); default: the preset's, else mean"),
     batch_size: int | None = typer.Option(None, "--batch-size", help="prototype tuples decoded per round (default: the preset's, else 128)"),
@@ -52,15 +52,16 @@ def sample_cmd(
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     from compgen.pipelines.sample_report import check_report_options
     from compgen.runtime.sampler import sample
+    from compgen.sample_options import check_max_rounds
 
     check_report_options(checkpoint, oracle)
     if checkpoint.is_dir() and test_dropout:
         raise UserError("--test-dropout: exported graphs are deterministic; sample the checkpoint")
     for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
-                        ("--threads", threads), ("--max-rounds", max_rounds),
-                        ("--beam-width", beam_width)):
+                        ("--threads", threads), ("--beam-width", beam_width)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1")
+    check_max_rounds(max_rounds)
     if strategy is not None:
         from compgen.decoding import check_strategy
 

@@ -21,6 +21,8 @@ from compgen.decoding import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
+# max_rounds 0 means no cap; the runner counts rounds in an int64 and wants a cap >= 1
+UNCAPPED_ROUNDS = 2**62
 
 SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
 
@@ -127,7 +129,8 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
     the samples cycle through (``compgen.runtime.tuple_selection``; default all, in
     order); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
     records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
-               ("batch_size", batch_size), ("max_rounds", max_rounds), ("seed", seed),
+               ("batch_size", batch_size),
+               ("max_rounds", max_rounds or UNCAPPED_ROUNDS), ("seed", seed),
                ("mode", mode), ("temperature", repr(temperature)),
                ("raise_temperature", int(raise_temperature)), ("raw", int(raw)),
                ("zero_latent", int(zero_latent)), ("threads", threads or os.cpu_count() or 1),
