@@ -198,6 +198,7 @@ def test_a_subset_runs_with_the_lines_it_needs():
 def test_readme_blocks_run_in_order(tmp_path, data_dir):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "COMPGEN_DATA": str(data_dir)}
+    (tmp_path / "tests").symlink_to(ROOT / "tests")   # the README's tests/data/... paths
     for words, shorter in run_plan(os.environ.get("COMPGEN_README_ONLY")):
         if words[0] == "compgen":
             path, _, _ = leaf(words)
