@@ -1,7 +1,13 @@
 """The README's command blocks, as written: every `compgen` line parses against the CLI,
-every file a line reads was written by an earlier line, and no line overwrites a file an
-earlier line wrote (except --resume, which continues it). With COMPGEN_README_RUN=1 the
-blocks also run, in order, in a temporary folder, shortened by appended options only."""
+every file a line reads was written by an earlier line, no line overwrites a file an
+earlier line wrote (except --resume, which continues it), and every line of a long command
+says how long it takes and gives a shortened form (`[shorter: OPTIONS]` in its comment,
+options appended to the line's first `compgen` command).
+
+With COMPGEN_README_RUN=1 the blocks also run, in order, in a temporary folder, each line
+in its shortened form where it has one (about 35 min on 2 shared cores).
+COMPGEN_README_ONLY=REGEX runs only the commands that match it and the earlier commands
+that write the files they read."""
 
 import os
 import re
@@ -18,40 +24,54 @@ from compgen.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 FILE_SUFFIXES = (".pt", ".tsv", ".bin", ".arpa", ".txt", ".csv")
-# options that only shorten a run (appended; the last value of an option wins), and
-# --raise-temperature for sample: a generator stopped after 200 updates seldom writes the
-# rare word under beam search, so the shortened run may raise its temperature
-SHORTER = {
-    "train generator": ["--max-steps", "200", "--quiet", "--threads", "1"],
-    "train predictor": ["--epochs", "1", "--threads", "1"],
-    "sample": ["--n", "20", "--max-rounds", "50", "--threads", "1", "--raise-temperature"],
-    "export": ["--parity-sets", "16"],
-    "pipeline": ["--seeds", "0", "--generator-steps", "20", "--predictor-epochs", "1",
-                 "--n", "20", "--threads", "1", "--root", "runs/pipeline"],
+# options for the test machine only (appended after a line's shortened form)
+TEST_ONLY = {
+    "train generator": ["--quiet", "--threads", "1"],
+    "train predictor": ["--threads", "1"],
+    "sample": ["--threads", "1"],
+    "pipeline": ["--threads", "1", "--root", "runs/pipeline"],
 }
+# commands that take over a minute at their defaults: each README line of one gives its
+# time and a shortened form
+LONG = {"train generator", "train predictor", "train inflection", "sample", "export",
+        "select", "augment csl"}
+SHORTER = re.compile(r"\[shorter: ([^\],]+)")
+DURATION = re.compile(r"~?\d[\d.,-]* ?(s|min|h)\b")
 
 
-def bash_lines() -> list[str]:
-    """Command lines of the README's bash blocks, comments and blank lines dropped."""
+def bash_lines() -> list[tuple[str, str]]:
+    """(command line, comment) of the README's bash blocks; blank and comment lines dropped."""
     lines, inside = [], False
     for line in README.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             inside = line.strip() == "```bash" and not inside
             continue
         if inside:
-            code = line.split(" #", 1)[0].strip()
+            code, _, comment = line.partition(" #")
+            code = code.strip()
             if code and not code.startswith("#"):
-                lines.append(code)
+                lines.append((code, comment.strip()))
     return lines
 
 
 def commands() -> list[list[str]]:
     """Every shell command of the blocks (split on && and ;), as words."""
+    return [words for words, _ in shortened_commands()]
+
+
+def shortened_commands() -> list[tuple[list[str], list[str]]]:
+    """(words, options of the line's shortened form) of every shell command; the options
+    belong to the first `compgen` command of their line."""
     out = []
-    for line in bash_lines():
+    for line, comment in bash_lines():
+        marker = SHORTER.search(comment)
+        shorter = shlex.split(marker.group(1)) if marker else []
         for part in re.split(r"\s*(?:&&|;)\s*", line):
             if part:
-                out.append(shlex.split(part))
+                words = shlex.split(part)
+                out.append((words, shorter if words[0] == "compgen" else []))
+                if words[0] == "compgen":
+                    shorter = []
     return out
 
 
@@ -112,20 +132,78 @@ def test_every_readme_command_parses_and_reads_what_an_earlier_line_wrote():
             written[name] = " ".join(words)
 
 
+def test_every_long_command_says_how_long_and_how_to_shorten_it():
+    for (line, comment), has_marker in _lines_with_markers():
+        for part in re.split(r"\s*(?:&&|;)\s*", line):
+            words = shlex.split(part)
+            if words[0] != "compgen" or "..." in words:
+                continue
+            path, command, args = leaf(words)
+            if path in LONG:
+                took = DURATION.search(comment)
+                assert took, f"'{line}': a long command; its comment gives no time"
+                assert has_marker or took.group(1) == "s", (
+                    f"'{line}': over a minute; its comment gives no [shorter: ...]")
+            break   # the marker belongs to the line's first compgen command
+    for words, shorter in shortened_commands():
+        if shorter and "..." not in words:
+            path, command, args = leaf(words)
+            command.make_context(path, [*args, *shorter])   # the shortened form parses
+
+
+def _lines_with_markers():
+    return [((line, comment), bool(SHORTER.search(comment))) for line, comment in bash_lines()]
+
+
+def run_plan(only: str | None) -> list[tuple[list[str], list[str]]]:
+    """The README's commands to run, shortened: all of them, or those matching ``only``
+    and the earlier ones that write the files they read."""
+    plan = []
+    for words, shorter in shortened_commands():
+        if "..." in words or words[0] in ("make",) or words[0].startswith(("SEEDS=", ".venv")):
+            continue   # set-up, placeholders, scripts with their own wrappers
+        reads, writes = [], []
+        if words[0] == "compgen":
+            path, command, args = leaf(words)
+            if path == "data fetch":
+                continue   # downloads; the data folder is given
+            if "--list" not in args and "--help" not in args:
+                reads, writes = files_read_and_written(path, command, args)
+        elif ">" in words:
+            writes = [words[words.index(">") + 1]]
+            reads = [w for w in words[:words.index(">")] if w.endswith(FILE_SUFFIXES)]
+        plan.append((words, shorter, reads, writes))
+    if only is None:
+        return [(words, shorter) for words, shorter, _, _ in plan]
+    keep, needed = set(), set()
+    for i in range(len(plan) - 1, -1, -1):
+        words, _, reads, writes = plan[i]
+        if re.search(only, " ".join(words)) or needed & set(writes):
+            keep.add(i)
+            needed -= set(writes)
+            needed |= set(reads)
+    return [(words, shorter) for i, (words, shorter, _, _) in enumerate(plan) if i in keep]
+
+
+def test_a_subset_runs_with_the_lines_it_needs():
+    plan = [" ".join(words) for words, _ in run_plan(r"compgen predict ")]
+    assert plan[-1].startswith("compgen predict exported/pred")
+    assert any(line.startswith("compgen export pred.pt") for line in plan)
+    assert any(line.startswith("compgen train predictor --data scan/jump") for line in plan)
+    assert not any(line.startswith("compgen augment geca") for line in plan)
+
+
 # runs every README command (35 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
 @pytest.mark.readme_run
 def test_readme_blocks_run_in_order(tmp_path, data_dir):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "COMPGEN_DATA": str(data_dir)}
-    for words in commands():
-        if "..." in words or words[0] in ("make",) or words[0].startswith(("SEEDS=", ".venv")):
-            continue   # set-up, placeholders, scripts with their own wrappers
+    (tmp_path / "tests").symlink_to(ROOT / "tests")   # the README's tests/data/... paths
+    for words, shorter in run_plan(os.environ.get("COMPGEN_README_ONLY")):
         if words[0] == "compgen":
             path, _, _ = leaf(words)
-            if path == "data fetch":
-                continue   # downloads; the data folder is given
-            shorter = SHORTER.get(path, []) + (["--limit", "20"] if "--direct" in words else [])
-            words = [sys.executable, "-m", "compgen", *words[1:], *shorter]
+            words = [sys.executable, "-m", "compgen", *words[1:], *shorter,
+                     *TEST_ONLY.get(path, [])]
         elif ">" in words:
             i = words.index(">")
             with open(tmp_path / words[i + 1], "w") as out:

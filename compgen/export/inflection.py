@@ -173,7 +173,7 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
     out = Path(out) if out else default_output(checkpoint)
     start = time.perf_counter()
     model = load_inflection(checkpoint)
-    finite_weights(model, checkpoint)
+    finite_weights(model.net, checkpoint)   # the network inside the trained model
     lang = lang or model.config.get("lang")
     if not lang:
         raise UserError(f"{checkpoint}: the checkpoint names no language to validate on")
