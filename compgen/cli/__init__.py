@@ -22,7 +22,13 @@ from compgen.cli import (  # noqa: F401
     stem_corrupt,
     train,
 )
-from compgen.cli.common import app, check_outputs_first, err_console, out_of_memory
+from compgen.cli.common import (
+    app,
+    check_outputs_first,
+    check_seeds_first,
+    err_console,
+    out_of_memory,
+)
 from compgen.cli.pipeline import parse_seeds
 from compgen.errors import Terminated, UserError
 
@@ -54,6 +60,7 @@ def main() -> None:
 
     command = typer.main.get_command(app)
     check_outputs_first(command)
+    check_seeds_first(command)
     try:
         check_address_space()
         command(prog_name="compgen")  # also under `python -m compgen`: completion and usage

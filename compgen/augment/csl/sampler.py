@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ class SamplerConfig:
         if self.min_recursions < 0 or self.max_recursions < self.min_recursions:
             raise UserError("sampling needs 0 <= min_recursions <= max_recursions "
                             f"(got {self.min_recursions}, {self.max_recursions})")
-        if not self.temperature > 0:
-            raise UserError(f"sampling temperature must be > 0 (got {self.temperature})")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise UserError("sampling temperature must be a finite number > 0 (got "
+                            f"{self.temperature})")
 
 
 SAMPLER_PRESETS = {
