@@ -44,6 +44,14 @@ SAMPLER_PRESETS = {
 }
 
 
+def check_terminal_rules(rules: Sequence[Rule]) -> None:
+    """A grammar whose every rule has a nonterminal derives no finite pair: a UserError."""
+    if rules and not any(r.arity == 0 for r in rules):
+        raise UserError(f"the grammar's {len(rules)} rules all hold a nonterminal (NT_k): no "
+                        "derivation can end; it needs rules without one (e.g. 'jump ### "
+                        "I_JUMP')")
+
+
 def model_weights(model, cfg: SamplerConfig) -> np.ndarray:
     """W[ctx, rule] = p(rule | ctx) at the sampling temperature, with the NT-rule bias."""
     import torch
@@ -69,6 +77,7 @@ class QcfgSampler:
 
     def __init__(self, rules: Sequence[Rule], weights: np.ndarray, cfg: SamplerConfig):
         cfg.validate()
+        check_terminal_rules(rules)
         self.rules = sorted(rules)
         if weights.shape != (1 + sum(r.arity for r in self.rules), len(self.rules)):
             raise ValueError(f"weights shape {weights.shape} does not fit the grammar")
