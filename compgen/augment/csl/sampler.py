@@ -47,7 +47,7 @@ SAMPLER_PRESETS = {
 def check_terminal_rules(rules: Sequence[Rule]) -> None:
     """A grammar whose every rule has a nonterminal derives no finite pair: a UserError."""
     if rules and not any(r.arity == 0 for r in rules):
-        raise UserError(f"the grammar's {len(rules)} rules all hold a nonterminal (NT_k): no "
+        raise UserError(f"every rule of the grammar ({len(rules)}) holds a nonterminal (NT_k): no "
                         "derivation can end; it needs rules without one (e.g. 'jump ### "
                         "I_JUMP')")
 
