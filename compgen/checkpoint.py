@@ -242,11 +242,13 @@ def model_factory(ckpt: Checkpoint):
         from compgen.models.recombine import Recombine, RecombineConfig
 
         cfg = RecombineConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        check_model_values(cfg, ckpt.path)
         return lambda: Recombine(cfg)
     if ckpt.kind == "seq2seq":
         from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
 
         cfg = Seq2SeqConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
+        check_model_values(cfg, ckpt.path)
         return lambda: Seq2Seq(cfg)
     from compgen.data.vocab import SPECIALS
     from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
@@ -257,7 +259,41 @@ def model_factory(ckpt: Checkpoint):
         raise UserError(f"{ckpt.path}: damaged checkpoint (config without 'target_vocab')")
     source = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])
     sizes = (len(source), len(CharVocab(target)))
-    return lambda: InflectionTransformer(InflectionConfig(**model), *sizes)
+    cfg = InflectionConfig(**model)
+    check_model_values(cfg, ckpt.path)
+    return lambda: InflectionTransformer(cfg, *sizes)
+
+
+# sizes a model cannot have fewer than one of (lengths, widths, heads, layers)
+POSITIVE_FIELDS = ("max_len", "hidden", "embed", "attdim", "embed_dim", "ffn_dim", "heads",
+                   "encoder_layers", "decoder_layers", "max_positions")
+
+
+def check_model_values(cfg, path) -> None:
+    """Each field of a model config holds a value of its default's type and range: sizes
+    >= 1, other integers >= 0, dropout rates in [0, 1), other floats finite; a UserError
+    naming the checkpoint and the field otherwise."""
+    import dataclasses
+    import math
+
+    for item in dataclasses.fields(cfg):
+        value, default = getattr(cfg, item.name), item.default
+        problem = None
+        if isinstance(default, bool):
+            problem = None if isinstance(value, bool) else "must be true or false"
+        elif isinstance(default, int):
+            low = 1 if item.name in POSITIVE_FIELDS else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                problem = f"must be an integer >= {low}"
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not math.isfinite(value):
+                problem = "must be a finite number"
+            elif "drop" in item.name and not 0.0 <= value < 1.0:
+                problem = "must be in [0, 1)"
+        if problem:
+            raise UserError(f"{path}: bad model config in the checkpoint: model.{item.name} = "
+                            f"{value!r} ({problem})")
 
 
 def check_weights(ckpt: Checkpoint) -> None:

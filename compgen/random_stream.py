@@ -10,7 +10,10 @@ same bits.
     u = (x >> 11) * 2**-53          # uniform double in [0, 1)
 
 splitmix64 is Steele, Lea and Flood's 64-bit finaliser (the seeding function of the
-xoshiro generators); all arithmetic is modulo 2**64.
+xoshiro generators); all arithmetic is modulo 2**64. A seed is a signed 64-bit integer,
+-2**63 <= seed < 2**63 (``check_seed``), read as its two's complement on every backend
+(the C++ runner's int64 cast to uint64): -1 is 2**64 - 1, and no two seeds in the range
+give the same stream. A seed outside it is refused, never wrapped.
 """
 
 from __future__ import annotations
@@ -25,6 +28,17 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL2 = np.uint64(0x94D049BB133111EB)
 _MASK = (1 << 64) - 1
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def check_seed(seed: int, option: str = "--seed") -> int:
+    """``seed`` if it is a signed 64-bit integer, else a UserError (no silent wrapping)."""
+    from compgen.errors import UserError
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
+        raise UserError(f"{option} {seed}: must be an integer from -2^63 to 2^63-1 "
+                        "(a signed 64-bit seed)")
+    return seed
 
 
 def _as_u64(values) -> np.ndarray:

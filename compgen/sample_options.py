@@ -4,11 +4,13 @@ else the defaults below; checked here, for every backend, before any work starts
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from compgen.decoding import BEAM_WIDTH, check_strategy
 from compgen.errors import UserError
 from compgen.precision import SAMPLE_PRECISIONS
+from compgen.random_stream import check_seed
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
 NO_ROUND_CAP = 0  # max_rounds 0: rounds until nsamples are accepted (the reference's loop)
@@ -17,6 +19,17 @@ RESAMPLE = ("none", "rare")
 # reference's code), mean + std (the paper's text) or of any length (none; not in the
 # reference): compgen.neighborhoods.scan_omega
 PROTOTYPE_CUTS = ("mean", "mean+std", "none")
+# log-probabilities divided by a smaller temperature overflow to -inf (NaN draws)
+MIN_TEMPERATURE = 1e-6
+
+
+def check_temperature(temperature: float, option: str = "--temperature") -> float:
+    """A finite temperature >= MIN_TEMPERATURE, else a UserError."""
+    if not (isinstance(temperature, int | float) and math.isfinite(temperature)
+            and temperature >= MIN_TEMPERATURE):
+        raise UserError(f"{option} {temperature}: must be a finite number >= "
+                        f"{MIN_TEMPERATURE:g}")
+    return float(temperature)
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,8 @@ class SampleOptions:
         if self.nsamples < self.n:
             raise UserError(f"--nsamples {self.nsamples} must be >= --n {self.n} (the n most "
                             "probable of nsamples are kept)")
-        if self.temperature <= 0:
-            raise UserError("--temperature must be > 0")
+        check_temperature(self.temperature)
+        check_seed(self.seed)
         if self.precision not in SAMPLE_PRECISIONS:
             raise UserError(f"--precision {self.precision}: unknown (valid: "
                             f"{', '.join(SAMPLE_PRECISIONS)})")

@@ -135,8 +135,10 @@ def checkpoint_edit(metadata=None, tensors=None):
         stored = load_file(str(names["g"]))
         for key, value in (metadata or {}).items():
             if value == "HUGE":
+                value = {"hidden": 10**9}
+            if isinstance(value, dict):   # values set in the config's [model] table
                 config = json.loads(meta["config"])
-                config["model"]["hidden"] = 10**9
+                config["model"].update(value)
                 value = json.dumps(config)
             meta.pop(key, None) if value is None else meta.__setitem__(key, value)
         for key, value in (tensors or {}).items():
@@ -178,6 +180,24 @@ def perturbed_model(folder: Path) -> bytes:
     buffer = io.BytesIO()
     torch.jit.save(scripted, buffer)
     return buffer.getvalue()
+
+
+def nan_kenlm_model(work: Path, names: dict) -> None:
+    """``nan.bin``: a KenLM binary model whose <unk> probability is stored as NaN."""
+    import struct
+
+    from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
+
+    corpus = work / "corpus.txt"
+    corpus.write_text("jump twice\nwalk left\njump left twice\nwalk\n")
+    arpa = train_lm(corpus, work / "m.arpa", order=2, discount_fallback=True)
+    subprocess.run([str(find_kenlm_binaries()[1]), str(arpa), str(work / "m.bin")],
+                   capture_output=True, check=True)
+    unk = next(float(line.split("\t")[0]) for line in arpa.read_text().splitlines()
+               if line.split("\t")[1:2] == ["<unk>"])
+    data = (work / "m.bin").read_bytes()
+    (work / "nan.bin").write_bytes(data.replace(struct.pack("<f", unk),
+                                                struct.pack("<f", float("nan"))))
 
 
 def write(name: str, content: bytes):
@@ -225,6 +245,8 @@ def probes() -> list[Probe]:
              "state-json": {"metadata": {"train_state": "nan]"}},
              "groups": {"metadata": {"optim_groups": "{}"}},
              "hidden-1e9": {"metadata": {"config": "HUGE"}},
+             "max-len-negative": {"metadata": {"config": {"max_len": -1}}},
+             "dropout-2": {"metadata": {"config": {"pdrop": 2.0}}},
              "shape": {"tensors": {"model.decoder.weight_ih": [2, 2]}},
              "junk-tensor": {"tensors": {"junk.x": [2]}},
              "missing-weight": {"tensors": {"model.out.weight": None}}}
@@ -305,7 +327,35 @@ def probes() -> list[Probe]:
                                                "{work}/g.pt"], message="an allocation of",
                      limit_as=6 << 30))
 
-    # 8. leaks: the C++ backend and successful runs leave only their outputs
+    # 8. silent wrong results made errors: option ranges, corrupt models, impossible work
+    for name, option in {"temperature-nan": ["-T", "nan"], "temperature-inf": ["-T", "inf"],
+                         "temperature-subnormal": ["-T", "1e-320"],
+                         "seed-2^70": ["--seed", str(2**70)], "seed-2^63": ["--seed", str(2**63)]
+                         }.items():
+        out.append(Probe("options", name, ["sample", "{shipped}", "--n", "2", "--strategy",
+                                           "temperature", *option, "-o", "{work}/s.tsv"],
+                         message=option[0].replace("-T", "--temperature")))
+    out.append(Probe("options", "train-seed-2^70", ["train", "generator", "--data", "scan/jump",
+                                                    "--max-steps", "1", "--seed", str(2**70),
+                                                    "-o", "{work}/g.pt"], message="--seed"))
+    out.append(Probe("lm", "nan-model-eval", ["lm", "eval", "--base", "{work}/nan.bin", "--val",
+                                              "{work}/corpus.txt", "--test", "{work}/corpus.txt"],
+                     message="non-finite", setup=nan_kenlm_model))
+    out.append(Probe("lm", "nan-model-rerank", ["sample", "{shipped}", "--n", "2", "--lm",
+                                                "{work}/nan.bin", "--rerank", "lm", "-o",
+                                                "{work}/s.tsv"],
+                     message="non-finite", setup=nan_kenlm_model))
+    out.append(Probe("lm", "order-beyond-build", ["lm", "train", "lm/kin", "--order", "7", "-o",
+                                                  "{work}/m.arpa"], message="--order 7"))
+    out.append(Probe("errors", "csl-nonterminal-grammar",
+                     ["augment", "csl", "scan/jump", "--grammar", "{work}/nt.grammar",
+                      "--uniform", "--n", "5", "-o", "{work}/c.tsv"], message="no derivation",
+                     setup=write("nt.grammar", b"NT_1 and NT_2 ### NT_1 NT_2\n")))
+    out.append(Probe("errors", "ray-unknown-host", ["sample", "{shipped}", "--n", "2", "--ray",
+                                                    "nohost.invalid:6379"],
+                     message="unknown host"))
+
+    # 9. leaks: the C++ backend and successful runs leave only their outputs
     out.append(Probe("leaks", "cpp-sample", ["sample", "{shipped}", "--backend", "cpp", "--n",
                                              "5", "-o", "{work}/s.tsv"], expect="ok",
                      outputs=("{work}/s.tsv",)))

@@ -283,14 +283,15 @@ def rewritten(source, target, metadata=None, tensors=None):
     return target
 
 
-def huge_hidden(source):
+def model_config(source, values: dict) -> str:
+    """The config metadata of ``source`` with ``values`` set in its [model] table."""
     import json
 
     from safetensors import safe_open
 
     with safe_open(str(source), "pt") as f:
         config = json.loads(f.metadata()["config"])
-    config["model"]["hidden"] = 1_000_000_000
+    config["model"].update(values)
     return json.dumps(config)
 
 
@@ -302,12 +303,15 @@ def huge_hidden(source):
     ({"metadata": {"vocab": '{"tokens": 3}'}}, "'tokens' must be a list"),
     ({"metadata": {"train_state": "nan]"}}, "'train_state' is not JSON"),
     ({"metadata": {"optim_groups": "{}"}}, "'optim_groups' is not a JSON list"),
-    ({"metadata": {"config": "HUGE"}}, "bad model config in the checkpoint"),
+    ({"metadata": {"config": {"hidden": 1_000_000_000}}}, "bad model config in the checkpoint"),
+    ({"metadata": {"config": {"max_len": -1}}}, "model.max_len = -1 (must be an integer >= 1)"),
+    ({"metadata": {"config": {"pdrop": 2.0}}}, "model.pdrop = 2.0 (must be in [0, 1)"),
+    ({"metadata": {"config": {"embed": "8"}}}, "model.embed = '8'"),
     ({"tensors": {"model.decoder.weight_ih": "SMALL"}}, "decoder.weight_ih is [2, 2]"),
     ({"tensors": {"junk.x": "SMALL"}}, "unexpected tensor 'junk.x'"),
     ({"tensors": {"model.extra": "SMALL"}}, "unexpected weight 'extra'"),
 ], ids=["no-kind", "config-json", "config-list", "no-model", "vocab", "state-json",
-        "groups", "hidden-1e9", "shape", "junk-tensor", "extra-weight"])
+        "groups", "hidden-1e9", "max-len-negative", "dropout-2", "embed-text", "shape", "junk-tensor", "extra-weight"])
 @pytest.mark.parametrize("command", [
     ["sample", "{ckpt}", "--n", "2", "-o", "{out}.tsv"],
     ["export", "{ckpt}", "--no-cpp", "-o", "{out}"],
@@ -319,7 +323,7 @@ def test_inconsistent_checkpoints_are_one_error(tiny_checkpoint, tmp_path, capsy
     import torch
 
     small = torch.zeros(2, 2)
-    meta = {k: huge_hidden(tiny_checkpoint) if v == "HUGE" else v
+    meta = {k: model_config(tiny_checkpoint, v) if isinstance(v, dict) else v
             for k, v in change.get("metadata", {}).items()}
     tensors = {k: small for k in change.get("tensors", {})}
     ckpt = rewritten(tiny_checkpoint, tmp_path / "bad.pt", meta, tensors)

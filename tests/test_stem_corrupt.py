@@ -3,6 +3,7 @@
 import random
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -16,6 +17,7 @@ from compgen.augment.stem_corrupt import (
     stem_ranges,
     training_alphabet,
 )
+from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
 from compgen.errors import UserError
 
 SUFFIX = [("walk", "walked"), ("talk", "talked"), ("jump", "jumped"), ("play", "played"),
@@ -165,3 +167,84 @@ def test_cli_writes_a_pool_and_rejects_bad_input(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
     assert not (tmp_path / "x.tsv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv", "pool.tsv", "train.tsv"]
+
+
+# ---------------------------------------------------------------- Unicode: grapheme clusters
+
+DECOMPOSED = [(unicodedata.normalize("NFD", lemma), unicodedata.normalize("NFD", form))
+              for lemma, form in [("café", "cafés"), ("naïve", "naïvement"), ("señor", "señora"),
+                                  ("über", "übern"), ("résumé", "résumés")]]
+
+
+def test_graphemes_keep_marks_joiners_and_hangul_with_their_base():
+    assert graphemes("e\u0301te\u0301") == ["e\u0301", "t", "e\u0301"]
+    assert graphemes("\u0301a") == ["\u0301", "a"]             # an orphan mark stays alone
+    assert graphemes("\U0001F469\u200d\U0001F52C!") == ["\U0001F469\u200d\U0001F52C", "!"]
+    assert graphemes("\u1100\u1161\u11a8x") == ["\u1100\u1161\u11a8", "x"]
+    assert graphemes("\U0001F1EB\U0001F1F7\U0001F1E9") == ["\U0001F1EB\U0001F1F7", "\U0001F1E9"]
+    assert graphemes("a\u200fb") == ["a", "\u200f", "b"]
+    assert not any(map(is_letter_cluster, [" ", "\u00a0", "\u200f", "\ufeff", "\u0301"]))
+
+
+def _word_starts_with_a_mark(word):
+    return any(unicodedata.category(w[0]).startswith("M") for w in word.split(" ") if w)
+
+
+def test_pool_never_cuts_a_combining_mark_from_its_base():
+    triples = [(lemma, form, "N") for lemma, form in DECOMPOSED * 3]
+    alphabet = training_alphabet(triples)
+    assert "e\u0301" in alphabet and "\u0301" not in alphabet
+    pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=600, seed=0))
+    for lemma, form, _ in pool:
+        assert not _word_starts_with_a_mark(lemma) and not _word_starts_with_a_mark(form)
+        assert set(graphemes(lemma + form)) <= set(alphabet)
+    assert len({lemma for lemma, _, _ in pool}) > 50
+
+
+def test_bidi_controls_and_byte_order_marks_never_enter_a_stem():
+    controls = "\u200f\u202b\u2066\ufeff"
+    triples = [(f"{c}kitab", f"{c}kitabun", "N") for c in controls] + \
+              [("qalam", "qalamun", "N"), ("bayt\ufeff", "baytun", "N")]
+    assert not set(controls) & set("".join(training_alphabet(triples)))
+    pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=300, seed=1))
+    for i, (lemma, form, _) in enumerate(pool):   # every pair has a stem: rows cycle the file
+        gold_lemma, gold_form, _ = triples[i % len(triples)]
+        for word, gold in ((lemma, gold_lemma), (form, gold_form)):
+            # the gold word's controls, where it has them, and no new one
+            assert [(i, c) for i, c in enumerate(word) if c in controls] == \
+                   [(i, c) for i, c in enumerate(gold) if c in controls], repr(word)
+    assert {lemma for lemma, _, _ in pool} > {lemma for lemma, _, _ in triples}
+
+
+def test_multi_word_forms_keep_their_spaces_and_gain_none():
+    gold = [("olla", "on ollut", "V"), ("syödä", "on syönyt", "V"), ("tehdä", "on tehnyt", "V"),
+            ("new york", "new yorker", "N"), ("ice cream", "ice creams", "N"),
+            ("mother in law", "mothers in law", "N")]
+    pool = stem_corrupt_pool(gold, StemCorruptConfig(pool_size=600, seed=0))
+    for lemma, form, _ in pool:
+        for word in (lemma, form):
+            assert word == word.strip() and "  " not in word, repr(word)
+    by_tag = {}
+    for lemma, form, tag in pool:
+        by_tag.setdefault(tag, []).append((lemma, form))
+    assert all(form.startswith("on ") and " " not in lemma for lemma, form in by_tag["V"])
+    assert all(lemma.count(" ") == form.count(" ") for lemma, form in by_tag["N"])
+
+
+def test_aligned_clusters_spell_the_pairs_exactly():
+    pairs = [("a b", "axb"), ("x y", "xy"), ("e\u0301te\u0301", "e\u0301te\u0301s")]
+    for (lemma, form), (a, b) in zip(pairs, CrpAligner(seed=0).align_clusters(pairs),
+                                     strict=True):
+        assert len(a) == len(b) and "".join(a) == lemma and "".join(b) == form
+
+
+def test_real_multi_word_language_pool_is_clean(data_dir, require_data):
+    path = require_data(data_dir / "sigmorphon2018" / "finnish-train-low")
+    triples = read_triples(path)
+    shapes = {(lemma.count(" "), form.count(" "), tags) for lemma, form, tags in triples}
+    pool = stem_corrupt_pool(triples, StemCorruptConfig(pool_size=2000))
+    for lemma, form, tags in pool:
+        for word in (lemma, form):
+            assert word == word.strip() and "  " not in word and not _word_starts_with_a_mark(word)
+        assert (lemma.count(" "), form.count(" "), tags) in shapes   # spaces as a gold pair's
+    assert sum(" " in form for _, form, _ in pool) > 100

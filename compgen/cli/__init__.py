@@ -26,6 +26,7 @@ from compgen.cli import (  # noqa: F401
 from compgen.cli.common import (
     app,
     check_outputs_first,
+    check_seeds_first,
     err_console,
     fill_optional_values,
     out_of_memory,
@@ -71,6 +72,7 @@ def main() -> None:
 
     command = typer.main.get_command(app)
     check_outputs_first(command)
+    check_seeds_first(command)
     try:
         check_address_space()
         # prog_name: also under `python -m compgen`, for completion and usage

@@ -117,6 +117,29 @@ def check_outputs_first(group) -> None:
             param.callback = checked
 
 
+def check_seeds_first(group) -> None:
+    """Give every ``--seed`` option a callback that refuses a seed outside the signed 64-bit
+    range (compgen.random_stream.check_seed) instead of wrapping or overflowing later."""
+    from compgen.random_stream import check_seed
+
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            check_seeds_first(command)
+            continue
+        for param in command.params:
+            if param.name != "seed" or "--seed" not in param.opts:
+                continue
+
+            def checked(ctx, p, value, previous=param.callback):
+                if previous is not None:
+                    value = previous(ctx, p, value)
+                if value is not None and not ctx.resilient_parsing:
+                    check_seed(value)
+                return value
+
+            param.callback = checked
+
+
 def out_of_memory(exc: BaseException) -> str:
     """One line for a failed allocation: the size asked for when known, the address-space
     limit (ulimit -v) and the peak memory of this process."""

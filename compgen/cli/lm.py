@@ -44,11 +44,12 @@ def lm_train(
     import tempfile
     import time
 
-    from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
+    from compgen.lm.kenlm_tools import check_order, find_kenlm_binaries, train_lm
     from compgen.lm.side_corpus import write_side_corpus
 
     if geca and not side:
         raise UserError("--geca needs --side (which side of the pairs the LM reads)")
+    check_order(order)
     start = time.perf_counter()
     if side is None:
         train_lm(corpus, output, order, discount_fallback, memory, data_dir)

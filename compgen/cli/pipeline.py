@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
 
 from compgen.cli.common import DataDir, DeviceOption, app, console, ray_address
 from compgen.errors import UserError
+from compgen.random_stream import check_seed
 
 
 @app.command("pipeline")
@@ -75,8 +77,8 @@ def pipeline_cmd(
         raise UserError(f"--keep-every must be >= 0, not {keep_every}")
     if p_aug is not None and not 0.0 <= p_aug < 1.0:
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
-    if csl_temperature is not None and not csl_temperature > 0:
-        raise UserError(f"--csl-temperature must be > 0, not {csl_temperature}")
+    if csl_temperature is not None and not (math.isfinite(csl_temperature) and csl_temperature > 0):
+        raise UserError(f"--csl-temperature must be a finite number > 0, not {csl_temperature}")
     from compgen.device import resolve_device
 
     # checked now; each step resolves it again (auto: the C++ runner's sampling is CPU work)
@@ -104,11 +106,16 @@ def pipeline_cmd(
     console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
 
 
+MAX_SEEDS = 10_000
+
+
 def parse_seeds(text: str) -> list[int]:
     """"0,1,2" or "0-4" -> seeds."""
     try:
         if "-" in text:
             low, high = (int(v) for v in text.split("-", 1))
+            if high - low >= MAX_SEEDS:
+                raise UserError(f"--seeds {text!r}: at most {MAX_SEEDS:,} seeds")
             seeds = list(range(low, high + 1))
         else:
             seeds = [int(v) for v in text.split(",") if v.strip()]
@@ -116,4 +123,5 @@ def parse_seeds(text: str) -> list[int]:
         raise UserError(f"--seeds {text!r}: expected e.g. 0,1,2 or 0-4") from None
     if not seeds or min(seeds) < 0:
         raise UserError(f"--seeds {text!r}: expected non-negative seeds such as 0,1,2 or 0-4")
+    check_seed(max(seeds), "--seeds")
     return seeds

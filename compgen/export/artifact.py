@@ -29,6 +29,18 @@ def sha256(path: Path) -> str:
     return file_digest(path).hexdigest()
 
 
+def save_scripted(scripted, path) -> None:
+    """Save a TorchScript module through memory: torch's file writer aborts the process on
+    a full disk, a Python write raises OSError (one error line)."""
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.jit.save(scripted, buffer)
+    Path(path).write_bytes(buffer.getbuffer())
+
+
 def default_output(checkpoint: Path) -> Path:
     return Path("exported") / checkpoint.stem
 

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from compgen.data.vocab import BOS_ID, EOS_ID
+from compgen.export.artifact import save_scripted
 from compgen.export.predictor_graphs import PredictorEncoder, PredictorStep, example_inputs
 from compgen.models.seq2seq import step_masks
 
@@ -117,5 +118,5 @@ def export_predictor_torchscript(model, path) -> torch.jit.ScriptModule:
         step = torch.jit.trace(PredictorStep(model).eval(), step_args, check_trace=False)
     scripted = torch.jit.script(ScriptedPredictor(encoder, step, model.cfg.hidden,
                                                   model.vocab_size))
-    scripted.save(str(path))
+    save_scripted(scripted, path)
     return scripted

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
+from compgen.export.artifact import save_scripted
 from compgen.export.graphs import EncoderGraph, PrototypeGraph, StepGraph, example_inputs
 
 # modules whose weights only feed matrix products: the bf16 copy keeps them in bf16 (what
@@ -137,5 +138,5 @@ def export_torchscript(model, path, max_len: int, bf16: bool = False) -> torch.j
                               model.feed_dim, model.latent, model.nproto, model.vocab_size,
                               bf16)
     scripted = torch.jit.script(sampler)
-    scripted.save(str(path))
+    save_scripted(scripted, path)
     return scripted

@@ -110,12 +110,60 @@ def _install_embedded(lang: str, split: str, path: Path) -> bool:
 
 def check_corpus(path: Path) -> int:
     """Number of non-blank lines; an empty or binary (not UTF-8) corpus is a UserError."""
+    return len(corpus_sentences(path))
+
+
+def corpus_sentences(path: Path) -> list[list[str]]:
+    """The corpus as the scorer reads it (``compgen.data.lm.parse_corpus``: lines split on
+    any Unicode line break, words on any Unicode whitespace, blank lines skipped); an
+    empty or binary (not UTF-8) corpus is a UserError."""
+    from compgen.data.lm import parse_corpus
     from compgen.errors import read_text
 
-    n = sum(1 for line in read_text(path).splitlines() if line.strip())
-    if n == 0:
-        raise UserError(f"{path}: empty corpus (no sentences)")
-    return n
+    return parse_corpus(read_text(path), str(path))
+
+
+def max_supported_order() -> int:
+    """The highest n-gram order this installation can load: the kenlm module's
+    KENLM_MAX_ORDER (read from its refusal of a header of a larger order), and the C++
+    runner's query library's where it is installed. lmplz itself estimates any order."""
+    global _MAX_ORDER
+    if _MAX_ORDER is None:
+        import kenlm
+
+        from compgen.lm.scores import quiet_stderr
+
+        probe = 64
+        header = "\\data\\\n" + "".join(f"ngram {k}=1\n" for k in range(1, probe + 1)) + "\n"
+        limits = [probe]
+        with tempfile.NamedTemporaryFile("w", suffix=".arpa", prefix="compgen-order-") as f:
+            f.write(header)
+            f.flush()
+            try:
+                with quiet_stderr():
+                    kenlm.Model(f.name)
+            except (OSError, RuntimeError) as exc:
+                found = re.search(r"support up to (\d+)", str(exc))
+                if found:
+                    limits.append(int(found.group(1)))
+        recorded = cache_bin_dir().parent / "query" / "max_order"
+        if recorded.is_file() and recorded.read_text().strip().isdigit():
+            limits.append(int(recorded.read_text().strip()))
+        _MAX_ORDER = min(limits)
+    return _MAX_ORDER
+
+
+_MAX_ORDER: int | None = None
+
+
+def check_order(order: int) -> None:
+    """``--order`` within 1 .. what the KenLM build loads, before any estimation."""
+    if order < 1:
+        raise UserError(f"--order must be >= 1 (got {order})")
+    limit = max_supported_order()
+    if order > limit:
+        raise UserError(f"--order {order}: this KenLM build loads models of order <= {limit} "
+                        "(KENLM_MAX_ORDER); a larger model would be refused when used")
 
 
 def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:
@@ -141,15 +189,15 @@ def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:
 def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 5,
              discount_fallback: bool = False, memory: str = "500M", data_dir=None) -> Path:
     """Estimate an ``order``-gram modified Kneser-Ney model with lmplz on ``corpus`` (file or
-    ``lm/<lang>`` = its train split). lmplz splits words on spaces and tabs, so the samples
+    ``lm/<lang>`` = its train split). lmplz is given the corpus as the scorer tokenises it
+    (``corpus_sentences``); words split on any whitespace, tabs included, so the samples
     TSV of ``compgen augment geca --concat`` on an LM corpus (empty x column) is read as the
     plain corpus. ``output`` ending in ``.bin`` is converted with
     build_binary, anything else is written as ARPA; written atomically either way.
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
-    if order < 1:
-        raise UserError(f"--order must be >= 1 (got {order})")
+    check_order(order)
     corpus_path = resolve_corpus(corpus, "train", data_dir)
-    check_corpus(corpus_path)
+    sentences = corpus_sentences(corpus_path)
     lmplz, build_binary = find_kenlm_binaries()
     output = Path(output)
     binary = output.suffix == ".bin"
@@ -158,7 +206,13 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
         if discount_fallback:
             cmd.append("--discount_fallback")
         arpa = Path(tmp) / "model.arpa"
-        with open(corpus_path, "rb") as stdin, open(arpa, "wb") as stdout:
+        # lmplz reads the words the scorer reads: its own split (ASCII spaces and tabs,
+        # '\n' lines) would keep a non-breaking space inside a word the scorer splits
+        tokenised = Path(tmp) / "corpus.txt"
+        with open(tokenised, "w", encoding="utf-8", newline="\n") as out:
+            out.writelines(" ".join(words) + "\n" for words in sentences)
+        del sentences
+        with open(tokenised, "rb") as stdin, open(arpa, "wb") as stdout:
             proc = subprocess.run(cmd, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
                                   check=False, preexec_fn=die_with_parent)
         if proc.returncode != 0:

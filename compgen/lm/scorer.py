@@ -107,6 +107,8 @@ class NgramScorer:
         else:
             base, aug, _ = self.corpus_scores(sentences)
             result = -lm_scores.mix(self.mix, base, aug, self.weight) / LN10
+        models = ",".join(str(p) for p in (self.base_path, self.aug_path) if p is not None)
+        lm_scores.check_finite(result, self.base, f"--lm {models}")
         self.record(len(sentences), time.perf_counter() - start)
         return result
 

@@ -35,15 +35,35 @@ def load_model(path: str | os.PathLike, option: str = "model"):
     config = kenlm.Config()
     config.show_progress = False
     try:
-        with _quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
-            return kenlm.Model(str(path), config)
+        with quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
+            model = kenlm.Model(str(path), config)
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{option} {path}: not a KenLM model ({reason})") from None
+    for sentence in PROBE_SENTENCES:
+        check_finite(model.score(sentence), model, f"{option} {path}", sentence)
+    return model
+
+
+# an empty sentence (</s> after <s>), an unknown word and two common ones: a model whose
+# stored probabilities are corrupt (NaN, inf) is refused on load, not after a whole run
+PROBE_SENTENCES = ("", "compgen-probe-unknown-word", "the a", "<unk> <unk> <unk>")
+
+
+def check_finite(values, model, name: str | None = None, sentence: str | None = None) -> None:
+    """A UserError unless every log-probability in ``values`` is finite."""
+    array = np.asarray(values, dtype=np.float64)
+    if np.isfinite(array).all():
+        return
+    name = name or f"model {model.path if hasattr(model, 'path') else ''}".strip()
+    bad = float(array[~np.isfinite(array)].flat[0])
+    where = f" on {sentence!r}" if sentence is not None else ""
+    raise UserError(f"{name}: gives a non-finite log-probability ({bad}){where}; the model "
+                    "file is corrupt: train or build it again")
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
+def quiet_stderr():
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -90,6 +110,10 @@ def score_corpus(model, sentences: list[str]) -> CorpusScores:
     sentence = np.fromiter((model.score(s) for s in sentences), dtype=np.float64,
                            count=len(sentences))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    if not (np.isfinite(tokens).all() and np.isfinite(sentence).all()):
+        first = int(np.argmin(np.isfinite(sentence)))
+        check_finite(sentence[first], model, sentence=sentences[first])
+        check_finite(tokens, model)
     return CorpusScores(tokens, sentence, starts, oov)
 
 

@@ -54,29 +54,83 @@ def gold_and_dev(lang: str, data_dir: Path | None = None) -> tuple[list[Triple],
             read_triples(language_file(lang, "dev", root)))
 
 
+SCORES_HEADER = "# compgen uncertainty scores "
+
+
+def scores_settings(rows: Sequence[Triple], scorer: Path | None, mode: str) -> dict:
+    """What a pool's uncertainty scores depend on: the rows, the scorer's bytes, the mode."""
+    import hashlib
+
+    from compgen.cache import digest
+
+    pool = hashlib.sha256("".join(f"{a}\t{b}\t{t}\n" for a, b, t in rows).encode()).hexdigest()
+    return {"uncertainty": mode, "scorer": digest(scorer) if scorer is not None else None,
+            "pool": pool, "rows": len(rows)}
+
+
+def _read_scores(cache: Path) -> tuple[dict | None, list[float]]:
+    from compgen.errors import read_text
+
+    lines = read_text(cache).splitlines()
+    settings = None
+    if lines and lines[0].startswith(SCORES_HEADER):
+        try:
+            settings = json.loads(lines[0][len(SCORES_HEADER):])
+        except ValueError:
+            raise UserError(f"{cache}:1: damaged settings line") from None
+        if not isinstance(settings, dict):
+            raise UserError(f"{cache}:1: damaged settings line")
+        lines = lines[1:]
+    values = []
+    for lineno, line in enumerate(lines, 2 if settings is not None else 1):
+        try:
+            values.append(float(line))
+        except ValueError:
+            raise UserError(f"{cache}:{lineno}: not a number: {line[:40]!r}") from None
+    return settings, values
+
+
 def pool_scores(rows: Sequence[Triple], scorer: Path | None, cache: Path | None,
                 mode: str = "hypothesis") -> list[float]:
-    """Uncertainty of every pool row under ``scorer``; read from / written to ``cache``."""
+    """Uncertainty of every pool row under ``scorer``; read from / written to ``cache``.
+
+    The cache's first line records what the scores were computed from (the pool, the
+    scorer's digest, the uncertainty mode): a file computed otherwise is recomputed when
+    the scorer is given and refused when it is not. ``scorer`` must be an inflection
+    checkpoint even when the cache is used."""
     from compgen.io import atomic_open
     from compgen.train_inflection import load_inflection, uncertainty
 
+    model = load_inflection(scorer) if scorer is not None else None
+    wanted = scores_settings(rows, scorer, mode)
     if cache is not None and cache.is_file():
-        values = []
-        for lineno, line in enumerate(cache.read_text().splitlines(), 1):
-            try:
-                values.append(float(line))
-            except ValueError:
-                raise UserError(f"{cache}:{lineno}: not a number: {line[:40]!r}") from None
-        if len(values) != len(rows):
-            raise UserError(f"{cache}: {len(values)} scores for a pool of {len(rows)} rows")
-        return values
-    if scorer is None:
+        settings, values = _read_scores(cache)
+        if settings is None:
+            stale = "it does not record the settings it was computed with"
+        else:
+            differ = [key for key in ("uncertainty", "pool", "scorer")
+                      if settings.get(key) != wanted[key] and (key != "scorer" or scorer)]
+            stale = ", ".join(f"its {k} ({_short(settings.get(k))}) is not this run's "
+                              f"({_short(wanted[k])})" for k in differ)
+        if not stale:
+            if len(values) != len(rows):
+                raise UserError(f"{cache}: {len(values)} scores for a pool of {len(rows)} rows")
+            return values
+        if model is None:
+            raise UserError(f"--scores {cache}: {stale}; give --scorer to recompute it")
+    if model is None:
         raise UserError("uncertainty scores need a scorer model")
-    values = uncertainty(load_inflection(scorer), rows, mode)
+    values = uncertainty(model, rows, mode)
     if cache is not None:
         with atomic_open(cache, "w") as f:
+            f.write(SCORES_HEADER + json.dumps(wanted, sort_keys=True) + "\n")
             f.write("".join(f"{v:.6f}\n" for v in values))
     return values
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 else text
 
 
 def select_rows(rows: Sequence[Triple], strategy: str, size: int,

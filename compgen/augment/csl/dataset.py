@@ -11,6 +11,7 @@ target (one-word targets, colliding variables) are dropped and counted."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,8 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     for name, value in (("--states", states), ("--steps", steps)):
         if value is not None and value < 1:
             raise UserError(f"{name} must be >= 1 (got {value})")
-    if temperature is not None and not temperature > 0:
-        raise UserError(f"--temperature must be > 0 (got {temperature})")
+    if temperature is not None and not (math.isfinite(temperature) and temperature > 0):
+        raise UserError(f"--temperature must be a finite number > 0 (got {temperature})")
     cfg = preset(config)
     if refine and grammar is not None:
         raise UserError("--refine applies to an induced grammar; leave out --grammar")

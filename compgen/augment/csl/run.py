@@ -32,6 +32,7 @@ from compgen.augment.csl.sampler import (
     SAMPLER_PRESETS,
     QcfgSampler,
     SamplerConfig,
+    check_terminal_rules,
     model_weights,
     uniform_weights,
 )
@@ -169,6 +170,7 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
         rules = sorted(grammar)
         phases.done("read grammar")
     summary["rules"] = len(rules)
+    check_terminal_rules(rules)
     unary = cfg.model.max_single_nt_applications
     if uniform:  # (with a model, the forests of the training pairs give their coverage)
         summary["train_coverage"] = derivable_share(rules, train, unary, progress, "train coverage")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ class SamplerConfig:
         if self.min_recursions < 0 or self.max_recursions < self.min_recursions:
             raise UserError("sampling needs 0 <= min_recursions <= max_recursions "
                             f"(got {self.min_recursions}, {self.max_recursions})")
-        if not self.temperature > 0:
-            raise UserError(f"sampling temperature must be > 0 (got {self.temperature})")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise UserError("sampling temperature must be a finite number > 0 (got "
+                            f"{self.temperature})")
 
 
 SAMPLER_PRESETS = {
@@ -41,6 +43,14 @@ SAMPLER_PRESETS = {
     "cogs": SamplerConfig(max_recursions=20, nonterminal_bias=6.0, min_nonterminal_rule_arity=2,
                           max_single_nt_applications=2),
 }
+
+
+def check_terminal_rules(rules: Sequence[Rule]) -> None:
+    """A grammar whose every rule has a nonterminal derives no finite pair: a UserError."""
+    if rules and not any(r.arity == 0 for r in rules):
+        raise UserError(f"every rule of the grammar ({len(rules)}) holds a nonterminal (NT_k): no "
+                        "derivation can end; it needs rules without one (e.g. 'jump ### "
+                        "I_JUMP')")
 
 
 def model_weights(model, cfg: SamplerConfig) -> np.ndarray:
@@ -68,6 +78,7 @@ class QcfgSampler:
 
     def __init__(self, rules: Sequence[Rule], weights: np.ndarray, cfg: SamplerConfig):
         cfg.validate()
+        check_terminal_rules(rules)
         self.rules = sorted(rules)
         if weights.shape != (1 + sum(r.arity for r in self.rules), len(self.rules)):
             raise ValueError(f"weights shape {weights.shape} does not fit the grammar")

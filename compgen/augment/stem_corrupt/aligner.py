@@ -17,6 +17,8 @@ the final alignment is each pair's minimum-cost path under the final counts.
   cell, then follows back-pointers left over from earlier trellis fills elsewhere;
 * the random stream is drand48's from its default (unseeded) state.
 
+Words are aligned as sequences of grapheme clusters (``graphemes``), so a combining mark
+moves with its base; ``align_clusters`` gives the aligned clusters with ``""`` for epsilon.
 The inner loops are compiled with numba. Both modes draw their uniforms from the same
 48-bit linear congruential generator (drand48); the paper mode seeds it (srand48).
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from compgen.augment.stem_corrupt.graphemes import graphemes
 from compgen.errors import UserError
 
 MAX_LEN = 255   # the reference's fixed trellis; longer words are refused
@@ -234,15 +237,25 @@ class CrpAligner:
         ids = []
         offsets = [0]
         for word in words:
-            if len(word) > MAX_LEN:
-                raise UserError(f"aligner: word of {len(word)} characters (max {MAX_LEN}): {word[:40]}...")
-            for ch in word:
+            clusters = graphemes(word)
+            if len(clusters) > MAX_LEN:
+                raise UserError(f"aligner: word of {len(clusters)} characters (max {MAX_LEN}): "
+                                f"{word[:40]}...")
+            for ch in clusters:
                 ids.append(self._symbols.setdefault(ch, len(self._symbols) + 1))
             offsets.append(len(ids))
         return np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64)
 
     def align(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The aligned (lemma, form) strings of each pair, equal length, epsilon = ' '."""
+        """The aligned (lemma, form) strings of each pair, epsilon = ' ' (ambiguous where a
+        word holds a space: ``align_clusters`` is exact)."""
+        return [("".join(c or EPSILON for c in a), "".join(c or EPSILON for c in b))
+                for a, b in self.align_clusters(pairs)]
+
+    def align_clusters(self, pairs: list[tuple[str, str]]
+                       ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """The aligned (lemma, form) grapheme clusters of each pair, of equal length, with
+        ``""`` for epsilon: joining one side gives its word back exactly."""
         if not pairs:
             return []
         ins, in_off = self._encode([p[0] for p in pairs])
@@ -266,6 +279,6 @@ class CrpAligner:
                    self._back, ain, aout, alen)
         if self.config.compat:
             self._counts = counts
-        chars = np.array([EPSILON] + list(self._symbols), dtype=object)
-        return [("".join(chars[ain[p, :alen[p]]]), "".join(chars[aout[p, :alen[p]]]))
+        chars = np.array([""] + list(self._symbols), dtype=object)
+        return [(tuple(chars[ain[p, :alen[p]]]), tuple(chars[aout[p, :alen[p]]]))
                 for p in range(len(pairs))]

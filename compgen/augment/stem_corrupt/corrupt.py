@@ -1,10 +1,11 @@
 """STEM-CORRUPT (Anastasopoulos & Neubig 2019, as used by Samir & Silfverberg 2023).
 
 The stem of an aligned (lemma, form) pair is the union of the runs of >= 3 identical,
-non-epsilon aligned characters. Each stem character is replaced, with probability
-``theta``, by a character drawn uniformly from the training alphabet -- the same
-character in the lemma and in the form, so the pair stays a consistent inflection;
-affixes and tags are untouched. Runs longer than 5 keep their first and last character.
+non-epsilon aligned characters -- grapheme clusters, so a base letter and its combining
+marks are one character, and never a space or a format character. Each stem character is
+replaced, with probability ``theta``, by a character drawn uniformly from the training
+alphabet -- the same character in the lemma and in the form, so the pair stays a consistent
+inflection; affixes, spaces and tags are the gold pair's. Runs longer than 5 keep their first and last character.
 A pool is built by re-aligning the training file and corrupting every pair that has a
 stem, round after round, until it holds ``pool_size`` rows.
 """
@@ -12,14 +13,16 @@ stem, round after round, until it holds ``pool_size`` rows.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compgen.augment.stem_corrupt.aligner import EPSILON, AlignerConfig, CrpAligner
+from compgen.augment.stem_corrupt.aligner import AlignerConfig, CrpAligner
+from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
 from compgen.errors import UserError, read_text
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
+EPSILON_CLUSTER = ""            # an aligned position with nothing on that side
 
 
 @dataclass(frozen=True)
@@ -41,18 +44,43 @@ class StemCorruptConfig:
         self.aligner.validate()
 
 
-def stem_mask(lemma_aligned: str, form_aligned: str) -> list[bool]:
-    """Positions where the aligned characters are identical and not epsilon; if there is
-    none, the alignment is assumed off by one and the form side is shifted right by one
-    (the reference's retry)."""
-    mask = [a == b and a != EPSILON for a, b in zip(lemma_aligned, form_aligned, strict=True)]
+Aligned = str | Sequence[str]   # aligned string (epsilon ' ') or clusters (epsilon "")
+
+
+def _clusters(lemma_aligned: str | Sequence[str], form_aligned: str | Sequence[str]
+              ) -> tuple[list[str], list[str]]:
+    """Aligned grapheme clusters, ``""`` for epsilon. Aligned strings (one character per
+    position, ``' '`` for epsilon) are read as the aligner renders them: a space aligned to
+    a space is a genuine shared space, any other blank is epsilon."""
+    if not isinstance(lemma_aligned, str):
+        return list(lemma_aligned), list(form_aligned)
+    a, b = [], []
+    for c, d in zip(lemma_aligned, form_aligned, strict=True):
+        shared = c == " " and d == " "
+        a.append(c if shared or not c.isspace() else EPSILON_CLUSTER)
+        b.append(d if shared or not d.isspace() else EPSILON_CLUSTER)
+    return a, b
+
+
+def _stem_character(a: str, b: str) -> bool:
+    # spaces and format characters are never stem: they are kept as the gold words have them
+    return a == b and a != EPSILON_CLUSTER and is_letter_cluster(a)
+
+
+def stem_mask(lemma_aligned: Aligned, form_aligned: Aligned) -> list[bool]:
+    """Positions where the aligned clusters are identical letters (not epsilon, not a space);
+    if there is none, the alignment is assumed off by one and the form side is shifted right
+    by one (the reference's retry)."""
+    a, b = _clusters(lemma_aligned, form_aligned)
+    mask = [_stem_character(x, y) for x, y in zip(a, b, strict=True)]
     if not any(mask):
-        shifted = EPSILON + form_aligned
-        mask = [a == shifted[i] and a != EPSILON for i, a in enumerate(lemma_aligned)]
+        shifted = [EPSILON_CLUSTER, *b]
+        mask = [_stem_character(x, shifted[i]) for i, x in enumerate(a)]
     return mask
 
 
-def stem_ranges(lemma_aligned: str, form_aligned: str, min_run: int = 3) -> list[tuple[int, int]]:
+def stem_ranges(lemma_aligned: Aligned, form_aligned: Aligned,
+                min_run: int = 3) -> list[tuple[int, int]]:
     """Half-open [start, end) runs of the stem mask of length >= ``min_run``."""
     ranges, start = [], None
     mask = stem_mask(lemma_aligned, form_aligned) + [False]
@@ -69,35 +97,34 @@ def stem_ranges(lemma_aligned: str, form_aligned: str, min_run: int = 3) -> list
 def stem_of(lemma: str, form: str, aligner: CrpAligner | None = None) -> list[str]:
     """The stem runs (as strings of the lemma) of one pair aligned on its own."""
     aligner = aligner or CrpAligner()
-    a, b = aligner.align([(lemma, form)])[0]
-    return [a[s:e] for s, e in stem_ranges(a, b)]
+    a, b = aligner.align_clusters([(lemma, form)])[0]
+    return ["".join(a[s:e]) for s, e in stem_ranges(a, b)]
 
 
-def _strip_epsilons(mine: str, other: str) -> str:
-    # a space aligned to a space is a genuine shared space; any other blank is epsilon
-    return "".join(c for c, d in zip(mine, other, strict=True)
-                   if not c.isspace() or (c == " " and d == " "))
-
-
-def corrupt_pair(lemma_aligned: str, form_aligned: str, alphabet: list[str], rng: random.Random,
-                 config: StemCorruptConfig = StemCorruptConfig()) -> tuple[str, str] | None:
-    """One synthetic (lemma, form) from an aligned pair, or None if it has no stem."""
-    ranges = stem_ranges(lemma_aligned, form_aligned, config.min_run)
+def corrupt_pair(lemma_aligned: Aligned, form_aligned: Aligned, alphabet: list[str],
+                 rng: random.Random, config: StemCorruptConfig = StemCorruptConfig()
+                 ) -> tuple[str, str] | None:
+    """One synthetic (lemma, form) from an aligned pair, or None if it has no stem. Only
+    stem clusters change; every other cluster, spaces included, is the gold word's."""
+    a, b = _clusters(lemma_aligned, form_aligned)
+    ranges = stem_ranges(a, b, config.min_run)
     if not ranges:
         return None
-    a, b = list(lemma_aligned), list(form_aligned)
     for s, e in ranges:
         if e - s > config.protect_over:
             s, e = s + 1, e - 1
         for j in range(s, e):
             if rng.random() > 1.0 - config.theta:   # theta 0.5: the reference's random() > 0.5
                 a[j] = b[j] = alphabet[rng.randrange(len(alphabet))]
-    return _strip_epsilons("".join(a), "".join(b)), _strip_epsilons("".join(b), "".join(a))
+    return "".join(a), "".join(b)
 
 
 def training_alphabet(triples: list[Triple]) -> list[str]:
-    """The characters of the training lemmas and forms, without the space (sorted)."""
-    return sorted({c for lemma, form, _ in triples for c in lemma + form} - {" "})
+    """The grapheme clusters of the training lemmas and forms that can stand in a word on
+    their own (sorted): no spaces, no format characters such as bidi controls or a
+    byte-order mark, no combining mark without its base."""
+    return sorted({c for lemma, form, _ in triples for c in graphemes(lemma) + graphemes(form)
+                   if is_letter_cluster(c)})
 
 
 def stem_corrupt_pool(triples: list[Triple], config: StemCorruptConfig = StemCorruptConfig(),
@@ -117,8 +144,8 @@ def stem_corrupt_pool(triples: list[Triple], config: StemCorruptConfig = StemCor
     pool: list[Triple] = []
     while len(pool) < config.pool_size:
         made = 0
-        for (lemma_aligned, form_aligned), (_, _, tags) in zip(aligner.align(pairs), triples,
-                                                               strict=True):
+        for (lemma_aligned, form_aligned), (_, _, tags) in zip(aligner.align_clusters(pairs),
+                                                               triples, strict=True):
             new = corrupt_pair(lemma_aligned, form_aligned, alphabet, rng, config)
             if new is not None:
                 pool.append((new[0], new[1], tags))

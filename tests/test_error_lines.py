@@ -1,0 +1,101 @@
+"""Failures that used to end in a traceback, an abort or a long silent wait, each one
+`error:` line with exit status 2 and nothing left behind: a full disk under `sample`,
+`augment geca`, `lm train` and `export` (a real tmpfs of 64 KiB, filled), a CSL grammar
+whose rules all hold a nonterminal, an unreachable `--ray` head."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+NO_SPACE = "no space left on the device"
+
+
+def compgen(*args, cwd=None, env=None):
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, check=False, timeout=900)
+
+
+def one_error_line(proc, *needles):
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs filled to the last byte (mounting needs root or CAP_SYS_ADMIN)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        with open(mount / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_generator(tmp_path_factory):
+    import torch
+
+    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
+    from compgen.data import Vocab, load_dataset
+
+    table = load_dataset("scan/jump")
+    config = load_preset("recombine_scan_cpu")
+    config["data"] = "scan/jump"
+    config["model"].update(hidden=16, embed=8, attdim=8)
+    vocab = Vocab.from_table(table)
+    torch.manual_seed(0)
+    model = build_recombine(config, len(vocab))
+    path = tmp_path_factory.mktemp("generator") / "g.pt"
+    save_checkpoint(path, model, config, vocab, "recombine", torch.optim.Adam(model.parameters()),
+                    train_state={"step": 1, "epoch": 0, "batch": 1, "done": False, "curve": []})
+    return path
+
+
+def test_a_full_disk_is_one_error_line_in_every_writer(full_disk, tiny_generator, data_dir):
+    for args in (["sample", SHIPPED, "--n", "5", "-o", full_disk / "s.tsv"],
+                 ["augment", "geca", "scan/jump", "--n-sample", "5", "-o", full_disk / "g.tsv"],
+                 ["lm", "train", "lm/kin", "--order", "3", "-o", full_disk / "m.arpa"],
+                 ["export", tiny_generator, "--no-cpp", "-o", full_disk / "exp"]):
+        one_error_line(compgen(*args), NO_SPACE)
+        assert sorted(os.listdir(full_disk)) == ["filler"], args
+
+
+def test_a_grammar_of_nonterminal_rules_only_is_refused(tmp_path, data_dir):
+    grammar = tmp_path / "nt.grammar"
+    grammar.write_text("NT_1 and NT_2 ### NT_1 NT_2\nNT_1 twice ### NT_1 NT_1\n")
+    for extra in (["--uniform"], []):
+        proc = compgen("augment", "csl", "scan/jump", "--grammar", grammar, *extra, "--n", "10",
+                       "-o", tmp_path / "out.tsv")
+        one_error_line(proc, "nonterminal", "no derivation can end")
+    assert sorted(os.listdir(tmp_path)) == ["nt.grammar"]
+
+
+@pytest.mark.parametrize("address,needle", [("nohost.invalid:6379", "unknown host"),
+                                            ("127.0.0.1:1", "cannot connect")])
+def test_an_unreachable_ray_head_is_one_error_line_within_seconds(address, needle, tmp_path):
+    pytest.importorskip("ray")
+    start = time.perf_counter()
+    proc = compgen("sample", SHIPPED, "--n", "2", "--ray", address, "-o", tmp_path / "s.tsv")
+    one_error_line(proc, f"--ray {address}", needle)
+    assert time.perf_counter() - start < 60   # Ray alone retries for minutes
+    assert not any(tmp_path.iterdir())
