@@ -18,7 +18,7 @@ from compgen.resample import any_token_rule, rare_tokens
 
 TESTS = Path(__file__).parent
 NUMBERS = TESTS / "data" / "numbers"
-ORACLE = f"{sys.executable} {TESTS / 'data' / 'numbers_oracle.py'}"
+ORACLE = f"{sys.executable} {NUMBERS / 'number_words.py'}"
 COMPGEN = [sys.executable, "-m", "compgen"]
 NUMBER_RARE = ["9", "nine", "nineteen", "ninety"]
 
@@ -40,7 +40,7 @@ def one_error_line(result, *fragments):
 
 @pytest.fixture(scope="module")
 def numbers():
-    return unique_generative_data(load_dataset(str(NUMBERS / "train.tsv")))
+    return unique_generative_data(load_dataset(str(NUMBERS / "tsv" / "train.tsv")))
 
 
 def _sets(triples, column):
@@ -79,7 +79,7 @@ def test_neighborhood_is_fixed_by_the_seed(numbers):
 
 
 def test_rare_tokens_of_the_numbers_data():
-    table = load_dataset(str(NUMBERS / "train.tsv"))
+    table = load_dataset(str(NUMBERS / "tsv" / "train.tsv"))
     pairs = list(zip(table["x"].to_list(), table["y"].to_list()))
     assert rare_tokens(pairs) == NUMBER_RARE
     rule = any_token_rule(["nine"])
@@ -106,7 +106,7 @@ def test_a_corpus_is_no_generator_data(tmp_path):
 
 
 def test_unknown_neighborhood_is_refused(tmp_path):
-    one_error_line(run_cli("train", "generator", "--data", NUMBERS / "train.tsv",
+    one_error_line(run_cli("train", "generator", "--data", NUMBERS / "tsv" / "train.tsv",
                            "--neighborhood", "near", "-o", tmp_path / "g.pt"), "--neighborhood")
 
 
@@ -118,7 +118,7 @@ def trained(tmp_path_factory):
     checked), both moved to a folder where the data file is not."""
     work = tmp_path_factory.mktemp("numbers")
     ckpt = work / "numbers.pt"
-    result = run_cli("train", "generator", "--data", NUMBERS / "train.tsv", "-o", ckpt,
+    result = run_cli("train", "generator", "--data", NUMBERS / "tsv" / "train.tsv", "-o", ckpt,
                      "--epochs", 1, "--hidden", 32, "--embed", 16, "--attdim", 16,
                      "--batch-size", 32, "--threads", 1, "--quiet")
     assert result.returncode == 0, result.stderr
