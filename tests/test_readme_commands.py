@@ -31,24 +31,28 @@ SHORTER = {
 }
 
 
-def bash_lines() -> list[str]:
-    """Command lines of the README's bash blocks, comments and blank lines dropped."""
-    lines, inside = [], False
+def bash_lines(section: str | None = None) -> list[str]:
+    """Command lines of the README's bash blocks (of the ``## section`` only, if given),
+    comments and blank lines dropped."""
+    lines, inside, fenced, heading = [], False, False, None
     for line in README.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
-            inside = line.strip() == "```bash" and not inside
+            inside = line.strip() == "```bash" and not fenced
+            fenced = not fenced
             continue
-        if inside:
+        if not fenced and line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if inside and (section is None or heading == section):
             code = line.split(" #", 1)[0].strip()
             if code and not code.startswith("#"):
                 lines.append(code)
     return lines
 
 
-def commands() -> list[list[str]]:
+def commands(section: str | None = None) -> list[list[str]]:
     """Every shell command of the blocks (split on && and ;), as words."""
     out = []
-    for line in bash_lines():
+    for line in bash_lines(section):
         for part in re.split(r"\s*(?:&&|;)\s*", line):
             if part:
                 out.append(shlex.split(part))
@@ -105,19 +109,21 @@ def test_every_readme_command_parses_and_reads_what_an_earlier_line_wrote():
             continue
         reads, outputs = files_read_and_written(path, command, args)
         for name in reads:
-            assert name in written, f"'{' '.join(words)}' reads {name}, which no earlier line writes"
+            assert name in written or (ROOT / name).is_file(), (
+                f"'{' '.join(words)}' reads {name}, which no earlier line writes")
         for name in outputs:
             assert name not in written or "--resume" in args, (
                 f"'{' '.join(words)}' overwrites {name}, written by '{written[name]}'")
             written[name] = " ".join(words)
 
 
-# runs every README command (35 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
-@pytest.mark.readme_run
-def test_readme_blocks_run_in_order(tmp_path, data_dir):
+def run_blocks(tmp_path: Path, data_dir, section: str | None = None) -> None:
+    """Run the README's commands in order in ``tmp_path`` (which sees the repository's
+    tests/ folder, where the shipped data sets are), shortened by SHORTER."""
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "COMPGEN_DATA": str(data_dir)}
-    for words in commands():
+    for words in commands(section):
         if "..." in words or words[0] in ("make",) or words[0].startswith(("SEEDS=", ".venv")):
             continue   # set-up, placeholders, scripts with their own wrappers
         if words[0] == "compgen":
@@ -134,3 +140,19 @@ def test_readme_blocks_run_in_order(tmp_path, data_dir):
         proc = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True,
                               check=False)
         assert proc.returncode == 0, f"{' '.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+
+
+# runs every README command (35 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
+@pytest.mark.readme_run
+def test_readme_blocks_run_in_order(tmp_path, data_dir):
+    run_blocks(tmp_path, data_dir)
+
+
+# the walk-through on the shipped numbers set alone (a few minutes); also COMPGEN_README_RUN=1
+@pytest.mark.readme_run
+def test_readme_numbers_walk_through_runs(tmp_path, data_dir):
+    assert len(commands("Walk-through: the numbers set")) >= 15
+    run_blocks(tmp_path, data_dir, "Walk-through: the numbers set")
+    assert (tmp_path / "exported" / "numbers-gen" / "manifest.json").is_file()
+    rows = (tmp_path / "numbers-rr.tsv").read_text().splitlines()
+    assert [r for r in rows if r and not r.startswith("#")]

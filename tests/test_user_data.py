@@ -196,3 +196,30 @@ def test_evaluate_without_data_does_not_call_the_training_file_test(tmp_path, ca
 def test_reader_errors_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="no such file or folder"):
         read_data_path(tmp_path / "missing.tsv")
+
+
+# ---------------------------------------------------------------- every step, every format
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_steps_run_from_every_format(tmp_path, capsys, monkeypatch, fmt):
+    """stats, GECA, a predictor trained with GECA's rows and its evaluation on the test
+    split, from the same split in each format: the same GECA rows from each."""
+    folder = NUMBERS / fmt
+    code, lines, out = run(capsys, monkeypatch, "data", "stats", folder)
+    assert code == 0 and "732" in out and "100" in out, lines
+    rows = tmp_path / "geca.tsv"
+    code, lines, _ = run(capsys, monkeypatch, "augment", "geca", folder, "-o", rows,
+                         "--variants", "all", "--n-sample", "60")
+    assert code == 0, lines
+    reference = tmp_path / "reference.tsv"
+    code, lines, _ = run(capsys, monkeypatch, "augment", "geca", NUMBERS / "tsv", "-o", reference,
+                         "--variants", "all", "--n-sample", "60")
+    assert code == 0 and rows.read_text() == reference.read_text() != "", lines
+    model = tmp_path / "p.pt"
+    code, lines, _ = run(capsys, monkeypatch, "train", "predictor", "--data", folder, "--augment",
+                         rows, "-o", model, "--epochs", "1", "--threads", "1")
+    assert code == 0, lines
+    code, lines, out = run(capsys, monkeypatch, "evaluate", model, "-o", tmp_path / "r.csv")
+    assert code == 0, lines
+    test = pl.read_csv(tmp_path / "r.csv").filter(pl.col("set") == "test")
+    assert test["n"].to_list() == [100] and 0.0 <= test["exact_match"][0] <= 1.0
