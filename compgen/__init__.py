@@ -6,10 +6,10 @@ needs it)."""
 
 __version__ = "0.1.0"
 
-_API = ("load", "geca", "csl", "train_predictor", "train_generator", "export", "sample",
+_API = ("load", "geca", "csl", "stem_corrupt", "train_predictor", "train_generator", "export", "sample",
         "evaluate", "kenlm_train", "perplexity")
 __all__ = ["__version__", "csl", "evaluate", "export", "geca", "kenlm_train", "load",
-           "perplexity", "sample", "train_generator", "train_predictor"]
+           "perplexity", "sample", "stem_corrupt", "train_generator", "train_predictor"]
 
 
 def __getattr__(name: str):

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compgen.errors import UserError
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -84,6 +86,37 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
     return make_table([x for x, _ in result.samples], [y for _, y in result.samples], "csl")
 
 
+def stem_corrupt(data: PathLike | pl.DataFrame, pool: int = 10_000, *, seed: int = 0,
+                 iterations: int = 10, compat: bool = False,
+                 data_dir: PathLike | None = None) -> pl.DataFrame:
+    """STEM-CORRUPT (``compgen augment stem-corrupt``): ``pool`` synthetic inflection
+    triples from gold ones. ``data``: a table with ``lemma``, ``form`` and ``tags`` columns
+    (tags as ``V;PST`` text or a list), a ``lemma<TAB>form<TAB>tags`` file or a SIGMORPHON
+    language (its train-low file). Returns ``lemma``, ``form``, ``tags`` (text)."""
+    import polars as pl
+
+    from compgen.augment.stem_corrupt import AlignerConfig, StemCorruptConfig, stem_corrupt_pool
+    from compgen.augment.stem_corrupt.corrupt import read_triples, training_file
+
+    if isinstance(data, pl.DataFrame):
+        missing = [c for c in ("lemma", "form", "tags") if c not in data.columns]
+        if missing:
+            raise UserError(f"stem_corrupt: the table has no {', '.join(missing)} column "
+                            f"(columns: {', '.join(data.columns)})")
+        tags = pl.col("tags").list.join(";") if isinstance(data.schema["tags"], pl.List) \
+            else pl.col("tags")
+        rows = data.select(pl.col("lemma"), pl.col("form"), tags.alias("tags"))
+        if rows.null_count().sum_horizontal().item():
+            raise UserError("stem_corrupt: the lemma, form and tags columns must have no nulls")
+        triples = [tuple(map(str, row)) for row in rows.iter_rows()]
+    else:
+        triples = read_triples(training_file(str(data), None if data_dir is None else Path(data_dir)))
+    config = StemCorruptConfig(pool_size=pool, seed=seed,
+                               aligner=AlignerConfig(iterations=iterations, compat=compat))
+    made = stem_corrupt_pool(triples, config)
+    return pl.DataFrame(made, schema=["lemma", "form", "tags"], orient="row")
+
+
 def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
     """A DataFrame written where a step reads files (a folder of split Parquet files)."""
     import polars as pl
@@ -127,17 +160,26 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                      log=lambda line: None)
 
 
-def train_generator(data: PathLike, output: PathLike, *, config: str | None = None,
+def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: str | None = None,
                     max_steps: int | None = None, epochs: int | None = None,
+                    overrides: dict[str, Any] | None = None,
                     data_dir: PathLike | None = None) -> Any:
-    """Train an R&R generator (``compgen train generator``) on ``data``; returns the
-    training result."""
-    from compgen.checkpoint import default_preset, load_preset
+    """Train an R&R generator (``compgen train generator``) on ``data`` (a name, file,
+    folder or DataFrame; the checkpoint keeps the training pairs sampling needs) and write
+    the checkpoint ``output``; returns the training result. ``overrides`` replace preset
+    values by ``section.key`` (``{"model.hidden": 32, "train.batch_size": 32}``)."""
+    from compgen.checkpoint import apply_overrides, default_preset, load_preset
     from compgen.train import train_generator as train
 
-    preset = load_preset(config or default_preset("generator", str(data)))
-    return train(preset, str(data), output, data_dir=data_dir, max_steps=max_steps,
-                 epochs=epochs, progress=False, log=lambda line: None)
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
+        name = _as_path(data, Path(tmp), "data")
+        preset = load_preset(config or default_preset("generator", name))
+        if preset.get("kind", "recombine") != "recombine":
+            raise UserError(f"config {config}: a {preset.get('kind')} preset; a generator takes "
+                            "recombine_*, proto_* or rnnlm_* presets")
+        preset = apply_overrides(preset, overrides or {})
+        return train(preset, name, output, data_dir=data_dir, max_steps=max_steps,
+                     epochs=epochs, progress=False, log=lambda line: None)
 
 
 def export(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:

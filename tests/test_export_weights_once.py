@@ -73,3 +73,20 @@ def test_parity_tolerance_is_relative_to_the_log_prob():
     figures = {"backends": {"onnx": {"max_rel_logp_diff": logp_rel_diff(close, eager)},
                             "cpp": {"max_rel_logp_diff": logp_rel_diff(far, eager)}}}
     assert parity_failures(figures) == ["cpp: log-prob difference 2.00e-04 > 0.0001"]
+
+
+def test_parity_skips_steps_past_a_rows_end():
+    """Teacher forcing runs a short row on padding after its </s>, where no decoder goes:
+    drift there is not a parity failure, drift at a reached step is."""
+    import numpy as np
+
+    from compgen.export.artifact import logp_diff, logp_rel_diff
+
+    eager = np.full((2, 3, 2), -1.0, np.float32)
+    other = eager.copy()
+    other[0, 2] += 1e-3                       # row 0 ends after step 1: step 2 is padding
+    reached = np.array([[True, True, False], [True, True, True]])
+    assert logp_rel_diff(other, eager, reached) == 0.0 == logp_diff(other, eager, reached)
+    assert logp_rel_diff(other, eager) == pytest.approx(1e-3, rel=1e-2)
+    other[1, 2] += 5e-4                       # row 1 reaches step 2
+    assert logp_rel_diff(other, eager, reached) == pytest.approx(5e-4, rel=1e-2)

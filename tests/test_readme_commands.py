@@ -124,8 +124,9 @@ def test_every_readme_command_parses_and_reads_what_an_earlier_line_wrote():
         if "--list" in args or "--help" in args:
             continue
         reads, outputs = files_read_and_written(path, command, args)
-        for name in reads:
-            assert name in written, f"'{' '.join(words)}' reads {name}, which no earlier line writes"
+        for name in reads:   # written by an earlier line, or shipped (tests/data/...)
+            assert name in written or (ROOT / name).is_file(), (
+                f"'{' '.join(words)}' reads {name}, which no earlier line writes")
         for name in outputs:
             assert name not in written or "--resume" in args, (
                 f"'{' '.join(words)}' overwrites {name}, written by '{written[name]}'")
@@ -196,10 +197,27 @@ def test_a_subset_runs_with_the_lines_it_needs():
 # runs every README command (35 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
 @pytest.mark.readme_run
 def test_readme_blocks_run_in_order(tmp_path, data_dir):
+    run_commands(tmp_path, data_dir, run_plan(os.environ.get("COMPGEN_README_ONLY")))
+
+
+# the walk-through on the shipped numbers set alone (minutes); also COMPGEN_README_RUN=1
+@pytest.mark.readme_run
+def test_readme_numbers_walk_through_runs(tmp_path, data_dir):
+    plan = run_plan(r"numbers")
+    assert len(plan) >= 15
+    run_commands(tmp_path, data_dir, plan)
+    assert (tmp_path / "exported" / "numbers-gen" / "manifest.json").is_file()
+    rows = (tmp_path / "numbers-rr.tsv").read_text().splitlines()
+    assert [r for r in rows if r and not r.startswith("#")]
+
+
+def run_commands(tmp_path, data_dir, plan) -> None:
+    """Run ``plan`` (``run_plan``'s commands, shortened) in order in ``tmp_path``, which sees
+    the repository's tests/ folder (the README's tests/data/... paths)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "COMPGEN_DATA": str(data_dir)}
-    (tmp_path / "tests").symlink_to(ROOT / "tests")   # the README's tests/data/... paths
-    for words, shorter in run_plan(os.environ.get("COMPGEN_README_ONLY")):
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    for words, shorter in plan:
         if words[0] == "compgen":
             path, _, _ = leaf(words)
             words = [sys.executable, "-m", "compgen", *words[1:], *shorter,

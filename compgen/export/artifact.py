@@ -51,18 +51,25 @@ def write_vocab(folder: Path, vocab: Vocab) -> None:
     (folder / "vocab.txt").write_text("\n".join(vocab.tokens) + "\n", encoding="utf-8")
 
 
-def logp_diff(a: np.ndarray, b: np.ndarray) -> float:
-    """Max |a - b| over the entries where either log-prob is above ``LOGP_FLOOR``."""
+def _compared(a: np.ndarray, b: np.ndarray, steps: np.ndarray | None) -> np.ndarray:
+    """Entries compared: either log-prob above ``LOGP_FLOOR``, at the ``steps`` (B, T) a
+    decoder reaches (teacher forcing past a row's </s> feeds padding no decoder sees)."""
     keep = (a > LOGP_FLOOR) | (b > LOGP_FLOOR)
+    return keep if steps is None else keep & steps[..., None]
+
+
+def logp_diff(a: np.ndarray, b: np.ndarray, steps: np.ndarray | None = None) -> float:
+    """Max |a - b| over the compared entries (``_compared``)."""
+    keep = _compared(a, b, steps)
     return float(np.abs(a - b)[keep].max()) if keep.any() else 0.0
 
 
-def logp_rel_diff(a: np.ndarray, b: np.ndarray) -> float:
-    """Max |a - b| / max(1, |b|) where either log-prob is above ``LOGP_FLOOR``. float32
-    rounding of a log-softmax grows with the magnitude of the log-prob: on the H 256 SCAN
-    generator 7 of 275,200 entries differ by more than 1e-4 between ONNX Runtime and
-    PyTorch, the largest (1.5e-4) at log p -4.3, while greedy and beam outputs match."""
-    keep = (a > LOGP_FLOOR) | (b > LOGP_FLOOR)
+def logp_rel_diff(a: np.ndarray, b: np.ndarray, steps: np.ndarray | None = None) -> float:
+    """Max |a - b| / max(1, |b|) over the compared entries. float32 rounding of a
+    log-softmax grows with the magnitude of the log-prob: on the H 256 SCAN generator 7 of
+    275,200 entries differ by more than 1e-4 between ONNX Runtime and PyTorch, the largest
+    (1.5e-4) at log p -4.3, while greedy and beam outputs match."""
+    keep = _compared(a, b, steps)
     if not keep.any():
         return 0.0
     return float((np.abs(a - b) / np.maximum(1.0, np.abs(b)))[keep].max())

@@ -129,6 +129,11 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         target[b, 1: len(r) + 1] = torch.tensor(r, dtype=torch.long)
     with torch.no_grad():
         ref = _eager_step_logp(model, protos, z, target).numpy()
+    # the steps a decoder takes: each row's tokens and its </s>; teacher forcing a short
+    # row beside a long one feeds it padding after that, a state no decoder reaches, where
+    # the recurrent state drifts and two runtimes' rounding grows step after step
+    lengths = np.array([len(r) for r in eager])
+    reached = np.arange(ref.shape[1])[None, :] <= lengths[:, None]
 
     figures = {"sets": B, "tolerance": TOLERANCE, "logp_floor": LOGP_FLOOR, "backends": {}}
     vocab = Vocab.load(folder / "vocab.json")
@@ -158,14 +163,16 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     with torch.no_grad():
         ts_logp = scripted.module.score(protos, z, target).numpy()
     figures["backends"]["torchscript"] = {
-        **outputs_agree(*run(scripted.stepper)), "max_abs_logp_diff": logp_diff(ts_logp, ref),
-        "max_rel_logp_diff": logp_rel_diff(ts_logp, ref)}
+        **outputs_agree(*run(scripted.stepper)),
+        "max_abs_logp_diff": logp_diff(ts_logp, ref, reached),
+        "max_rel_logp_diff": logp_rel_diff(ts_logp, ref, reached)}
 
     onnx = OnnxGenerator(folder, manifest)
     ort_logp = onnx.score(p_np, z_np, target.numpy())
     figures["backends"]["onnx"] = {
-        **outputs_agree(*run(onnx.stepper)), "max_abs_logp_diff": logp_diff(ort_logp, ref),
-        "max_rel_logp_diff": logp_rel_diff(ort_logp, ref)}
+        **outputs_agree(*run(onnx.stepper)),
+        "max_abs_logp_diff": logp_diff(ort_logp, ref, reached),
+        "max_rel_logp_diff": logp_rel_diff(ort_logp, ref, reached)}
 
     if cpp_binary is not None:
         from compgen.export.cpp_runner import decode_with_runner
