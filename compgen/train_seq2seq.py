@@ -106,17 +106,20 @@ def conditional_pairs(table: pl.DataFrame) -> list[Pair]:
     return list(zip(ys, xs)) if is_morphology(table) else list(zip(xs, ys))
 
 
-def split_train_dev(table: pl.DataFrame, dev_fraction: float,
-                    seed: int) -> tuple[list[Pair], list[Pair]]:
+def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
+                    own_dev: bool = False) -> tuple[list[Pair], list[Pair]]:
     """Deduplicated training pairs and a dev set: ``val_hard`` for the morphology
-    few-shot splits, else a shuffled ``dev_fraction`` of train (the reference drops the
-    one element the two floors leave over)."""
+    few-shot splits; the data's own ``dev`` split where ``own_dev`` (a user's file or
+    folder that has one); else a shuffled ``dev_fraction`` of train (the reference drops
+    the one element the two floors leave over)."""
     splits = set(table["split"].unique().to_list())
     if "train" not in splits:
         raise UserError(f"the data has no 'train' split (have: {', '.join(sorted(splits))})")
     train = unique_pairs(conditional_pairs(table.filter(pl.col("split") == "train")))
     if is_morphology(table) and "val_hard" in splits:
         return train, unique_pairs(conditional_pairs(table.filter(pl.col("split") == "val_hard")))
+    if own_dev and "dev" in splits:
+        return train, unique_pairs(conditional_pairs(table.filter(pl.col("split") == "dev")))
     order = np.random.default_rng(seed).permutation(len(train))
     n_train = math.floor((1 - dev_fraction) * len(train))
     n_dev = math.floor(dev_fraction * len(train))
@@ -363,7 +366,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
     Returns a summary."""
-    from compgen.data import load_dataset
+    from compgen.data import is_named_dataset, load_dataset
     from compgen.data.files import source_record
     from compgen.device import resolve_device
 
@@ -398,7 +401,9 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
-    train, dev = split_train_dev(table, tcfg.dev_fraction, seed)
+    # a user's data set with a dev split keeps it; the papers' sets keep their recipes
+    train, dev = split_train_dev(table, tcfg.dev_fraction, seed,
+                                 own_dev=not is_named_dataset(str(data)))
     augmented = read_augmented(augment, morphology) if augment else []
     n_long = 0
     if tcfg.drop_long_augmented:

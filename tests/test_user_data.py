@@ -223,3 +223,16 @@ def test_steps_run_from_every_format(tmp_path, capsys, monkeypatch, fmt):
     assert code == 0, lines
     test = pl.read_csv(tmp_path / "r.csv").filter(pl.col("set") == "test")
     assert test["n"].to_list() == [100] and 0.0 <= test["exact_match"][0] <= 1.0
+
+
+def test_a_folder_with_a_dev_split_keeps_it_for_the_predictor():
+    """A user's folder with train/dev/test: dev pairs are the predictor's dev set and every
+    training pair is trained on (the papers' sets keep their recipes: a share of train)."""
+    from compgen.train_seq2seq import split_train_dev
+
+    table = load_dataset(str(NUMBERS / "tsv"))
+    train, dev = split_train_dev(table, 0.05, seed=0, own_dev=True)
+    rows = {s: table.filter(pl.col("split") == s).height for s in ("train", "dev")}
+    assert (len(train), len(dev)) == (rows["train"], rows["dev"])
+    held_out, _ = split_train_dev(table, 0.05, seed=0)
+    assert len(held_out) < rows["train"]
