@@ -9,10 +9,11 @@ import numpy as np
 import polars as pl
 
 from compgen.augment.geca.arrays import peak_rss_mb, unique
-from compgen.augment.geca.candidates import candidate_multisets, draw, window_classes
+from compgen.augment.geca.candidates import join_tables, window_classes
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.extraction import encode, grams, instances, reference_holdout, units
 from compgen.augment.geca.hashing import Hasher
+from compgen.augment.geca.partitions import Execution, candidate_proposals
 from compgen.augment.geca.realisation import materialize, realize_and_filter
 from compgen.augment.geca.templates import template_ids
 from compgen.errors import UserError
@@ -34,9 +35,13 @@ def _timer():
     return lambda: time.perf_counter() - start
 
 
-def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress=None) -> GecaResult:
-    """Synthesize examples from the training examples in ``table`` (see the package doc of compgen.augment.geca)."""
+def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress=None,
+                 execution: Execution | None = None) -> GecaResult:
+    """Synthesize examples from the training examples in ``table`` (see the package doc of
+    compgen.augment.geca). ``execution`` says how the candidate joins run (in memory,
+    in partitions under a memory budget, on Ray); the output is the same for all."""
     cfg = config or GecaConfig()
+    execution = execution or Execution()
     cfg.validate()
     clock = _timer()
     say = progress or (lambda msg: None)
@@ -103,10 +108,11 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     if cfg.template_sim == "window":
         env = window_classes(c, u, hasher, rep_units, cfg.sim_window_size)
     del inst
-    cand, t_key = candidate_multisets(ta_t, ta_f, n_t, env, frag_grams, cfg)
-    n_keys = int(t_key["key"].max()) + 1 if t_key.height else 0
-    rng = np.random.default_rng(cfg.seed)
-    rows_t, rows_f = draw(cand, t_key, ok_t, n_keys, cfg.variants, rng)
+    tables = join_tables(ta_t, ta_f, n_t, env, frag_grams)
+    del ta_t, ta_f, env
+    rows_t, rows_f = candidate_proposals(tables, ok_t, cfg.variants, cfg.seed, execution,
+                                         stats, say)
+    del tables
     stats["proposals"] = len(rows_t)
     say(f"{len(rows_t):,} proposals ({clock():.1f}s)")
     # a fragment fills a template only if its span count equals the template's wug count
