@@ -218,13 +218,25 @@ def _check_reachable(address: str) -> None:
                         f"({exc.strerror or exc})") from None
 
 
+def check_execution(execution: Execution) -> None:
+    """Option errors before any work: the budget, Ray importable, the address answering."""
+    if execution.memory_budget is not None and execution.memory_budget < 64 * 1024 ** 2:
+        raise UserError(f"--memory-budget must be at least 64M (got {execution.memory_budget} bytes)")
+    if execution.partitions is not None and execution.partitions < 1:
+        raise UserError(f"partitions must be >= 1 (got {execution.partitions})")
+    if execution.ray:
+        from compgen.runtime.ray_sampling import import_ray
+
+        import_ray()
+        if execution.ray != "local":
+            _check_reachable(execution.ray)
+
+
 def _run_on_ray(tables, shared, ok_t, variants, seed, n_parts, execution, say):
     from compgen.runtime.ray_sampling import import_ray, start_ray
 
     ray = import_ray()
     address = None if execution.ray == "local" else execution.ray
-    if address:
-        _check_reachable(address)
     started_here = not ray.is_initialized()
     workers = execution.ray_workers or os.cpu_count() or 1
     try:

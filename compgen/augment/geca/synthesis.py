@@ -13,7 +13,7 @@ from compgen.augment.geca.candidates import join_tables, window_classes
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.extraction import encode, grams, instances, reference_holdout, units
 from compgen.augment.geca.hashing import Hasher
-from compgen.augment.geca.partitions import Execution, candidate_proposals
+from compgen.augment.geca.partitions import Execution, candidate_proposals, check_execution
 from compgen.augment.geca.realisation import materialize, realize_and_filter
 from compgen.augment.geca.templates import template_ids
 from compgen.errors import UserError
@@ -43,6 +43,7 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     cfg = config or GecaConfig()
     execution = execution or Execution()
     cfg.validate()
+    check_execution(execution)
     clock = _timer()
     say = progress or (lambda msg: None)
     if table.height == 0:
