@@ -22,7 +22,7 @@ from pathlib import Path
 # (layer, {group: module prefixes}) from the bottom up
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.memory",
-                       "compgen.precision",
+                       "compgen.precision", "compgen.ray_cluster",
                        "compgen.plots", "compgen.configs")}),
     ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment",
                        "compgen.resample")}),

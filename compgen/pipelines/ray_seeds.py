@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from compgen.runtime.ray_sampling import start_ray
+from compgen.ray_cluster import start_ray
 
 
 def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:

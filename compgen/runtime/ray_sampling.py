@@ -23,7 +23,6 @@ Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -31,32 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import UserError
+from compgen.ray_cluster import start_ray
 
 RAY_BACKENDS = ("onnx", "torchscript")
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray needs the ray package: pip install 'compgen[ray]'") from None
-    return ray
-
-
-def start_ray(address: str | None, workers: int):
-    """Connect to ``address``, or start a local cluster with ``workers`` CPUs."""
-    ray = import_ray()
-    import compgen
-
-    source = str(Path(compgen.__file__).resolve().parents[1])
-    # workers import this very compgen, whatever the cluster's Python path says
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
-        p for p in (source, os.environ.get("PYTHONPATH")) if p)}}
-    if not ray.is_initialized():
-        kwargs = {"num_cpus": workers} if not address else {}
-        ray.init(address=address or None, runtime_env=env, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False, **kwargs)
-    return ray
 
 
 class _Shard:

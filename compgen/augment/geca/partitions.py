@@ -42,14 +42,17 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE
 
 @dataclass
 class Execution:
-    """How the candidate joins run (never what they give).
+    """How extraction and the candidate joins run (never what they give).
 
     ``memory_budget`` bytes for the whole process (None: one partition, in memory);
-    ``partitions`` a fixed partition count (None: from the budget); ``spill_dir`` where
+    ``partitions`` a fixed partition count of the joins (None: from the budget);
+    ``shards`` a fixed count of example ranges for extraction and realisation (None:
+    from the budget; see ``shards``); ``spill_dir`` where
     the temporary Parquet folder goes (None: TMPDIR); ``ray`` None, "local" or a cluster
     address; ``ray_workers`` CPUs of a local Ray cluster (None: all)."""
     memory_budget: int | None = None
     partitions: int | None = None
+    shards: int | None = None
     spill_dir: str | os.PathLike | None = None
     ray: str | None = None
     ray_workers: int | None = None
@@ -224,8 +227,10 @@ def check_execution(execution: Execution) -> None:
         raise UserError(f"--memory-budget must be at least 64M (got {execution.memory_budget} bytes)")
     if execution.partitions is not None and execution.partitions < 1:
         raise UserError(f"partitions must be >= 1 (got {execution.partitions})")
+    if execution.shards is not None and execution.shards < 1:
+        raise UserError(f"shards must be >= 1 (got {execution.shards})")
     if execution.ray:
-        from compgen.runtime.ray_sampling import import_ray
+        from compgen.ray_cluster import import_ray
 
         import_ray()
         if execution.ray != "local":
@@ -233,7 +238,7 @@ def check_execution(execution: Execution) -> None:
 
 
 def _run_on_ray(tables, shared, ok_t, variants, seed, n_parts, execution, say):
-    from compgen.runtime.ray_sampling import import_ray, start_ray
+    from compgen.ray_cluster import import_ray, start_ray
 
     ray = import_ray()
     address = None if execution.ray == "local" else execution.ray
