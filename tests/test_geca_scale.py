@@ -1,6 +1,7 @@
-"""GECA at corpus scale: the candidate joins in partitions (spilled to Parquet under a
-memory budget, or as Ray tasks) give the in-memory output; the spill folder is removed on
-success, on error and on SIGTERM; option errors."""
+"""GECA at corpus scale: extraction and realisation by example ranges (shards) and the
+candidate joins in partitions (spilled to Parquet under a memory budget, or as Ray tasks)
+give the in-memory output; the spill folder is removed on success, on error and on
+SIGTERM; option errors."""
 
 import os
 import signal
@@ -52,16 +53,22 @@ options = st.fixed_dictionaries({
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(corpus=corpora, opts=options, parts=st.integers(2, 9), conditional=st.booleans())
-def test_partitioned_equals_in_memory_on_random_corpora(tmp_path, corpus, opts, parts, conditional):
+@given(corpus=corpora, opts=options, parts=st.integers(1, 9), shards=st.integers(1, 7),
+       conditional=st.booleans())
+def test_partitioned_equals_in_memory_on_random_corpora(tmp_path, corpus, opts, parts, shards,
+                                                        conditional):
     if conditional:       # input = the first two words, output = the rest
         table = make_table([s[:2] for s in corpus], [s[2:] or ["end"] for s in corpus], "train")
     else:                 # language modelling
         table = make_table([[] for _ in corpus], corpus, "train")
     cfg = GecaConfig(**opts, output_only=not conditional)
     whole = geca_augment(table, cfg, execution=Execution())
-    split = geca_augment(table, cfg, execution=Execution(partitions=parts, spill_dir=tmp_path))
+    split = geca_augment(table, cfg, execution=Execution(partitions=parts, shards=shards,
+                                                         spill_dir=tmp_path))
     assert _rows(split) == _rows(whole)
+    counts = ("instances", "templates", "fragments", "active_templates", "active_fragments",
+              "template_fragment_pairs", "kept_ngrams", "proposals")
+    assert {k: split.stats.get(k) for k in counts} == {k: whole.stats.get(k) for k in counts}
     assert _spills(tmp_path) == []
 
 
@@ -69,7 +76,8 @@ def test_budgeted_file_is_the_in_memory_file_with_a_sample_cap(tmp_path, data_di
     files = {}
     for name, execution in (("memory", Execution()),
                             ("budget", Execution(memory_budget=64 << 20)),
-                            ("parts", Execution(partitions=13))):
+                            ("parts", Execution(partitions=13)),
+                            ("shards", Execution(shards=6, partitions=3))):
         out = tmp_path / f"{name}.tsv"
         result = augment_file("lm/tok", out, make_config("lm", {"seed": 1, "n_sample": 300}),
                               execution=execution)
@@ -77,7 +85,9 @@ def test_budgeted_file_is_the_in_memory_file_with_a_sample_cap(tmp_path, data_di
         assert result.stats["synthesized"] == 300
         if name == "parts":
             assert result.stats["partitions"] == 13
-    assert files["memory"] == files["budget"] == files["parts"]
+        if name in ("budget", "shards"):   # the budget splits extraction too
+            assert result.stats["shards"] > 1
+    assert files["memory"] == files["budget"] == files["parts"] == files["shards"]
     assert _spills(tmp_path) == []
 
 
@@ -94,6 +104,21 @@ def test_spill_folder_removed_when_a_partition_fails(tmp_path, data_dir):
                      execution=Execution(partitions=20, spill_dir=tmp_path))
     assert len(seen) == 1                 # it existed while the partitions ran ...
     assert _spills(tmp_path) == []        # ... and is gone
+
+
+def test_spill_folder_removed_when_extraction_fails(tmp_path, data_dir):
+    seen = []
+
+    def progress(msg):
+        if "extraction: shard 2" in msg:
+            seen.extend(p.name for p in next(tmp_path.glob(f"{SPILL_PREFIX}*")).iterdir())
+            raise RuntimeError("stopped by the caller")
+
+    with pytest.raises(RuntimeError, match="stopped by the caller"):
+        geca_augment(load_training("lm/tok"), make_config("lm", {}), progress=progress,
+                     execution=Execution(shards=4, spill_dir=tmp_path))
+    assert "inst-1.parquet" in seen and "grams-3.parquet" in seen   # shards were spilled ...
+    assert _spills(tmp_path) == []                                   # ... and are gone
 
 
 def test_spill_folder_removed_on_error_and_ctrl_c(tmp_path):

@@ -23,16 +23,21 @@ def _set_hash(group_sorted: np.ndarray, values: np.ndarray, n_groups: int) -> np
     return h
 
 
-def window_classes(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int,
-                    chunk: int = 5_000) -> np.ndarray:
+def window_classes(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int) -> np.ndarray:
     """Environment class of each template for template_sim window: templates are similar
     iff the windows T[p-w : p+w+1] around all their wug positions p (in order) are equal.
-    The window is clamped at the start (the reference's slice wraps around there).
-    Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
+    The window is clamped at the start (the reference's slice wraps around there)."""
+    return unique(window_signatures(c, u, hasher, rep_units, w))[2]
+
+
+def window_signatures(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int,
+                      chunk: int = 5_000) -> np.ndarray:
+    """A hash of each template's windows (the same for equal templates wherever they
+    are). Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
     sig = np.zeros(len(rep_units), U64)
     for begin in range(0, len(rep_units), chunk):
         sig[begin: begin + chunk] = _window_signatures(c, u, hasher, rep_units[begin: begin + chunk], w)
-    return unique(sig)[2]
+    return sig
 
 
 def _window_signatures(c, u, hasher, rep_units, w):
@@ -90,32 +95,38 @@ class JoinTables:
 
 
 def join_tables(ta_t, ta_f, n_t, env_class, frag_grams) -> JoinTables:
-    """The tables of the candidate joins from the (template, fragment) pairs: every
-    template's class key = (environment fragment set E, own fragment set own)."""
+    """The tables of the candidate joins from the (template, fragment) pairs (sorted by
+    template): every template's class key = (environment fragment set E, own fragment
+    set own). Built with numpy over the pairs (row order is free: every join result is
+    sorted or grouped later)."""
     mult = np.bincount(ta_t, minlength=n_t)
-    own_hash = _set_hash(ta_t, ta_f, n_t)
-    _, own_first, own = unique(own_hash)
-    ta = pl.DataFrame({"t": ta_t, "f": ta_f})
-    own_of = pl.DataFrame({"t": np.arange(n_t), "own": own, "mult": mult})
-    own_members = (pl.DataFrame({"t": own_first, "own": np.arange(len(own_first))})
-                   .join(ta, on="t").select("own", "f"))
-    a_weight = (own_of.filter(pl.col("mult") > 1).group_by("own").agg(pl.len().alias("w"))
-                .rename({"own": "A"}))
-    a_members = own_members.rename({"own": "A"}).join(a_weight, on="A")
+    _, own_first, own = unique(_set_hash(ta_t, ta_f, n_t))
+    n_own = len(own_first)
+    is_first = np.zeros(n_t, bool)
+    is_first[own_first] = True
+    sel = is_first[ta_t]
+    own_members = pl.DataFrame({"own": own[ta_t[sel]], "f": ta_f[sel]})
+    del sel, is_first
+    weight = np.bincount(own[mult > 1], minlength=n_own)
+    a_members = (own_members.rename({"own": "A"})
+                 .join(pl.DataFrame({"A": np.flatnonzero(weight), "w": weight[weight > 0]}), on="A"))
     # T2 side: environment = own fragments (none) or those of the window class (window)
     if env_class is None:
-        templates = own_of.select("t", pl.col("own").alias("E"), "own")
+        templates = pl.DataFrame({"t": np.arange(n_t), "E": own, "own": own})
         e_members = own_members.rename({"own": "E"})
     else:
-        tw = pl.DataFrame({"t": np.arange(n_t), "win": env_class})
-        win_members = ta.join(tw, on="t").select("win", "f").unique()
-        wm = win_members.sort("win", "f")
+        n_f = len(frag_grams)
+        wf = unique(env_class[ta_t].astype(np.int64) * n_f + ta_f)[0]   # distinct (win, f)
+        win, wf_f = wf // n_f, wf % n_f
+        del wf
         wn = int(env_class.max()) + 1
-        e_hash = _set_hash(wm["win"].to_numpy(), wm["f"].to_numpy(), wn)
-        _, e_first, e_of_win = unique(e_hash)
+        _, e_first, e_of_win = unique(_set_hash(win, wf_f, wn))
+        e_at = np.full(wn, -1, np.int64)
+        e_at[e_first] = np.arange(len(e_first))
+        sel = e_at[win] >= 0
+        e_members = pl.DataFrame({"E": e_at[win[sel]], "f": wf_f[sel]})
+        del win, wf_f, sel
         templates = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class], "own": own})
-        e_members = (pl.DataFrame({"win": e_first, "E": np.arange(len(e_first))})
-                     .join(win_members, on="win").select("E", "f"))
     grams = pl.DataFrame({"f": np.arange(len(frag_grams)), "g0": frag_grams[:, 0],
                           "g1": frag_grams[:, 1], "g2": frag_grams[:, 2]})
     return JoinTables(templates, e_members, a_members, own_members, grams)
