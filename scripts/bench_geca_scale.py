@@ -3,10 +3,13 @@ budget, side by side in one run, each run in its own child process (so its peak 
 its own), and whether the two files are identical.
 
 The corpus is real English-and-other text found on this machine (docstrings and comments
-of the installed Python packages, the standard library, /usr/share/doc, man pages):
-sentences of 4-30 tokens, deduplicated, shuffled with seed 0, cached in
-~/.cache/compgen/bench/geca-doc-sentences.txt. Sizes beyond what the machine holds are
-reported as missing, not padded with repeats.
+of the installed Python packages, the standard library, /usr/share/doc with whatever
+documentation packages are installed, man pages, and, when installed, the dictd
+dictionaries of /usr/share/dictd (e.g. Debian's dict-gcide, dict-wn: definitions and
+quotations) and the fortune files): sentences or clauses of 4-30 tokens, deduplicated,
+shuffled with seed 0, cached in ~/.cache/compgen/bench/geca-sentences-v2.txt. The script
+says which sources it found and how many sentences each gave. Sizes beyond what the
+machine holds are reported as missing, not padded with repeats.
 
     python scripts/bench_geca_scale.py --sizes 10000,100000,1000000 --budget 1G --json out.json
 """
@@ -28,10 +31,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "compgen" / "bench"
-CORPUS = CACHE / "geca-doc-sentences.txt"
+CORPUS = CACHE / "geca-sentences-v2.txt"
+DICTD = Path("/usr/share/dictd")
+FORTUNES = Path("/usr/share/games/fortunes")
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?|\d+|[^\w\s]")
 ROFF_ESCAPE = re.compile(r"\\f[A-Z0-9]|\\f\[[^\]]*\]|\\\(..|\\\[[^\]]*\]|\\[-&e|^ ]|\\s[-+]?\d")
+# dictionary entries are clauses split by ';', quotes and brackets rather than sentences
+CLAUSE = re.compile(r"(?<=[.!?;])\s+|\s*[\[\]\"“”]\s*|\n\s*\n")
+SENSE_NUMBER = re.compile(r"^\s*(?:\d+\.|[a-z]\)|\d+:|[nvsar] \d+:)\s*")
 TEXT_SUFFIXES = (".rst", ".md", ".txt", ".html", ".pod", ".pm", ".h", ".py")
 
 
@@ -56,10 +64,33 @@ def cpu_model() -> str:
 def _sentences(text: str, out: set) -> None:
     for part in SENTENCE.split(re.sub(r"\s+", " ", text)):
         tokens = TOKEN.findall(part)
-        if not 4 <= len(tokens) <= 30 or not tokens[0][0].isalpha():
-            continue
-        if sum(t[0].isalpha() for t in tokens) >= 0.7 * len(tokens):
-            out.add(" ".join(tokens))
+        _keep(tokens, out)
+
+
+def _keep(tokens: list[str], out: set) -> None:
+    if 4 <= len(tokens) <= 30 and tokens[0][0].isalpha() \
+            and sum(t[0].isalpha() for t in tokens) >= 0.7 * len(tokens):
+        out.add(" ".join(tokens))
+
+
+def _clauses(text: str, out: set) -> None:
+    text = re.sub(r"<[^>]+>|[{}\\]", " ", text)
+    for part in CLAUSE.split(text):
+        _keep(TOKEN.findall(SENSE_NUMBER.sub("", part.strip())), out)
+
+
+def _dictionaries():
+    """(source name, text) of every dictd dictionary and fortune file installed."""
+    for path in sorted(DICTD.glob("*.dict.dz")) if DICTD.is_dir() else []:
+        with gzip.open(path) as fh:           # dictzip is gzip-compatible
+            yield f"dictd:{path.name.split('.')[0]}", fh.read().decode("utf-8", "ignore")
+    if FORTUNES.is_dir():
+        text = []
+        for path in sorted(FORTUNES.iterdir()):
+            if path.is_file() and "." not in path.name:
+                text.append(path.read_text(encoding="utf-8", errors="ignore").replace("\n%\n", "\n\n"))
+        if text:
+            yield "fortunes", "\n\n".join(text)
 
 
 def _text_files():
@@ -83,10 +114,16 @@ def _man_pages():
 
 
 def build_corpus(path: Path = CORPUS) -> list[str]:
-    """The cached sentence list (built once: about 3 minutes)."""
+    """The cached sentence list (built once: a few minutes), printing the sentences each
+    source adds."""
     if path.exists():
         return path.read_text(encoding="utf-8").splitlines()
     found: set[str] = set()
+
+    def report(source: str, before: int) -> None:
+        print(f"corpus source {source}: {len(found) - before:,} new distinct sentences", flush=True)
+
+    before = len(found)
     for file, opener in _text_files():
         try:
             with opener(file, "rb") as fh:
@@ -96,6 +133,8 @@ def build_corpus(path: Path = CORPUS) -> list[str]:
         if file.endswith(".html"):
             text = re.sub(r"<[^>]+>", " ", text)
         _sentences(text, found)
+    report("documentation files (Python packages, standard library, /usr/share/doc)", before)
+    before = len(found)
     for file in _man_pages():
         try:
             with gzip.open(file) as fh:
@@ -105,6 +144,11 @@ def build_corpus(path: Path = CORPUS) -> list[str]:
         lines = [line[3:] if line[:3] in (".B ", ".I ") else line for line in raw.splitlines()
                  if not line.startswith((".", "'")) or line[:3] in (".B ", ".I ")]
         _sentences(ROFF_ESCAPE.sub("", "\n".join(lines)), found)
+    report("man pages", before)
+    for source, text in _dictionaries():
+        before = len(found)
+        _clauses(text, found)
+        report(source, before)
     sentences = sorted(found)
     random.Random(0).shuffle(sentences)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,11 +186,15 @@ def main() -> None:
     parser.add_argument("--skip-memory-above", type=int, default=None,
                         help="no in-memory run above this many sentences")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--corpus-only", action="store_true",
+                        help="build (or read) the cached corpus, print its size and stop")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()}; {os.cpu_count()} cores; flags: {' '.join(cpu_flags())}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     sentences = build_corpus()
     print(f"corpus: {len(sentences):,} distinct real sentences ({CORPUS})")
+    if args.corpus_only:
+        return
     rows = []
     work = CACHE / "geca-scale"
     work.mkdir(parents=True, exist_ok=True)
