@@ -32,6 +32,10 @@ from compgen.errors import UserError
 # bytes the joins of one partition need per template of it (measured on documentation
 # text with the lm preset: about 600 B at 100k sentences; doubled for headroom)
 JOIN_BYTES_PER_TEMPLATE = 1200
+# bytes per row of a partition's widest join (see ``key_costs``): ten int64 columns and
+# the join's hash table, doubled for headroom
+JOIN_ROW_BYTES = 320
+SPILL_ROW_GROUP = 50_000
 DEFAULT_RAM_SHARE = 0.25          # default budget: this share of the machine's RAM
 MAX_PARTITIONS = 4096
 RAY_CONNECT_TIMEOUT_S = 15.0
@@ -135,13 +139,50 @@ def spill_folder(parent: str | os.PathLike | None = None):
             signal.signal(signal.SIGTERM, previous)
 
 
-def _part_column(frame: pl.DataFrame, n_parts: int) -> pl.DataFrame:
-    return frame.with_columns((pl.col("E").hash(seed=58) % n_parts).alias("part"))
+def key_costs(tables: JoinTables) -> pl.DataFrame:
+    """Per class key (E, own): an upper bound on the rows of its widest join (the
+    overlap check: every candidate of E against every fragment of own). A candidate of
+    E comes from a T1 class A sharing a fragment f with E, so E has at most
+    sum over f in E, A containing f of |A| candidates."""
+    a_size = tables.a_members.group_by("A").agg(pl.len().cast(pl.Int64).alias("size"))
+    spread = (tables.a_members.join(a_size, on="A").group_by("f")
+              .agg(pl.col("size").sum().alias("spread")))
+    reach = (tables.e_members.join(spread, on="f").group_by("E")
+             .agg(pl.col("spread").sum().alias("reach")))
+    own_size = tables.own_members.group_by("own").agg(pl.len().cast(pl.Int64).alias("n_own"))
+    return (tables.templates.group_by("E", "own").agg(pl.len().cast(pl.Int64).alias("n_t"))
+            .join(reach, on="E", how="left").join(own_size, on="own", how="left")
+            .select("E", "own", ((pl.col("reach").fill_null(0) + 1)
+                                 * (pl.col("n_own").fill_null(0) + 1) + pl.col("n_t")).alias("cost"))
+            .sort("E", "own"))
 
 
-def _split(frame: pl.DataFrame, n_parts: int) -> dict[int, pl.DataFrame]:
-    parts = _part_column(frame, n_parts).partition_by("part", as_dict=True, include_key=False)
-    return {int(k[0]): v for k, v in parts.items()}
+def assign_partitions(tables: JoinTables, n_parts: int, execution: Execution):
+    """Partition of every class key (E, own) and the partition count. A fixed count (or
+    no budget) splits by a hash of E; a budget packs the keys, in (E, own) order, into
+    partitions whose summed join cost fits what the budget leaves (at least n_parts).
+    Any split gives the same proposals (see the module doc); an E whose keys fall in
+    several partitions has its fragment rows in each."""
+    if execution.partitions is not None or execution.memory_budget is None:
+        keys = tables.templates.select("E", "own").unique()
+        return keys.with_columns((pl.col("E").hash(seed=58) % n_parts).alias("part")), n_parts
+    costs = key_costs(tables)
+    room = max(execution.memory_budget - current_rss_bytes(), execution.memory_budget // 8)
+    total = int(costs["cost"].sum())
+    per_part = max(1, min(room // JOIN_ROW_BYTES, math.ceil(total / n_parts)))
+    packed = (pl.col("cost").cum_sum() - pl.col("cost")) // per_part
+    keys = costs.select("E", "own", (packed.rank("dense") - 1).cast(pl.Int64).alias("part"))
+    return keys, max(1, int(keys["part"].max() or 0) + 1)
+
+
+def _split(tables: JoinTables, keys: pl.DataFrame) -> dict[int, tuple[pl.DataFrame, pl.DataFrame]]:
+    """Per partition: its templates (t, E, own) and the fragment rows (E, f) of their E."""
+    templates = (tables.templates.join(keys, on=["E", "own"])
+                 .partition_by("part", as_dict=True, include_key=False))
+    e_members = (tables.e_members.join(keys.select("E", "part").unique(), on="E")
+                 .partition_by("part", as_dict=True, include_key=False))
+    empty = tables.e_members.clear()
+    return {int(k[0]): (frame, e_members.get(k, empty)) for k, frame in templates.items()}
 
 
 def run_partition(templates, e_members, shared: dict, ok_t, variants, seed):
@@ -172,39 +213,45 @@ def candidate_proposals(tables: JoinTables, ok_t: np.ndarray, variants, seed: in
     if execution.ray:
         workers = execution.ray_workers or os.cpu_count() or 1
         n_parts = max(n_parts, workers)
+    keys = None
+    if n_parts > 1 or execution.memory_budget is not None:
+        keys, n_parts = assign_partitions(tables, n_parts, execution)
     stats["partitions"] = n_parts
     shared = {"a_members": tables.a_members, "own_members": tables.own_members,
               "grams": tables.grams}
     if execution.ray:
-        rows = _run_on_ray(tables, shared, ok_t, variants, seed, n_parts, execution, say)
+        rows = _run_on_ray(tables, shared, ok_t, variants, seed, keys, execution, say)
     elif n_parts == 1:
         rows = run_partition(tables.templates, tables.e_members, shared, ok_t, variants, seed)
     else:
-        rows = _run_spilled(tables, shared, ok_t, variants, seed, n_parts, execution, say)
+        rows = _run_spilled(tables, shared, ok_t, variants, seed, keys, n_parts, execution, say)
     rows_t, rows_f, sub = (np.asarray(a, np.int64) for a in rows)
     order = proposal_order(rows_t, sub, seed)
     return rows_t[order], rows_f[order]
 
 
-def _run_spilled(tables, shared, ok_t, variants, seed, n_parts, execution, say):
+def _run_spilled(tables, shared, ok_t, variants, seed, keys, n_parts, execution, say):
+    """The partitions one after the other, their inputs written once to Parquet (the
+    templates sorted by partition, the fragment rows by E) and read back per partition
+    with a filter, so an E whose keys fall in many partitions is not copied for each."""
     with spill_folder(execution.spill_dir) as folder:
-        for name in ("templates", "e_members"):
-            for part, frame in _split(getattr(tables, name), n_parts).items():
-                frame.write_parquet(folder / f"{name}-{part}.parquet")
-        tables.templates = None
-        empty_members = tables.e_members.clear()
-        tables.e_members = None
+        t_path, e_path = folder / "templates.parquet", folder / "e_members.parquet"
+        tables.templates.join(keys, on=["E", "own"]).sort("part").write_parquet(
+            t_path, row_group_size=SPILL_ROW_GROUP)
+        tables.e_members.sort("E").write_parquet(e_path, row_group_size=SPILL_ROW_GROUP)
+        spans = (keys.group_by("part").agg(pl.col("E").min().alias("lo"), pl.col("E").max().alias("hi"))
+                 .sort("part").rows())
+        tables.templates = tables.e_members = None
         outputs = []
-        for part in range(n_parts):
-            paths = [folder / f"{name}-{part}.parquet" for name in ("templates", "e_members")]
-            if not paths[0].exists():
-                continue
-            templates = pl.read_parquet(paths[0])
-            e_members = pl.read_parquet(paths[1]) if paths[1].exists() else empty_members
+        for done, (part, lo, hi) in enumerate(spans, 1):
+            templates = (pl.scan_parquet(t_path).filter(pl.col("part") == part).drop("part")
+                         .collect())
+            e_members = (pl.scan_parquet(e_path).filter(pl.col("E").is_between(lo, hi)).collect()
+                         .filter(pl.col("E").is_in(templates["E"].unique().implode())))
             outputs.append(run_partition(templates, e_members, shared, ok_t, variants, seed))
             del templates, e_members
-            if (part + 1) % max(1, n_parts // 10) == 0:
-                say(f"candidate joins: partition {part + 1:,} of {n_parts:,}")
+            if done % max(1, len(spans) // 10) == 0:
+                say(f"candidate joins: partition {done:,} of {len(spans):,}")
         return _gather(outputs)
 
 
@@ -237,7 +284,7 @@ def check_execution(execution: Execution) -> None:
             _check_reachable(execution.ray)
 
 
-def _run_on_ray(tables, shared, ok_t, variants, seed, n_parts, execution, say):
+def _run_on_ray(tables, shared, ok_t, variants, seed, keys, execution, say):
     from compgen.ray_cluster import import_ray, start_ray
 
     ray = import_ray()
@@ -249,11 +296,8 @@ def _run_on_ray(tables, shared, ok_t, variants, seed, n_parts, execution, say):
         task = ray.remote(num_cpus=1)(run_partition)
         shared_ref = ray.put(shared)
         ok_ref = ray.put(ok_t)
-        e_parts = _split(tables.e_members, n_parts)
-        empty_members = tables.e_members.clear()
-        futures = [task.remote(frame, e_parts.get(part, empty_members), shared_ref, ok_ref,
-                               variants, seed)
-                   for part, frame in _split(tables.templates, n_parts).items()]
+        futures = [task.remote(templates, e_members, shared_ref, ok_ref, variants, seed)
+                   for templates, e_members in _split(tables, keys).values()]
         tables.templates = tables.e_members = None
         say(f"candidate joins: {len(futures):,} Ray tasks")
         return _gather(ray.get(futures))
