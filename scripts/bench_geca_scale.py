@@ -192,7 +192,8 @@ def main() -> None:
     print(f"CPU: {cpu_model()}; {os.cpu_count()} cores; flags: {' '.join(cpu_flags())}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     sentences = build_corpus()
-    print(f"corpus: {len(sentences):,} distinct real sentences ({CORPUS})")
+    corpus_id = hashlib.sha256(CORPUS.read_bytes()).hexdigest()[:12]
+    print(f"corpus: {len(sentences):,} distinct real sentences ({CORPUS}, sha256 {corpus_id})")
     if args.corpus_only:
         return
     rows = []
@@ -203,7 +204,7 @@ def main() -> None:
             print(f"{size:>9,}: only {len(sentences):,} real sentences on this machine: not run")
             rows.append({"sentences": size, "missing": True, "available": len(sentences)})
             continue
-        corpus = work / f"corpus-{size}.txt"
+        corpus = work / f"corpus-{corpus_id}-{size}.txt"     # the first `size` sentences
         if not corpus.exists():
             corpus.write_text("\n".join(sentences[:size]) + "\n", encoding="utf-8")
         row = {"sentences": size}
@@ -211,7 +212,7 @@ def main() -> None:
         if args.skip_memory_above is None or size <= args.skip_memory_above:
             runs.insert(0, ("memory", "none"))
         for name, budget in runs:
-            row[name] = run_child(corpus, work / f"out-{size}-{name}.tsv", budget, [])
+            row[name] = run_child(corpus, work / f"out-{corpus_id}-{size}-{name}.tsv", budget, [])
             r = row[name]
             print(f"{size:>9,} {name:>6}: {r['seconds']:8.1f} s  peak {r['peak_rss_mb']:6,} MB  "
                   f"partitions {r['partitions']}  rows {r['rows']:,}  sha {r['sha256']}", flush=True)
@@ -223,7 +224,8 @@ def main() -> None:
                   f"  peak RSS x{row['rss_ratio_budget_over_memory']}")
         rows.append(row)
     report = {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "cores": os.cpu_count(),
-              "budget": args.budget, "corpus_sentences": len(sentences), "rows": rows,
+              "budget": args.budget, "corpus_sentences": len(sentences), "corpus_sha256": corpus_id,
+              "rows": rows,
               "load_average_end": os.getloadavg()}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
