@@ -160,7 +160,8 @@ def build_corpus(path: Path = CORPUS) -> list[str]:
 
 def run_child(corpus: Path, out: Path, budget: str, extra: list[str]) -> dict:
     """One `compgen augment geca` in a child process: wall time and the peak RSS the
-    child reports for itself (getrusage of its own process)."""
+    child reports for itself (its VmHWM, which, unlike getrusage, does not count this
+    process's memory at the fork)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "compgen", "augment", "geca", str(corpus), "--preset", "lm",
            "--n-sample", "all", "--memory-budget", budget, *extra, "-o", str(out)]
@@ -171,10 +172,12 @@ def run_child(corpus: Path, out: Path, budget: str, extra: list[str]) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"error: {' '.join(cmd)} failed:\n{stderr.strip()}")
     partitions = re.search(r"join partitions\s*│\s*([\d,]+)", stdout)
+    shards = re.search(r"extraction shards\s*│\s*([\d,]+)", stdout)
     peak = re.search(r"peak memory\s*│\s*([\d,]+) MB", stdout)
     data = out.read_bytes()
     return {"seconds": round(seconds, 2), "peak_rss_mb": int(peak.group(1).replace(",", "")),
             "partitions": int(partitions.group(1).replace(",", "")) if partitions else None,
+            "shards": int(shards.group(1).replace(",", "")) if shards else None,
             "rows": data.count(b"\n"), "sha256": hashlib.sha256(data).hexdigest()[:16],
             "command": " ".join(cmd[1:])}
 
@@ -215,7 +218,7 @@ def main() -> None:
             row[name] = run_child(corpus, work / f"out-{corpus_id}-{size}-{name}.tsv", budget, [])
             r = row[name]
             print(f"{size:>9,} {name:>6}: {r['seconds']:8.1f} s  peak {r['peak_rss_mb']:6,} MB  "
-                  f"partitions {r['partitions']}  rows {r['rows']:,}  sha {r['sha256']}", flush=True)
+                  f"shards {r['shards']}  partitions {r['partitions']}  rows {r['rows']:,}  sha {r['sha256']}", flush=True)
         if "memory" in row:
             row["identical"] = row["memory"]["sha256"] == row["budget"]["sha256"]
             row["time_ratio_budget_over_memory"] = round(row["budget"]["seconds"] / row["memory"]["seconds"], 3)

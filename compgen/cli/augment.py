@@ -50,10 +50,10 @@ def augment_geca(
     data_dir: Path | None = DataDir,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
-    import resource
     import time
 
     from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
+    from compgen.augment.geca.arrays import peak_rss_mb
 
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
@@ -83,11 +83,12 @@ def augment_geca(
             ("templates that can take part", s["active_templates"]), ("proposals", s["proposals"]),
             ("synthesized", s["synthesized"]), ("templates used", s["templates_used"]),
             ("fragments used", s["fragments_used"]), ("rows written", s["rows_written"]),
-            ("join partitions", s.get("partitions", 0))]
+            ("join partitions", s.get("partitions", 0)),
+            ("extraction shards", s.get("shards", 1))]
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     table.add_row("time", f"{time.perf_counter() - start:.1f} s")
-    table.add_row("peak memory", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    table.add_row("peak memory", f"{peak_rss_mb():,.0f} MB")
     console.print(table)
     console.print(f"wrote {output}", highlight=False, markup=False)
 
