@@ -23,7 +23,7 @@ from pathlib import Path
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.cache",
                        "compgen.memory",
-                       "compgen.precision", "compgen.device",
+                       "compgen.precision", "compgen.device", "compgen.ray_cluster",
                        "compgen.plots", "compgen.configs")}),
     ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment",
                        "compgen.resample")}),

@@ -45,18 +45,21 @@ def augment_geca(
     reference_split: bool | None = typer.Option(None, "--reference-split/--no-reference-split", help="hold out the reference's 640 SCAN validation examples (default: on for --preset scan on scan/*)"),
     reference_offsets: bool | None = typer.Option(None, "--reference-offsets/--no-reference-offsets", help="third span searched from the reference's start position (default on)"),
     seed: int | None = typer.Option(None, "--seed", help="random seed of the synthesized sample (default: the preset's)"),
+    memory_budget: str | None = typer.Option(None, "--memory-budget", help="memory for the whole run, e.g. 4G or 512M: the candidate joins run in partitions that fit it, spilled to a temporary folder beside the output (default: a quarter of the machine's RAM; 'none' = all in memory). Same output whatever the budget"),
+    ray: str | None = typer.Option(None, "--ray", help="run the partitions of the candidate joins as Ray tasks: 'local' (a local cluster) or a cluster ADDRESS (HOST:PORT). Same output as one process"),
     data_dir: Path | None = DataDir,
     x_field: str | None = XField,
     y_field: str | None = YField,
     columns: str | None = Columns,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
-    import resource
     import time
 
-    from compgen.augment.geca import augment_file, make_config
+    from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
+    from compgen.augment.geca.arrays import peak_rss_mb
     from compgen.data import is_named_dataset
 
+    execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
               "variants": _count_option("--variants", variants, ("all",)),
               "n_sample": _count_option("--n-sample", n_sample, ("all", "none")),
@@ -74,7 +77,8 @@ def augment_geca(
     with data_fields(x_field, y_field, columns), \
             console.status("GECA: extracting templates and fragments ...") as status:
         result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
-                              progress=lambda msg: status.update(f"GECA: {msg}"))
+                              progress=lambda msg: status.update(f"GECA: {msg}"),
+                              execution=execution)
     s = result.stats
     preset_used = preset or ("generic" if not is_named_dataset(data) else None)
     table = Table(title=f"GECA {Path(data).name}" + (f" (preset {preset_used})" if preset_used else ""))
@@ -84,11 +88,13 @@ def augment_geca(
             ("templates (distinct)", s["templates"]), ("fragments (distinct)", s["fragments"]),
             ("templates that can take part", s["active_templates"]), ("proposals", s["proposals"]),
             ("synthesized", s["synthesized"]), ("templates used", s["templates_used"]),
-            ("fragments used", s["fragments_used"]), ("rows written", s["rows_written"])]
+            ("fragments used", s["fragments_used"]), ("rows written", s["rows_written"]),
+            ("join partitions", s.get("partitions", 0)),
+            ("extraction shards", s.get("shards", 1))]
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     table.add_row("time", f"{time.perf_counter() - start:.1f} s")
-    table.add_row("peak memory", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    table.add_row("peak memory", f"{peak_rss_mb():,.0f} MB")
     console.print(table)
     console.print(f"wrote {output}", highlight=False, markup=False)
 

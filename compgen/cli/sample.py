@@ -77,7 +77,8 @@ def sample_cmd(
     if ray is not None:
         import os
 
-        from compgen.runtime.ray_sampling import RayDecoderFactory, import_ray
+        from compgen.ray_cluster import import_ray
+        from compgen.runtime.ray_sampling import RayDecoderFactory
 
         if ray_workers is not None and ray_workers < 1:
             raise UserError("--ray-workers must be >= 1")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from compgen.runtime.ray_sampling import actor_gpus, start_ray
+from compgen.ray_cluster import start_ray
+from compgen.runtime.ray_sampling import actor_gpus
 
 
 def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:

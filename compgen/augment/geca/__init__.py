@@ -12,6 +12,12 @@ Library entry point::
     result.templates  # per synthesized example: the (x, y) template text with WUG0.. holes
     result.fragments  # per synthesized example: the substituted fragment ("span | span")
 
+Corpus scale: ``geca_augment(table, config, execution=Execution(memory_budget=4 << 30))``
+runs the candidate joins in partitions by a hash of the environment class, each sized to
+the budget, spilled to Parquet in a temporary folder that is always removed;
+``Execution(ray="local")`` or a cluster address runs the partitions as Ray tasks. The
+output is the same for every partition count and on Ray (``partitions``).
+
 ``augment_file(data, out_tsv, config, concat=False)`` does the same and writes a samples
 TSV (for language modelling the x column is empty; ``concat`` puts the training examples
 first, as the reference's ``fake_corpus.py --concat`` does).
@@ -39,7 +45,8 @@ reference implementation with the same meaning (geca-spec.md §2-§8):
 
 Modules: ``config`` (options, presets), ``extraction`` (integer sequences, n-grams,
 instances), ``hashing``, ``templates``, ``candidates`` (generation), ``realisation``,
-``synthesis`` (``geca_augment``), ``files`` (data sets and TSV output), ``arrays``
+``synthesis`` (``geca_augment``), ``partitions`` (the joins under a memory budget, on
+Ray), ``files`` (data sets and TSV output), ``arrays``
 (numpy helpers).
 
 How it works. Tokens are integer-encoded and every example becomes one sequence
@@ -69,8 +76,10 @@ Differences from the reference, on purpose:
   it cannot trigger in the reference's LM runs).
 * The reference's RNG path (shuffles of set-ordered lists) cannot be reproduced; with
   ``variants`` k the k fragments of each template are drawn without replacement from the
-  same candidate multiset (duplicates kept, as in the reference) with a numpy Generator,
-  and templates are visited in a seeded random order before the ``n_sample`` cap.
+  same candidate multiset (duplicates kept, as in the reference) with uniform values
+  from a counter-based stream keyed by the seed and the template id, and templates are
+  visited in a seeded random order (a seeded hash of the template id) before the
+  ``n_sample`` cap, so neither depends on how the joins are partitioned.
 * ``max_adjacencies`` is not offered (no effect with template_sim none; see spec §5).
 
 Reproduced quirks: replace-all templating over both sides; second/third spans searched
@@ -90,8 +99,9 @@ from compgen.augment.geca.config import (
 )
 from compgen.augment.geca.extraction import reference_holdout
 from compgen.augment.geca.files import augment_file, load_training
+from compgen.augment.geca.partitions import Execution, parse_memory_budget
 from compgen.augment.geca.synthesis import SPLIT_NAME, GecaResult, geca_augment
 
-__all__ = ["PRESETS", "SCAN_HOLDOUT", "SPLIT_NAME", "GecaConfig", "GecaResult", "augment_file",
-           "config_dict", "geca_augment", "load_preset", "load_training", "make_config",
-           "reference_holdout"]
+__all__ = ["PRESETS", "SCAN_HOLDOUT", "SPLIT_NAME", "Execution", "GecaConfig", "GecaResult",
+           "augment_file", "config_dict", "geca_augment", "load_preset", "load_training",
+           "make_config", "parse_memory_budget", "reference_holdout"]

@@ -45,4 +45,13 @@ def unique(keys: np.ndarray):
 
 
 def peak_rss_mb() -> float:
+    """Peak resident memory of this process image: VmHWM (getrusage's ru_maxrss also
+    counts the parent's memory at the fork of a child started with fork + exec)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

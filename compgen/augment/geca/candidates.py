@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -21,16 +23,21 @@ def _set_hash(group_sorted: np.ndarray, values: np.ndarray, n_groups: int) -> np
     return h
 
 
-def window_classes(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int,
-                    chunk: int = 5_000) -> np.ndarray:
+def window_classes(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int) -> np.ndarray:
     """Environment class of each template for template_sim window: templates are similar
     iff the windows T[p-w : p+w+1] around all their wug positions p (in order) are equal.
-    The window is clamped at the start (the reference's slice wraps around there).
-    Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
+    The window is clamped at the start (the reference's slice wraps around there)."""
+    return unique(window_signatures(c, u, hasher, rep_units, w))[2]
+
+
+def window_signatures(c: Corpus, u: Units, hasher: Hasher, rep_units: np.ndarray, w: int,
+                      chunk: int = 5_000) -> np.ndarray:
+    """A hash of each template's windows (the same for equal templates wherever they
+    are). Templates are rebuilt as padded token matrices, a chunk of templates at a time."""
     sig = np.zeros(len(rep_units), U64)
     for begin in range(0, len(rep_units), chunk):
         sig[begin: begin + chunk] = _window_signatures(c, u, hasher, rep_units[begin: begin + chunk], w)
-    return unique(sig)[2]
+    return sig
 
 
 def _window_signatures(c, u, hasher, rep_units, w):
@@ -72,44 +79,75 @@ def _window_signatures(c, u, hasher, rep_units, w):
     return sig
 
 
-def candidate_multisets(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataFrame:
-    """Candidate multiset of every template class key: rows (key, frag, count) and the
-    template -> key map. key = (environment fragment set, own fragment set)."""
+@dataclass
+class JoinTables:
+    """Inputs of the candidate joins. ``templates`` (t, E, own) and ``e_members`` (E, f)
+    are split by environment class E into partitions; the others are read whole by
+    every partition: ``a_members`` (A, f, w) the fragment-set classes with >= 2
+    fragments (the T1 side, w = their template count), ``own_members`` (own, f) the
+    fragments of every fragment-set class, ``grams`` (f, g0, g1, g2) each fragment's
+    span grams."""
+    templates: pl.DataFrame
+    e_members: pl.DataFrame
+    a_members: pl.DataFrame
+    own_members: pl.DataFrame
+    grams: pl.DataFrame
+
+
+def join_tables(ta_t, ta_f, n_t, env_class, frag_grams) -> JoinTables:
+    """The tables of the candidate joins from the (template, fragment) pairs (sorted by
+    template): every template's class key = (environment fragment set E, own fragment
+    set own). Built with numpy over the pairs (row order is free: every join result is
+    sorted or grouped later)."""
     mult = np.bincount(ta_t, minlength=n_t)
-    own_hash = _set_hash(ta_t, ta_f, n_t)
-    _, own_first, own = unique(own_hash)
-    ta = pl.DataFrame({"t": ta_t, "f": ta_f})
-    own_of = pl.DataFrame({"t": np.arange(n_t), "own": own, "mult": mult})
-    own_members = (pl.DataFrame({"t": own_first, "own": np.arange(len(own_first))})
-                   .join(ta, on="t").select("own", "f"))
-    # T1 side: fragment-set classes with >= 2 fragments, weighted by their template count
-    a_weight = (own_of.filter(pl.col("mult") > 1).group_by("own").agg(pl.len().alias("w"))
-                .rename({"own": "A"}))
-    a_members = own_members.rename({"own": "A"}).join(a_weight, on="A")
+    _, own_first, own = unique(_set_hash(ta_t, ta_f, n_t))
+    n_own = len(own_first)
+    is_first = np.zeros(n_t, bool)
+    is_first[own_first] = True
+    sel = is_first[ta_t]
+    own_members = pl.DataFrame({"own": own[ta_t[sel]], "f": ta_f[sel]})
+    del sel, is_first
+    weight = np.bincount(own[mult > 1], minlength=n_own)
+    a_members = (own_members.rename({"own": "A"})
+                 .join(pl.DataFrame({"A": np.flatnonzero(weight), "w": weight[weight > 0]}), on="A"))
     # T2 side: environment = own fragments (none) or those of the window class (window)
     if env_class is None:
-        env_of = own_of.select("t", pl.col("own").alias("E"))
+        templates = pl.DataFrame({"t": np.arange(n_t), "E": own, "own": own})
         e_members = own_members.rename({"own": "E"})
     else:
-        tw = pl.DataFrame({"t": np.arange(n_t), "win": env_class})
-        win_members = ta.join(tw, on="t").select("win", "f").unique()
-        wm = win_members.sort("win", "f")
+        n_f = len(frag_grams)
+        wf = unique(env_class[ta_t].astype(np.int64) * n_f + ta_f)[0]   # distinct (win, f)
+        win, wf_f = wf // n_f, wf % n_f
+        del wf
         wn = int(env_class.max()) + 1
-        e_hash = _set_hash(wm["win"].to_numpy(), wm["f"].to_numpy(), wn)
-        _, e_first, e_of_win = unique(e_hash)
-        env_of = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class]})
-        e_members = (pl.DataFrame({"win": e_first, "E": np.arange(len(e_first))})
-                     .join(win_members, on="win").select("E", "f"))
+        _, e_first, e_of_win = unique(_set_hash(win, wf_f, wn))
+        e_at = np.full(wn, -1, np.int64)
+        e_at[e_first] = np.arange(len(e_first))
+        sel = e_at[win] >= 0
+        e_members = pl.DataFrame({"E": e_at[win[sel]], "f": wf_f[sel]})
+        del win, wf_f, sel
+        templates = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class], "own": own})
+    grams = pl.DataFrame({"f": np.arange(len(frag_grams)), "g0": frag_grams[:, 0],
+                          "g1": frag_grams[:, 1], "g2": frag_grams[:, 2]})
+    return JoinTables(templates, e_members, a_members, own_members, grams)
+
+
+def partition_candidates(templates: pl.DataFrame, e_members: pl.DataFrame, a_members,
+                         own_members, grams):
+    """Candidate multiset of every class key of ``templates`` (the templates of some
+    environment classes; ``e_members`` holds at least those classes' rows): rows
+    (key, frag, count) sorted by (key, frag), and the template -> key map. A key's
+    candidates depend only on its (E, own), so any split by E gives the same ones."""
+    # for a fragment a' of E: the number of T1 (>= 2 fragments) that contain a' and share
+    # a fragment with E
     pairs = e_members.join(a_members.select("A", "f"), on="f").select("E", "A").unique()
     counts = (pairs.join(a_members, on="A").group_by("E", "f")
               .agg(pl.col("w").sum().alias("c")))
-    t_key = env_of.join(own_of.select("t", "own"), on="t")
-    keys = t_key.select("E", "own").unique().sort("E", "own").with_row_index("key")
-    t_key = t_key.join(keys, on=["E", "own"]).select("t", "key").sort("t")
+    keys = templates.select("E", "own").unique().sort("E", "own").with_row_index("key")
+    t_key = templates.join(keys, on=["E", "own"]).select("t", "key").sort("t")
     cand = keys.join(counts, on="E")
     # overlap(a', own): a' is one of own, or shares an identical span with every one of own
-    g = pl.DataFrame({"f": np.arange(len(frag_grams)), "g0": frag_grams[:, 0],
-                      "g1": frag_grams[:, 1], "g2": frag_grams[:, 2]})
+    g = grams
     chk = (cand.select("key", "own", "f").join(own_members.rename({"f": "b"}), on="own")
            .join(g, on="f").join(g.rename({"f": "b", "g0": "h0", "g1": "h1", "g2": "h2"}), on="b"))
     share = pl.lit(False)
@@ -123,11 +161,38 @@ def candidate_multisets(ta_t, ta_f, n_t, env_class, frag_grams, cfg) -> pl.DataF
     return cand, t_key
 
 
+_MASK = (1 << 64) - 1
+
+
+def _seed_key(seed: int, salt: int) -> U64:
+    return U64(((seed + 1) * 0x9E3779B97F4A7C15 ^ salt * 0xC2B2AE3D27D4EB4F) & _MASK)
+
+
+def _uniform(t: np.ndarray, r: int, seed: int) -> np.ndarray:
+    """Uniform [0, 1) value of draw r of template t: a counter-based stream keyed by the
+    seed and the template id, so it does not depend on which templates are drawn with it."""
+    x = mix(mix(t.astype(U64) ^ _seed_key(seed, 1)) ^ U64(r + 1))
+    return (x >> U64(11)).astype(np.float64) * (2.0 ** -53)
+
+
+def template_rank(t: np.ndarray, seed: int) -> np.ndarray:
+    """Seeded random visiting rank of template t (a 64-bit key; ties broken by t)."""
+    return mix(t.astype(U64) ^ _seed_key(seed, 2))
+
+
+def proposal_order(rows_t: np.ndarray, sub: np.ndarray, seed: int) -> np.ndarray:
+    """Permutation putting proposals in their global order: templates by their seeded
+    rank, then the draw (or candidate) index within the template."""
+    return np.lexsort((sub, rows_t, template_rank(rows_t, seed)))
+
+
 def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
-          variants: int | None, rng: np.random.Generator):
-    """(template, fragment, order) rows: for each template (visited in a seeded random
-    order) `variants` draws without replacement from its key's candidate multiset, or
-    every candidate once when variants is None."""
+          variants: int | None, seed: int):
+    """(template, fragment, index) rows: for each template `variants` draws without
+    replacement from its key's candidate multiset, or every candidate once when variants
+    is None. The draws of a template depend only on the seed, its id and its candidate
+    multiset (see ``_uniform``); ``proposal_order`` sorts the rows of any set of
+    partitions into the one global order."""
     ck = cand["key"].to_numpy()
     cf = cand["f"].to_numpy()
     cc = cand["c"].to_numpy().astype(np.int64)
@@ -137,34 +202,28 @@ def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
     n_cand = k_start[key_all + 1] - k_start[key_all]
     sel = ok_t[t_all] & (n_cand > 0)
     t, key = t_all[sel], key_all[sel]
-    rank = np.empty(len(t), np.int64)
-    rank[rng.permutation(len(t))] = np.arange(len(t))
     if variants is None:
         cnt = k_start[key + 1] - k_start[key]
         g, w = segments(cnt)
-        rows_t, rows_f = t[g], cf[k_start[key][g] + w]
-        order = rank[g] * (int(cnt.max(initial=0)) + 1) + w
-    else:
-        cum = np.cumsum(cc)
-        base = np.concatenate([[0], cum])
-        lo = k_start[key]
-        total = base[k_start[key + 1]] - base[lo]
-        drawn = []
-        rows_t, rows_f, order = [], [], []
-        for r in range(variants):
-            live = total - r > 0
-            u_ = np.floor(rng.random(len(t)) * np.maximum(total - r, 1)).astype(np.int64)
-            target = base[lo] + u_
-            idx = np.searchsorted(cum, target, side="right")
-            for _ in range(r + 1):          # skip copies already drawn (fixed point)
-                s = np.zeros(len(t), np.int64)
-                for d in drawn:
-                    s += d <= idx
-                idx = np.searchsorted(cum, target + s, side="right")
-            drawn.append(np.where(live, idx, -1))
-            rows_t.append(t[live])
-            rows_f.append(cf[idx[live]])
-            order.append(rank[live] * variants + r)
-        rows_t, rows_f, order = map(np.concatenate, (rows_t, rows_f, order))
-    o = np.argsort(order, kind="stable")
-    return rows_t[o], rows_f[o]
+        return t[g], cf[k_start[key][g] + w], w
+    cum = np.cumsum(cc)
+    base = np.concatenate([[0], cum])
+    lo = k_start[key]
+    total = base[k_start[key + 1]] - base[lo]
+    drawn = []
+    rows_t, rows_f, sub = [], [], []
+    for r in range(variants):
+        live = total - r > 0
+        u_ = np.floor(_uniform(t, r, seed) * np.maximum(total - r, 1)).astype(np.int64)
+        target = base[lo] + u_
+        idx = np.searchsorted(cum, target, side="right")
+        for _ in range(r + 1):          # skip copies already drawn (fixed point)
+            s = np.zeros(len(t), np.int64)
+            for d in drawn:
+                s += d <= idx
+            idx = np.searchsorted(cum, target + s, side="right")
+        drawn.append(np.where(live, idx, -1))
+        rows_t.append(t[live])
+        rows_f.append(cf[idx[live]])
+        sub.append(np.full(int(live.sum()), r, np.int64))
+    return tuple(map(np.concatenate, (rows_t, rows_f, sub)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from compgen.augment.geca.config import GecaConfig
+from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
 from compgen.errors import UserError
 
@@ -22,13 +23,22 @@ def load_training(data: str, data_dir=None) -> pl.DataFrame:
 
 
 def augment_file(data: str, output, config: GecaConfig, concat: bool = False, data_dir=None,
-                 progress=None) -> GecaResult:
+                 progress=None, execution: Execution | None = None) -> GecaResult:
     """Run GECA on the train split of ``data`` and write the synthesized examples (after
-    the training examples with ``concat``) as a samples TSV, atomically."""
+    the training examples with ``concat``) as a samples TSV, atomically. Spilled
+    partitions go to a temporary folder beside the output unless ``execution`` names one."""
+    from dataclasses import replace
+    from pathlib import Path
+
     from compgen.io import write_samples_tsv
 
     config.validate()
-    result = geca_augment(load_training(data, data_dir), config, progress=progress)
+    execution = execution or Execution()
+    check_execution(execution)
+    if execution.spill_dir is None:
+        execution = replace(execution, spill_dir=Path(output).resolve().parent)
+    result = geca_augment(load_training(data, data_dir), config, progress=progress,
+                          execution=execution)
     rows = list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
     if concat:
         rows = list(zip(result.train["x"].to_list(), result.train["y"].to_list())) + rows

@@ -66,19 +66,42 @@ def realize_and_filter(c, u, hasher, data, rep_units, frag_grams, gram_len, gram
     return np.concatenate(kept_t), np.concatenate(kept_f)
 
 
+def pick_novel(hx, hy, train_x, train_y, cfg):
+    """Indices of the proposals (hashes in proposal order) that are novel (per side),
+    first occurrence of each pair, the first n_sample + 16 of them: what
+    ``realize_and_filter`` keeps, over all proposals at once."""
+    novel = ~np.isin(hy, train_y)
+    if not cfg.output_only:
+        novel &= ~np.isin(hx, train_x)
+    idx = np.flatnonzero(novel)
+    first = np.sort(unique(hx[idx] ^ mix(hy[idx]))[1])
+    idx = idx[first]
+    return idx if cfg.n_sample is None else idx[: cfg.n_sample + 16]
+
+
 def materialize(c, u, rep_units, frag_grams, gram_len, gram_rep, ts, fs):
     """Token lists of the chosen (template, fragment) proposals (only the output rows)."""
+    if not len(ts):
+        return [], [], [], []
+    r_inst, r_pos, r_len, r_k = rep_rows(u, rep_units[ts])
+    r_start = np.searchsorted(r_inst, np.arange(len(ts) + 1))
+    return materialize_rows(c, u.ex[rep_units[ts, 0]], r_start[:-1], r_start[1:], r_pos, r_len,
+                            r_k, frag_grams, gram_len, gram_rep, fs)
+
+
+def materialize_rows(c, exs, starts, ends, r_pos, r_len, r_k, frag_grams, gram_len, gram_rep, fs):
+    """Token lists, template text and fragment text of proposals i whose template is
+    example exs[i] with the replaced occurrences rows starts[i]..ends[i] (global
+    positions r_pos, lengths r_len, span index r_k) filled with fragment fs[i]."""
     vocab = c.vocab + ["##", "<s>", "</s>"] + [f"WUG{k}" for k in range(8)]
-    r_inst, r_pos, r_len, r_k = rep_rows(u, rep_units[ts]) if len(ts) else ([], [], [], [])
-    r_start = np.searchsorted(r_inst, np.arange(len(ts) + 1)) if len(ts) else [0]
     flat = c.flat
     xs, ys, templs, frags = [], [], [], []
-    for i, (t, f) in enumerate(zip(ts.tolist(), fs.tolist())):
-        ex = int(u.ex[rep_units[t, 0]])
+    for ex, lo_r, hi_r, f in zip(np.asarray(exs).tolist(), np.asarray(starts).tolist(),
+                                 np.asarray(ends).tolist(), np.asarray(fs).tolist()):
         lo, hi = int(c.off[ex]), int(c.off[ex + 1])
         seq, tmpl = [], []
         p = lo + 1
-        for j in range(r_start[i], r_start[i + 1]):
+        for j in range(lo_r, hi_r):
             pos, k = int(r_pos[j]), int(r_k[j])
             seq += flat[p:pos].tolist()
             tmpl += flat[p:pos].tolist()

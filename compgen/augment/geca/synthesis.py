@@ -9,11 +9,24 @@ import numpy as np
 import polars as pl
 
 from compgen.augment.geca.arrays import peak_rss_mb, unique
-from compgen.augment.geca.candidates import candidate_multisets, draw, window_classes
+from compgen.augment.geca.candidates import join_tables, window_classes
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.extraction import encode, grams, instances, reference_holdout, units
 from compgen.augment.geca.hashing import Hasher
+from compgen.augment.geca.partitions import (
+    Execution,
+    candidate_proposals,
+    check_execution,
+    spill_folder,
+)
 from compgen.augment.geca.realisation import materialize, realize_and_filter
+from compgen.augment.geca.shards import (
+    extract_sharded,
+    materialize_sharded,
+    realize_sharded,
+    shard_bounds,
+    shard_count,
+)
 from compgen.augment.geca.templates import template_ids
 from compgen.errors import UserError
 
@@ -34,10 +47,15 @@ def _timer():
     return lambda: time.perf_counter() - start
 
 
-def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress=None) -> GecaResult:
-    """Synthesize examples from the training examples in ``table`` (see the package doc of compgen.augment.geca)."""
+def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress=None,
+                 execution: Execution | None = None) -> GecaResult:
+    """Synthesize examples from the training examples in ``table`` (see the package doc of
+    compgen.augment.geca). ``execution`` says how the candidate joins run (in memory,
+    in partitions under a memory budget, on Ray); the output is the same for all."""
     cfg = config or GecaConfig()
+    execution = execution or Execution()
     cfg.validate()
+    check_execution(execution)
     clock = _timer()
     say = progress or (lambda msg: None)
     if table.height == 0:
@@ -53,6 +71,46 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     stats = {"examples_in": n_raw, "training_examples": data.height}
 
     c = encode(data, cfg)
+    n_shards = shard_count(c, execution)
+    if n_shards > 1:
+        stats["shards"] = n_shards
+        bounds = shard_bounds(c, n_shards)
+        with spill_folder(execution.spill_dir) as folder:
+            st = extract_sharded(c, cfg, bounds, folder, stats, say)
+        if st is None:
+            return _empty_result(stats, clock, data)
+        rows_t, rows_f = _proposals(st.ta_t, st.ta_f, st.n_t, st.env, st.frag_grams, st.ok_t,
+                                    st.n_spans_t, cfg, execution, stats, say, clock)
+        chosen_t, chosen_f = realize_sharded(c, cfg, bounds, st, rows_t, rows_f)
+        texts = materialize_sharded(c, st, chosen_t, chosen_f)
+    else:
+        found = _extract_in_memory(c, cfg, stats, say, clock)
+        if found is None:
+            return _empty_result(stats, clock, data)
+        u, hasher, rep_units, frag_grams, gram_len, gram_rep, joins = found
+        rows_t, rows_f = _proposals(*joins, cfg, execution, stats, say, clock)
+        chosen_t, chosen_f = realize_and_filter(c, u, hasher, data, rep_units, frag_grams,
+                                                 gram_len, gram_rep, rows_t, rows_f, cfg)
+        texts = materialize(c, u, rep_units, frag_grams, gram_len, gram_rep, chosen_t, chosen_f)
+    xs, ys, tx, fx = texts
+    keep_i = _exact_check(xs, ys, data, cfg)
+    out = pl.DataFrame({"x": [xs[i] for i in keep_i], "y": [ys[i] for i in keep_i],
+                        "split": [SPLIT_NAME] * len(keep_i)},
+                       schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
+    stats.update(
+        synthesized=out.height,
+        templates_used=len(set(chosen_t[keep_i].tolist())),
+        fragments_used=len(set(chosen_f[keep_i].tolist())),
+        seconds=round(clock(), 3),
+        peak_rss_mb=round(peak_rss_mb(), 1),
+    )
+    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i], data)
+
+
+def _extract_in_memory(c, cfg, stats, say, clock):
+    """Extraction in one piece: the tables realisation reads, and the inputs of the joins
+    (template-fragment pairs, template count, environment classes, fragment grams,
+    usable templates, span counts)."""
     gids, gpos, gram_len, gram_rep, keep = grams(c, cfg)
     stats["kept_ngrams"] = int(keep.sum())
     u = units(c, gids, gpos, gram_len, keep)
@@ -60,11 +118,10 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     inst = instances(c, u, cfg)
     stats["instances"] = len(inst)
     say(f"{len(inst):,} (example, fragment) instances")
+    if len(inst) == 0:
+        return None
     max_len = int(np.diff(c.off).max()) * cfg.wug_size + 2
     hasher = Hasher(c.flat, c.wug0 + 8, max_len)
-
-    if len(inst) == 0:
-        return _empty_result(stats, clock, data)
     # a fragment is the tuple of its spans' gram ids, packed into one integer key
     frag_g = np.where(inst >= 0, u.gram[np.maximum(inst, 0)], -1)
     bits = max(1, int(len(gram_len) + 1).bit_length())
@@ -102,45 +159,36 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
     env = None
     if cfg.template_sim == "window":
         env = window_classes(c, u, hasher, rep_units, cfg.sim_window_size)
-    del inst
-    cand, t_key = candidate_multisets(ta_t, ta_f, n_t, env, frag_grams, cfg)
-    n_keys = int(t_key["key"].max()) + 1 if t_key.height else 0
-    rng = np.random.default_rng(cfg.seed)
-    rows_t, rows_f = draw(cand, t_key, ok_t, n_keys, cfg.variants, rng)
+    joins = (ta_t, ta_f, n_t, env, frag_grams, ok_t, valid.sum(1))
+    return u, hasher, rep_units, frag_grams, gram_len, gram_rep, joins
+
+
+def _proposals(ta_t, ta_f, n_t, env, frag_grams, ok_t, n_spans_t, cfg, execution, stats,
+               say, clock):
+    """The proposals (template, fragment) in the global order whose fragment has as many
+    spans as the template has wugs."""
+    tables = join_tables(ta_t, ta_f, n_t, env, frag_grams)
+    rows_t, rows_f = candidate_proposals(tables, ok_t, cfg.variants, cfg.seed, execution,
+                                         stats, say)
+    del tables
     stats["proposals"] = len(rows_t)
     say(f"{len(rows_t):,} proposals ({clock():.1f}s)")
-    # a fragment fills a template only if its span count equals the template's wug count
-    n_spans_t = valid.sum(1)
     n_spans_f = (frag_grams >= 0).sum(1)
     same = n_spans_t[rows_t] == n_spans_f[rows_f]
-    rows_t, rows_f = rows_t[same], rows_f[same]
+    return rows_t[same], rows_f[same]
 
-    chosen_t, chosen_f = realize_and_filter(c, u, hasher, data, rep_units, frag_grams,
-                                             gram_len, gram_rep, rows_t, rows_f, cfg)
-    xs, ys, tx, fx = materialize(c, u, rep_units, frag_grams, gram_len, gram_rep,
-                                  chosen_t, chosen_f)
-    # exact re-check of what the hashes decided (novelty per side, no duplicates)
-    train_x = set(map(tuple, data["x"].to_list()))
-    train_y = set(map(tuple, data["y"].to_list()))
-    seen, keep_i = set(), []
-    for i, (x, y) in enumerate(zip(xs, ys)):
-        tx_, ty_ = tuple(x), tuple(y)
-        if (cfg.output_only or tx_ not in train_x) and ty_ not in train_y and (tx_, ty_) not in seen:
-            seen.add((tx_, ty_))
-            keep_i.append(i)
-    if cfg.n_sample is not None:
-        keep_i = keep_i[: cfg.n_sample]
-    out = pl.DataFrame({"x": [xs[i] for i in keep_i], "y": [ys[i] for i in keep_i],
-                        "split": [SPLIT_NAME] * len(keep_i)},
-                       schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
-    stats.update(
-        synthesized=out.height,
-        templates_used=len(set(chosen_t[keep_i].tolist())),
-        fragments_used=len(set(chosen_f[keep_i].tolist())),
-        seconds=round(clock(), 3),
-        peak_rss_mb=round(peak_rss_mb(), 1),
-    )
-    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i], data)
+
+def _exact_check(xs, ys, data: pl.DataFrame, cfg) -> list[int]:
+    """Indices of the realized examples that are exactly novel (per side) and not
+    repeated, in order, up to n_sample: a re-check of what the hashes decided."""
+    schema = {"i": pl.Int64, "x": pl.List(pl.String), "y": pl.List(pl.String)}
+    cand = pl.DataFrame({"i": range(len(xs)), "x": xs, "y": ys}, schema=schema)
+    if not cfg.output_only:
+        cand = cand.join(data.select("x").unique(), on="x", how="anti")
+    cand = (cand.join(data.select("y").unique(), on="y", how="anti").sort("i")
+            .unique(subset=["x", "y"], keep="first", maintain_order=True))
+    keep_i = cand["i"].to_list()
+    return keep_i if cfg.n_sample is None else keep_i[: cfg.n_sample]
 
 
 def _empty_result(stats, clock, data) -> GecaResult:

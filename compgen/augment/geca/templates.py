@@ -31,7 +31,7 @@ def rep_rows(u: Units, inst_units: np.ndarray):
     return inst, pos, length, k
 
 
-def _template_keys(c: Corpus, u: Units, hasher: Hasher, inst_units: np.ndarray,
+def template_keys(c: Corpus, u: Units, hasher: Hasher, inst_units: np.ndarray,
                    chunk: int = 1_500_000) -> np.ndarray:
     keys = np.empty(len(inst_units), U64)
     wug_h = [h.hv[c.wug0: c.wug0 + 3] for h in hasher.h]
@@ -46,7 +46,7 @@ def _template_keys(c: Corpus, u: Units, hasher: Hasher, inst_units: np.ndarray,
     return keys
 
 
-def _prehash(c: Corpus, u: Units, hasher: Hasher, inst_units: np.ndarray) -> np.ndarray:
+def prehash(c: Corpus, u: Units, hasher: Hasher, inst_units: np.ndarray) -> np.ndarray:
     """A cheap necessary condition for two instances to have the same template, O(1) per
     instance: hashes of the template's token multiset, its length, the tokens before its
     first hole and those after its last hole."""
@@ -91,9 +91,9 @@ def template_ids(c, u, hasher, inst, fkey, keep_all: bool):
     if keep_all:
         shared = np.ones(n, bool)
     else:
-        _, _, pinv = unique(_prehash(c, u, hasher, inst))
+        _, _, pinv = unique(prehash(c, u, hasher, inst))
         shared = np.bincount(pinv)[pinv] > 1
-    tkey = _template_keys(c, u, hasher, inst[shared])
+    tkey = template_keys(c, u, hasher, inst[shared])
     _, _, tid_shared = unique(tkey)
     n_shared = int(tid_shared.max(initial=-1)) + 1
     inst_t = np.empty(n, np.int64)

@@ -1,0 +1,71 @@
+"""Ray: the import with a one-line error when it is missing, and a connection to a
+cluster (or a local one) whose workers import this very compgen. Shared by every layer
+that runs Ray tasks (GECA's partitions, sampling, pipeline seeds)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from compgen.errors import UserError
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray needs the ray package: pip install 'compgen[ray]'") from None
+    return ray
+
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """A UserError unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
+    within ``timeout`` seconds: Ray itself retries an unreachable head for minutes."""
+    import socket
+
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return   # a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except socket.gaierror:
+        raise UserError(f"--ray {address}: unknown host {host!r}") from None
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise UserError(f"--ray {address}: cannot connect within {timeout:g} s ({reason})"
+                        ) from None
+
+
+def start_ray(address: str | None, workers: int):
+    """Connect to ``address``, or start a local cluster with ``workers`` CPUs."""
+    ray = import_ray()
+    check_reachable(address)
+    source = str(Path(__file__).resolve().parents[1])   # the folder holding this compgen
+    # workers import this very compgen, whatever the cluster's Python path says
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+        p for p in (source, os.environ.get("PYTHONPATH")) if p)}}
+    # Ray says on every start that token authentication (its default) is on: not a line
+    # for compgen's users, who did not choose it
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
+    if not ray.is_initialized():
+        kwargs = {"num_cpus": workers} if not address else {}
+        import contextlib
+
+        from compgen.io import quiet_native_stderr
+
+        # connecting, Ray's C++ client logs every retry straight to fd 2
+        quiet = quiet_native_stderr() if address else contextlib.nullcontext()
+        try:
+            with quiet:
+                ray.init(address=address or None, runtime_env=env, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False, **kwargs)
+        except ConnectionError as exc:   # an answer that is no Ray head
+            raise UserError(f"--ray {address}: {str(exc).strip().splitlines()[0]}") from None
+    return ray
