@@ -99,8 +99,9 @@ def run_job(tree: Path, args: list[str], backend: str, precision: str, out: Path
     if proc.returncode != 0:
         raise SystemExit(f"{tree.name}: {' '.join(cmd[3:])} failed:\n{stderr[-2000:]}")
     summary = stdout + stderr
-    decoded = re.search(r"([\d,]+) candidates decoded", summary)
-    accepted = re.search(r"([\d.]+)% accepted", summary)
+    # the summary line may be wrapped at any space
+    decoded = re.search(r"([\d,]+)\s+candidates\s+decoded", summary)
+    accepted = re.search(r"([\d.]+)%\s+accepted", summary)
     return {"wall_s": round(wall, 2),
             "decoded": int(decoded.group(1).replace(",", "")) if decoded else None,
             "acceptance": round(float(accepted.group(1)) / 100, 4) if accepted else None}
