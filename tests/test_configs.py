@@ -133,8 +133,8 @@ def test_cli_bad_preset_key_is_one_error_line_and_exit_2(tmp_path, command):
 
 def test_sample_section_keys_are_the_ones_the_sampler_reads():
     # SampleOptions takes every field from [sample] except the per-run ones (precision
-    # depends on the CPU it runs on); the filter reads novel
-    per_run = {"seed", "threads", "test_dropout", "precision"}
+    # and device depend on the machine it runs on); the filter reads novel
+    per_run = {"seed", "threads", "test_dropout", "precision", "device"}
     read = {f.name for f in dataclasses.fields(SampleOptions)} - per_run | {"novel"}
     assert {f.name for f in dataclasses.fields(SampleConfig)} == read
 

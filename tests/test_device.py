@@ -111,7 +111,7 @@ def test_the_sample_summary_names_the_device_and_the_providers_in_use(tmp_path):
                 "--device", "cpu", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "samples in" in proc.stdout
-    assert "on cpu (CPUExecutionProvider) ->" in proc.stdout
+    assert "on cpu (CPUExecutionProvider), fp32 (" in proc.stdout
     from compgen.runtime.sampler import sample_exported
 
     run = sample_exported(SHIPPED, 2, nsamples=2, batch_size=8, threads=1, device="cpu",
