@@ -133,7 +133,9 @@ def test_select_command(tmp_path, tiny_model):
     chosen = out.read_text(encoding="utf-8").splitlines()
     assert len(chosen) == len(set(chosen)) == 6
     assert {line.split("\t")[2] for line in chosen} == {"V;PST", "V;FUT"}
-    assert len(cache.read_text().splitlines()) == 24
+    # one score per pool row, after the line that records what they were computed with
+    header, *scores = cache.read_text().splitlines()
+    assert header.startswith("# compgen uncertainty scores") and len(scores) == 24
     bad = tmp_path / "bad.tsv"
     bad.write_text("kal\tkalar\n", encoding="utf-8")
     empty = tmp_path / "empty.tsv"
