@@ -58,6 +58,11 @@ def _gpu_out_of_memory_exit(exc: BaseException) -> None:
         sys.exit(2)
 
 
+def _disk_full_exit(where: str) -> None:
+    sys.stderr.write(f"error: {where}no space left on the device (disk full or over quota)\n")
+    sys.exit(2)
+
+
 def main() -> None:
     import errno
     import signal
@@ -90,8 +95,7 @@ def main() -> None:
             raise
         exc.__traceback__ = None
         where = f"{exc.filename}: " if exc.filename else ""
-        sys.stderr.write(f"error: {where}no space left on the device (disk full or over quota)\n")
-        sys.exit(2)
+        _disk_full_exit(where)
     except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
         _gpu_out_of_memory_exit(exc)
         if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
@@ -102,6 +106,11 @@ def main() -> None:
         sys.exit(130)
     except BaseException as exc:
         _gpu_out_of_memory_exit(exc)   # ONNX Runtime's errors are no RuntimeError
+        # Polars writing Parquet (GECA's spill, outputs) reports a full disk as a
+        # ComputeError holding the OS error, not as an OSError
+        if "(os error 28)" in str(exc) or "(os error 122)" in str(exc):
+            exc.__traceback__ = None
+            _disk_full_exit("")
         # Polars reports a failed allocation under a limit as a Rust panic (PanicException,
         # a BaseException) whose text does not say memory
         if type(exc).__name__ != "PanicException" or address_space_limit() is None:
