@@ -6,10 +6,12 @@ needs it)."""
 
 __version__ = "0.1.0"
 
-_API = ("load", "geca", "csl", "stem_corrupt", "train_predictor", "train_generator", "export", "sample",
-        "evaluate", "kenlm_train", "perplexity")
-__all__ = ["__version__", "csl", "evaluate", "export", "geca", "kenlm_train", "load",
-           "perplexity", "sample", "stem_corrupt", "train_generator", "train_predictor"]
+# no name of a subpackage or submodule (compgen.export, compgen.evaluate): importing one
+# binds it on the package and would hide the function of the same name
+_API = ("load", "geca", "csl", "stem_corrupt", "train_predictor", "train_generator",
+        "export_model", "sample", "evaluate_model", "kenlm_train", "perplexity")
+__all__ = ["__version__", "csl", "evaluate_model", "export_model", "geca", "kenlm_train",
+           "load", "perplexity", "sample", "stem_corrupt", "train_generator", "train_predictor"]
 
 
 def __getattr__(name: str):

@@ -7,7 +7,7 @@ are imported by the call that needs them, never by ``import compgen``.
     data = compgen.load("tests/data/numbers/jsonl")          # train/dev/test splits
     extra = compgen.geca(data)                                # x, y, split="geca"
     compgen.train_predictor(data, "p.pt", augment=extra, epochs=1)
-    compgen.evaluate("p.pt", data)                            # exact match per set
+    compgen.evaluate_model("p.pt", data)                            # exact match per set
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
                      epochs=epochs, progress=False, log=lambda line: None)
 
 
-def export(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
+def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
     """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
     manifest); returns the manifest."""
     from compgen.export.generator import export_checkpoint
@@ -200,7 +200,7 @@ def sample(source: PathLike, n: int, *, backend: str | None = None, **options: A
     return make_table([s.x for s in run.samples], [s.y for s in run.samples], "sample")
 
 
-def evaluate(model: PathLike, data: PathLike | pl.DataFrame | None = None, *,
+def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None, *,
              beam: int = 0, data_dir: PathLike | None = None) -> pl.DataFrame:
     """Exact match (and F1) of a predictor checkpoint or export folder on the test split
     of ``data`` (default: the data it was trained on): one row per evaluation set."""

@@ -25,9 +25,16 @@ def data():
 
 
 def test_every_api_function_is_exported():
+    # importing a submodule binds it on the package: no API function may share its name
+    import compgen.evaluate
+    import compgen.export
+
     for name in compgen.__all__:
-        assert callable(getattr(compgen, name)) or name == "__version__"
+        assert callable(getattr(compgen, name)) or name == "__version__", name
     assert "stem_corrupt" in compgen.__all__
+    package = Path(compgen.__file__).parent
+    assert not [n for n in compgen.__all__ if (package / f"{n}.py").exists()
+                or (package / n).is_dir()]
 
 
 def test_csl_on_a_dataframe_gives_novel_rows(data):
@@ -73,7 +80,7 @@ def test_predictor_trains_with_augmentation_and_evaluates(tmp_path, data):
     assert extra.height > 0 and set(extra["split"]) == {"geca"}
     summary = compgen.train_predictor(data, tmp_path / "p.pt", augment=extra, epochs=1)
     assert summary["epochs"] == 1 and 0.0 <= summary["dev_exact_match"] <= 1.0
-    scores = compgen.evaluate(tmp_path / "p.pt", data)
+    scores = compgen.evaluate_model(tmp_path / "p.pt", data)
     assert "exact_match" in scores.columns and scores.height >= 1
     assert 0.0 <= scores["exact_match"][0] <= 1.0
 
@@ -81,7 +88,7 @@ def test_predictor_trains_with_augmentation_and_evaluates(tmp_path, data):
 def test_generator_trains_exports_and_samples_on_two_backends(tmp_path, data):
     result = compgen.train_generator(data, tmp_path / "g.pt", epochs=1, overrides=TINY_GENERATOR)
     assert result.finished and result.steps > 0 and (tmp_path / "g.pt").is_file()
-    manifest = compgen.export(tmp_path / "g.pt", tmp_path / "exported", parity_sets=8,
+    manifest = compgen.export_model(tmp_path / "g.pt", tmp_path / "exported", parity_sets=8,
                               max_prototypes=300)
     assert manifest["kind"] == "recombine"
     moved = tmp_path / "elsewhere"
