@@ -159,6 +159,7 @@ class SampleRun:
     decoded: int | None = None  # candidates decoded (rows), accepted or not
     tuples: str = ""  # which prototype tuples were decoded (exports)
     device: str | None = None  # where it ran: device (and ONNX Runtime's providers in use)
+    train: pl.DataFrame | None = None  # the training pairs the filters read (exports)
 
 
 def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
@@ -228,7 +229,9 @@ def scan_quality(run: SampleRun, data_dir=None) -> dict | None:
 
     if not run.data.startswith("scan/"):
         return None
-    train = select_split(load_dataset(run.data, data_dir), "train")
+    # an export's run carries the training pairs it shipped: no second reading of the set
+    train = run.train if run.train is not None else select_split(
+        load_dataset(run.data, data_dir), "train")
     primitive = "jump" if "jump" in run.data else "right"
     report = scan_sample_report([(s.x, s.y) for s in run.samples], train,
                                 load_scan_grammar(resolve_data_dir(data_dir)), primitive)

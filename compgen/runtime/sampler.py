@@ -244,7 +244,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
-                     tally.decoded, selection.description, where)
+                     tally.decoded, selection.description, where, table)
 
 
 def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
