@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,6 +140,8 @@ def quality(out: Path) -> dict:
 
 
 def main() -> None:
+    # a stopped benchmark (SIGTERM) unwinds like Ctrl-C: its temporary folders are removed
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", default="a,b,c")
     parser.add_argument("--backends", default=",".join(BACKENDS),

@@ -57,19 +57,26 @@ def test_a_newline_in_the_output_path_is_a_file_name_not_a_job_line(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
 
 
-def test_sigterm_kills_the_runner_and_nothing_is_written_after(tmp_path):
+def start_long_cpp_job(out):
+    """A `compgen sample --backend cpp` job that runs for minutes (every stored tuple), and
+    its runner process once it has started (None if it never did)."""
     build_runner(log=lambda m: None)
-    out = tmp_path / "s.tsv"
     proc = subprocess.Popen(
         [sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend", "cpp", "--n", "4000",
          "--nsamples", "4000", "--batch-size", "64", "--max-rounds", "1000", "--threads", "1",
-         "--all-prototypes",  # every stored tuple: a job that runs for minutes
-         "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+         "--all-prototypes", "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     runner = None
     deadline = time.monotonic() + 240
     while runner is None and time.monotonic() < deadline and proc.poll() is None:
         runner = next(iter(children_of(proc.pid)), None)
         time.sleep(0.2)
+    return proc, runner
+
+
+def test_sigterm_kills_the_runner_and_nothing_is_written_after(tmp_path):
+    out = tmp_path / "s.tsv"
+    proc, runner = start_long_cpp_job(out)
     if runner is None:
         proc.kill()
         pytest.fail("the runner did not start: " + proc.communicate()[1].decode()[-500:])
@@ -85,18 +92,8 @@ def test_sigterm_kills_the_runner_and_nothing_is_written_after(tmp_path):
 
 def test_a_runner_whose_parent_is_killed_dies_too(tmp_path):
     """SIGKILL leaves no handler to run: the runner dies by its parent-death signal."""
-    build_runner(log=lambda m: None)
     out = tmp_path / "s.tsv"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend", "cpp", "--n", "4000",
-         "--nsamples", "4000", "--batch-size", "64", "--max-rounds", "1000", "--threads", "1",
-         "--all-prototypes",  # every stored tuple: a job that runs for minutes
-         "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENV)
-    runner = None
-    deadline = time.monotonic() + 240
-    while runner is None and time.monotonic() < deadline and proc.poll() is None:
-        runner = next(iter(children_of(proc.pid)), None)
-        time.sleep(0.2)
+    proc, runner = start_long_cpp_job(out)
     assert runner is not None
     time.sleep(1.0)
     proc.kill()
