@@ -130,6 +130,7 @@ def test_spill_folder_removed_on_error_and_ctrl_c(tmp_path):
 
 
 def test_spill_folder_removed_on_sigterm(tmp_path, data_dir):
+    load_training("lm/tok")   # here first: without the corpus the test is skipped, not failed
     child = textwrap.dedent(f"""
         import time
         from compgen.augment.geca import Execution, geca_augment, load_training, make_config
@@ -141,7 +142,7 @@ def test_spill_folder_removed_on_sigterm(tmp_path, data_dir):
                      execution=Execution(partitions=20, spill_dir={str(tmp_path)!r}))
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "COMPGEN_TEST_DATA": str(data_dir)}
+           "COMPGEN_TEST_DATA": str(data_dir), "COMPGEN_DATA": str(data_dir)}
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "spilled"
