@@ -6,7 +6,7 @@ needs it)."""
 
 __version__ = "0.1.0"
 
-# no name of a subpackage or submodule (compgen.export, compgen.evaluate): importing one
+# no name of a subpackage or submodule (compgen.export, compgen.evaluation.evaluate): importing one
 # binds it on the package and would hide the function of the same name
 _API = ("load", "geca", "csl", "stem_corrupt", "train_predictor", "train_generator",
         "export_model", "sample", "evaluate_model", "kenlm_train", "perplexity")

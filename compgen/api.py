@@ -151,7 +151,7 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                     label: str | None = None, data_dir: PathLike | None = None) -> dict:
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
     checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...)."""
-    from compgen.train_seq2seq import train_predictor as train
+    from compgen.training.predictor import train_predictor as train
 
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
         return train(_as_path(data, Path(tmp), "data"), config, output,
@@ -168,8 +168,8 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
     folder or DataFrame; the checkpoint keeps the training pairs sampling needs) and write
     the checkpoint ``output``; returns the training result. ``overrides`` replace preset
     values by ``section.key`` (``{"model.hidden": 32, "train.batch_size": 32}``)."""
-    from compgen.checkpoint import apply_overrides, default_preset, load_preset
-    from compgen.train import train_generator as train
+    from compgen.training.checkpoint import apply_overrides, default_preset, load_preset
+    from compgen.training.generator import train_generator as train
 
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
         name = _as_path(data, Path(tmp), "data")
@@ -194,7 +194,7 @@ def sample(source: PathLike, n: int, *, backend: str | None = None, **options: A
     """Sample ``n`` pairs from a generator checkpoint or export folder (``backend``: onnx,
     cpp, ...); the rows as a table (``split`` = ``sample``)."""
     from compgen.data.table import make_table
-    from compgen.runtime.sampler import sample as run_sample
+    from compgen.sampling.run import sample as run_sample
 
     run = run_sample(source, backend, n=n, log=lambda line: None, **options)
     return make_table([s.x for s in run.samples], [s.y for s in run.samples], "sample")
@@ -206,7 +206,7 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
     of ``data`` (default: the data it was trained on): one row per evaluation set."""
     import polars as pl
 
-    from compgen.evaluate import evaluate_predictor
+    from compgen.evaluation.evaluate import evaluate_predictor
 
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
         name = None if data is None else _as_path(data, Path(tmp), "data")

@@ -8,10 +8,10 @@
   only in a banner printed to stdout, where samples go without ``-o``: sessions on a
   CUDA device are made with stdout pointed at stderr).
 * Training on CUDA: bf16 autocast where the GPU computes bf16 (on the CPU, bf16 is decided
-  from the CPU flags, ``compgen.precision``), TF32 matrix products when asked, batches
+  from the CPU flags, ``compgen.system.precision``), TF32 matrix products when asked, batches
   copied from pinned memory without waiting.
 
-The machine report of ``compgen env`` is in :mod:`compgen.runtime.environment`.
+The machine report of ``compgen env`` is in :mod:`compgen.system.environment`.
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ def as_device(device: str | Device | None) -> Device:
 
 def training_precision(requested: str, device: Device, option: str = "--precision") -> str:
     """``auto`` | ``fp32`` | ``bf16`` -> ``fp32`` or ``bf16`` on ``device``: on the CPU
-    from its flags (``compgen.precision``), on CUDA from what the GPU computes."""
-    from compgen.precision import PRECISIONS, resolve_precision
+    from its flags (``compgen.system.precision``), on CUDA from what the GPU computes."""
+    from compgen.system.precision import PRECISIONS, resolve_precision
 
     if not device.cuda:
         return resolve_precision(requested, option)

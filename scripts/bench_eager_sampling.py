@@ -15,11 +15,11 @@ import time
 
 import torch
 
-from compgen.checkpoint import build_recombine, load_generator
 from compgen.data import load_dataset
-from compgen.generator_data import encode_items, generator_data, make_batch
 from compgen.models.recombine import collate_prototypes
-from compgen.sampling import prototype_source, sample_batch
+from compgen.sampling.eager import prototype_source, sample_batch
+from compgen.training.checkpoint import build_recombine, load_generator
+from compgen.training.generator_data import encode_items, generator_data, make_batch
 
 
 def bench_sampling(model, vocab, draw, batch: int, strategy: str, temperature: float,

@@ -41,7 +41,7 @@ def cpu_flags() -> str:
 def in_sampling(backend: str, args) -> dict:
     """One sampling run with the LM; the scorer's counts as that backend reports them."""
     from compgen.lm.rerank import LmRanking
-    from compgen.runtime.sampler import sample_exported
+    from compgen.sampling.run import sample_exported
 
     spec = args.base + (f",{args.aug}" if args.aug else "")
     ranking = LmRanking.from_options(spec, args.weight, side=args.side, mix=args.mix,
@@ -59,8 +59,8 @@ def in_sampling(backend: str, args) -> dict:
 
 def repeated(pairs, ranking, repeat: int) -> dict:
     """The same sentences scored ``repeat`` times by each scorer outside sampling."""
-    from compgen.export.cpp_runner import lm_score_binary, score_with_cpp
     from compgen.lm.scorer import side_text
+    from compgen.sampling.backends.cpp import lm_score_binary, score_with_cpp
 
     lm_score_binary(log=lambda m: None)  # built before the clock starts
     many = pairs * repeat

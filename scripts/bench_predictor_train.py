@@ -35,8 +35,8 @@ from compgen.data import load_dataset
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import Vocab
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
-from compgen.precision import cpu_flags
-from compgen.train_seq2seq import (
+from compgen.system.precision import cpu_flags
+from compgen.training.predictor import (
     MixedStream,
     conditional_pairs,
     load_preset,

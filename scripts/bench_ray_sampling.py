@@ -39,7 +39,7 @@ class CountingFactory:
     """The Ray decoder factory, keeping the decoder it made (for its counters)."""
 
     def __init__(self, workers: int, lookahead: int):
-        from compgen.runtime.ray_sampling import RayDecoderFactory
+        from compgen.sampling.backends.ray import RayDecoderFactory
 
         self.inner = RayDecoderFactory(None, workers, 1, lookahead)
         self.check = self.inner.check
@@ -64,7 +64,7 @@ class CountingFactory:
 def main() -> None:
     import ray
 
-    from compgen.runtime.sampler import sample_exported
+    from compgen.sampling.run import sample_exported
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)

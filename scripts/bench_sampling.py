@@ -7,7 +7,7 @@ Without --checkpoint a generator of the reference size (recombine_scan: H 512, E
 A 128) is initialised at random and exported; throughput does not depend on training as
 long as every backend decodes the same number of steps, so decoding runs greedy for
 ``--steps`` steps (a random model rarely emits </s>). Every backend runs the same
-decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples:
+decoding contract (``compgen.decoding.core``) and every call decodes fresh prototype tuples:
 consecutive stored tuples, as a sampling run takes them, and never a tuple an earlier
 measurement of that backend decoded. The exported backends encode each distinct
 prototype once (``PrototypeCache``); the eager model encodes every prototype of every
@@ -47,17 +47,17 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compgen.decoding import MODES, Contract, decode
+from compgen.decoding.core import MODES, Contract, decode
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.compiled_decoder import CompiledBf16Generator
-from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
-from compgen.export.onnx_decoder import OnnxGenerator
 from compgen.export.reduced import bf16_libraries, bf16_sampler
-from compgen.export.torchscript_decoder import TorchScriptGenerator
-from compgen.precision import cpu_has_bf16
-from compgen.sampling import EagerStepper
+from compgen.sampling.backends.compiled import CompiledBf16Generator
+from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
+from compgen.sampling.backends.onnx import OnnxGenerator
+from compgen.sampling.backends.torchscript import TorchScriptGenerator
+from compgen.sampling.eager import EagerStepper
+from compgen.system.precision import cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni",
@@ -115,9 +115,9 @@ def rate(fn, batch: int, min_seconds: float) -> float:
 
 
 def random_checkpoint(path: Path, data: str) -> None:
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan")
     config["data"] = data
@@ -160,7 +160,7 @@ def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads
 
 
 def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
-    """The Python backends of an export that decode through ``compgen.decoding``: fp32
+    """The Python backends of an export that decode through ``compgen.decoding.core``: fp32
     TorchScript and ONNX, int8 ONNX, and bf16 TorchScript where the CPU has the units."""
     gens = {"torchscript": TorchScriptGenerator(folder, manifest, threads),
             "onnx": OnnxGenerator(folder, manifest, threads),
@@ -174,11 +174,11 @@ def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
 def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: bool) -> dict:
     """Greedy samples of a trained export, fp32 ONNX against each reduced-precision path:
     the share of correct SCAN pairs, and the share of outputs equal to fp32's."""
+    from compgen.data.resample import split_datum
     from compgen.data.scan import load_scan_grammar, scan_sample_report
     from compgen.data.sources import resolve_data_dir
     from compgen.data.vocab import Vocab
-    from compgen.resample import split_datum
-    from compgen.runtime.sampler import shipped_training_table
+    from compgen.sampling.run import shipped_training_table
 
     contract = Contract.from_manifest(manifest["decoding"])
     vocab = Vocab.load(folder / "vocab.json")
@@ -240,7 +240,7 @@ def main() -> None:
     manifest = export_checkpoint(checkpoint, folder, parity_sets=64, cpp_binary=binary,
                                  log=lambda m: print(m, file=sys.stderr))
 
-    from compgen.checkpoint import load_generator
+    from compgen.training.checkpoint import load_generator
 
     model = deterministic(load_generator(checkpoint)[0])
     steps = args.steps

@@ -70,7 +70,7 @@ def _train_update(triples, lang: str) -> dict:
         pad_batch,
         source_tokens,
     )
-    from compgen.train_inflection import _loss, dev_loss
+    from compgen.training.inflection import _loss, dev_loss
 
     torch.set_num_threads(1)
     src_vocab = CharVocab.build(source_tokens(a, t) for a, _, t in triples)

@@ -110,10 +110,16 @@ def worker(spec: dict) -> None:
     ones (if any), print JSON."""
     import torch
 
-    from compgen import train
-    from compgen.checkpoint import apply_overrides, load_preset
-    from compgen.generator_data import generator_data
-    from compgen.train import train_generator
+    try:
+        from compgen.training import generator as train
+        from compgen.training.checkpoint import apply_overrides, load_preset
+        from compgen.training.generator_data import generator_data
+    except ImportError:  # a base tree from before the training package
+        from compgen.checkpoint import apply_overrides, load_preset  # type: ignore[no-redef]
+        from compgen.generator_data import generator_data  # type: ignore[no-redef]
+
+        from compgen import train  # type: ignore[no-redef]
+    train_generator = train.train_generator
 
     cfg = apply_overrides(load_preset(spec["preset"]),
                           {"train.threads": spec["threads"], "train.seed": spec["seed"],
@@ -161,8 +167,8 @@ def fixed_loss(checkpoint: Path, data: str, tuples: int = 512) -> float:
     """Per-token NLL on the first ``tuples`` training tuples, one fixed dropout stream."""
     import torch
 
-    from compgen.checkpoint import load_generator
-    from compgen.generator_data import encode_items, generator_data, make_batch
+    from compgen.training.checkpoint import load_generator
+    from compgen.training.generator_data import encode_items, generator_data, make_batch
 
     model, vocab, _ = load_generator(checkpoint)
     prepared = generator_data(data, model.nproto, 0, 0.1, None)

@@ -15,8 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from compgen.runtime.sampler import BACKENDS, sample_exported
-from compgen.sample_collection import Tally, scan_quality
+from compgen.sampling.collection import Tally, scan_quality
+from compgen.sampling.run import BACKENDS, sample_exported
 
 
 def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | None,

@@ -157,8 +157,8 @@ def fuzz_readers(n: int, work: Path) -> dict:
 def tiny_checkpoint(work: Path) -> Path:
     import torch
 
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import Vocab, load_dataset
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan_cpu")
     config["data"] = "scan/jump"
@@ -194,7 +194,7 @@ def fuzz_checkpoints(n: int, work: Path) -> dict:
     import torch
     from safetensors.torch import load, save
 
-    from compgen.checkpoint import load_checkpoint, load_generator
+    from compgen.training.checkpoint import load_checkpoint, load_generator
 
     source = tiny_checkpoint(work)
     raw = source.read_bytes()
@@ -260,7 +260,7 @@ file_edits = st.tuples(st.sampled_from(["vocab.json", "prototypes.txt", "vocab.t
 def fuzz_exports(n: int, work: Path) -> dict:
     from compgen.export.artifact import load_manifest, sha256
     from compgen.export.generator import export_checkpoint
-    from compgen.runtime.verify import check_generator_backends
+    from compgen.sampling.verify import check_generator_backends
 
     source = work / "export"
     export_checkpoint(tiny_checkpoint(work), source, parity_sets=8, log=lambda m: None,

@@ -77,8 +77,8 @@ import numpy as np
 import torch
 
 from compgen.export.artifact import load_manifest
-from compgen.runtime.sampler import PrototypeCycle, make_decoder
-from compgen.sample_options import SampleOptions
+from compgen.sampling.run import PrototypeCycle, make_decoder
+from compgen.sampling.options import SampleOptions
 
 folder = Path("exported/scan-jump-recomb2")
 manifest = load_manifest(folder)

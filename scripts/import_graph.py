@@ -21,23 +21,25 @@ from pathlib import Path
 
 # (layer, {group: module prefixes}) from the bottom up
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
-    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.cache",
-                       "compgen.memory",
-                       "compgen.precision", "compgen.device", "compgen.ray_cluster",
-                       "compgen.plots", "compgen.configs")}),
-    ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment",
-                       "compgen.resample")}),
-    # neural models, KenLM n-gram models, the decoding contract and the options it takes
-    ("models", {"models": ("compgen.models", "compgen.lm", "compgen.checkpoint",
-                           "compgen.scoring", "compgen.decoding", "compgen.random_stream",
-                           "compgen.sample_options")}),
-    ("train/sampling", {"train": ("compgen.train", "compgen.train_seq2seq",
-                                  "compgen.train_inflection", "compgen.generator_data"),
-                        "sampling": ("compgen.sampling", "compgen.sample_collection")}),
+    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.device",
+                       "compgen.system", "compgen.configs")}),
+    ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment")}),
+    # neural models, KenLM n-gram models, the decoding core and the metrics every trainer
+    # and evaluator shares
+    ("models", {"models": ("compgen.models", "compgen.lm", "compgen.decoding",
+                           "compgen.evaluation.metrics")}),
+    ("training", {"training": ("compgen.training",)}),
+    # what reads and writes an export folder: its format, the graphs traced into it
+    ("graphs", {"graphs": ("compgen.export.artifact", "compgen.export.card",
+                           "compgen.export.graphs", "compgen.export.predictor_graphs",
+                           "compgen.export.torchscript", "compgen.export.onnx_export",
+                           "compgen.export.ties",
+                           "compgen.export.reduced", "compgen.export.compiled")}),
+    ("sampling", {"sampling": ("compgen.sampling",)}),
     ("export", {"export": ("compgen.export",)}),
-    ("runtime", {"runtime": ("compgen.runtime",)}),
-    ("pipelines", {"pipelines": ("compgen.evaluate", "compgen.direct_inference",
-                                 "compgen.pipeline", "compgen.pipelines", "compgen.inspection")}),
+    # the machine report probes every part (torch, ONNX Runtime, KenLM), so it sits high
+    ("pipelines", {"pipelines": ("compgen.evaluation", "compgen.pipelines"),
+                   "report": ("compgen.system.environment",)}),
     # the command line and the Python API: two facades over everything below
     ("cli", {"cli": ("compgen.cli", "compgen.__main__"), "api": ("compgen.api",)}),
 ]

@@ -78,10 +78,10 @@ def decode_candidates(export: Path, args):
     """(accepted candidates in decoding order, every decoded (tokens, logprob) row)."""
     from compgen.data.vocab import Vocab
     from compgen.export.artifact import load_manifest
-    from compgen.runtime.sampler import PrototypeCycle, make_decoder, shipped_training_table
-    from compgen.runtime.tuple_selection import TupleSelection
-    from compgen.sample_options import SampleOptions
-    from compgen.sampling import collect_decoded, make_filter
+    from compgen.sampling.eager import collect_decoded, make_filter
+    from compgen.sampling.options import SampleOptions
+    from compgen.sampling.run import PrototypeCycle, make_decoder, shipped_training_table
+    from compgen.sampling.tuple_selection import TupleSelection
 
     manifest = load_manifest(export)
     options = SampleOptions.resolve(manifest["config"], n=args.n, nsamples=args.nsamples,
@@ -111,8 +111,8 @@ def validation_candidates(rows, train_pairs, primitive: str):
     """Training pairs without ``primitive`` in context (its uses alone stay, as the jump
     split keeps "jump"), and the decoded rows a novel-filter against them accepts whose
     input is a training input, labelled by its output."""
-    from compgen.resample import SampleFilter
-    from compgen.sampling import Sample
+    from compgen.data.resample import SampleFilter
+    from compgen.sampling.eager import Sample
 
     truth = {tuple(x): tuple(y) for x, y in train_pairs}
     pseudo = [(x, y) for x, y in train_pairs if primitive not in x or list(x) == [primitive]]
@@ -128,7 +128,7 @@ def validation_candidates(rows, train_pairs, primitive: str):
 
 def kept_share(candidates, labels, k: int, ranking=None) -> float:
     """Share correct among the k kept (by the generator's score without ``ranking``)."""
-    from compgen.sampling import Sample, most_probable
+    from compgen.sampling.eager import Sample, most_probable
 
     copies = [Sample(c.x, c.y, c.logprob) for c in candidates]
     index = {id(c): i for i, c in enumerate(copies)}
@@ -157,7 +157,7 @@ def main() -> None:
     from compgen.data.sources import resolve_data_dir
     from compgen.export.artifact import TRAINING_PAIRS
     from compgen.io import write_samples_tsv
-    from compgen.runtime.sampler import shipped_training_table
+    from compgen.sampling.run import shipped_training_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, default=ROOT / "exported" / "scan-jump-recomb2")

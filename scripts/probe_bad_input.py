@@ -95,10 +95,10 @@ def run_probe(probe: Probe, fixtures: dict, base: Path) -> dict:
 def make_fixtures(base: Path) -> dict:
     import torch
 
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import Vocab, load_dataset
     from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-    from compgen.train_seq2seq import conditional_pairs, save_predictor
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
+    from compgen.training.predictor import conditional_pairs, save_predictor
 
     base.mkdir(parents=True, exist_ok=True)
     table = load_dataset("scan/jump")

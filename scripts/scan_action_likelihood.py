@@ -23,15 +23,15 @@ import numpy as np
 import torch
 from scan_breakdown import use_of
 
-from compgen.checkpoint import load_generator
 from compgen.data import load_dataset
 from compgen.data.scan import load_scan_grammar
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import EOS_ID
 from compgen.models.recombine import collate_prototypes, collate_targets
-from compgen.sample_collection import make_filter, scan_rare_phrase
-from compgen.sample_options import SampleOptions
-from compgen.sampling import prototype_source, sample_batch
+from compgen.sampling.collection import make_filter, scan_rare_phrase
+from compgen.sampling.eager import prototype_source, sample_batch
+from compgen.sampling.options import SampleOptions
+from compgen.training.checkpoint import load_generator
 
 
 def sequence_nll(model, ids: list[int], protos: torch.Tensor) -> float:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from compgen.data.scan import load_scan_grammar
 from compgen.data.sources import resolve_data_dir
-from compgen.evaluate import evaluation_sets, evaluation_table, predictor_source
+from compgen.evaluation.evaluate import evaluation_sets, evaluation_table, predictor_source
+from compgen.evaluation.metrics import score_predictions
 from compgen.io import read_samples_tsv
-from compgen.sample_collection import scan_rare_phrase
-from compgen.scoring import score_predictions
+from compgen.sampling.collection import scan_rare_phrase
 
 MODIFIERS = ("twice", "thrice")
 DIRECTION_WORDS = ("around", "opposite")

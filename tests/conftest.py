@@ -172,7 +172,7 @@ def one_torch_thread():
 def kenlm_runner() -> Path:
     """The C++ runner built with KenLM's query library (compgen-sample scoring inside its
     loop, compgen-lm-score beside it); skipped where scripts/install_kenlm.sh did not run."""
-    from compgen.export.cpp_runner import build_runner, kenlm_query_dir
+    from compgen.sampling.backends.cpp import build_runner, kenlm_query_dir
 
     if not (kenlm_query_dir() / "lib" / "libkenlm.a").is_file():
         pytest.skip(f"KenLM's query library not built in {kenlm_query_dir()} "

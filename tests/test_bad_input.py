@@ -174,7 +174,7 @@ def test_evaluate_reads_a_data_file_as_its_test_set(tmp_path, capsys, monkeypatc
 
     from compgen.data import Vocab, load_dataset
     from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-    from compgen.train_seq2seq import conditional_pairs, save_predictor
+    from compgen.training.predictor import conditional_pairs, save_predictor
 
     table = load_dataset("scan/jump")
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
@@ -248,8 +248,8 @@ def tiny_checkpoint(tmp_path_factory):
     """A consistent generator checkpoint on SCAN jump's vocabulary (untrained, tiny)."""
     import torch
 
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import Vocab, load_dataset
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     config = load_preset("recombine_scan_cpu")
     config["data"] = "scan/jump"
@@ -430,7 +430,7 @@ def test_the_shipped_export_passes_the_load_checks(tmp_path, capsys, monkeypatch
 
 def test_a_huge_augmented_line_is_cut_before_it_is_encoded(tmp_path, monkeypatch):
     from compgen.data.vocab import Vocab
-    from compgen.train_seq2seq import train_predictor
+    from compgen.training.predictor import train_predictor
 
     data = tmp_path / "train.txt"
     data.write_text("".join(f"IN: {a} {b} OUT: I_{a.upper()} I_{b.upper()}\n"

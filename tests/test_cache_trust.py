@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from compgen import cache
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, sha256
+from compgen.system import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
@@ -74,7 +74,7 @@ def test_the_store_is_private_and_a_mismatch_is_removed_with_a_notice(private_ca
 def test_a_killed_builder_leaves_no_lock_that_blocks(private_cache, tmp_path):
     entry = cache.store("things") / "entry"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, sys.argv[1]); from compgen import cache\n"
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from compgen.system import cache\n"
         "with cache.build_lock(__import__('pathlib').Path(sys.argv[2])):\n"
         "    print('held', flush=True); time.sleep(60)"), str(ROOT), str(entry)],
         stdout=subprocess.PIPE, text=True)
@@ -86,7 +86,7 @@ def test_a_killed_builder_leaves_no_lock_that_blocks(private_cache, tmp_path):
 
 
 def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path):
-    from compgen.export.cpp_runner import _source_key
+    from compgen.sampling.backends.cpp import _source_key
 
     marker = tmp_path / "runner-ran"
     folder = private_cache / "cpp_runner" / _source_key()
@@ -122,7 +122,7 @@ def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, 
 def test_an_edited_optimised_graph_is_never_loaded(private_cache, capsys):
     import onnxruntime as ort
 
-    from compgen.export.onnx_decoder import _optimised_path, open_session
+    from compgen.sampling.backends.onnx import _optimised_path, open_session
 
     graph = SHIPPED / "prototypes.onnx"
     seqs = np.array([[8, 9, 10, 2]], dtype=np.int64)
@@ -178,7 +178,7 @@ def noisy_copy(tmp_path: Path) -> Path:
 
 def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_record(
         private_cache, tmp_path):
-    from compgen.runtime.verify import check_generator_backends, passed_record
+    from compgen.sampling.verify import check_generator_backends, passed_record
 
     folder = noisy_copy(tmp_path)
     manifest = load_manifest(folder)   # the checksums hold
@@ -192,7 +192,7 @@ def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_re
 
 
 def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
-    from compgen.export.load_check import finite_weights
+    from compgen.sampling.load_check import finite_weights
 
     model = torch.nn.Linear(3, 2)
     finite_weights(model, "ok.pt")

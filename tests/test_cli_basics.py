@@ -14,8 +14,8 @@ import torch
 import typer
 
 from compgen import __version__
-from compgen.checkpoint import CONFIG_DIR
 from compgen.cli import app
+from compgen.training.checkpoint import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,9 +109,9 @@ def test_data_stats_of_a_corpus_has_no_input_vocabulary(data_dir):
 
 @pytest.fixture(scope="module")
 def tiny_generator(tmp_path_factory):
-    from compgen.checkpoint import save_checkpoint
     from compgen.data.vocab import Vocab
     from compgen.models.recombine import Recombine, RecombineConfig
+    from compgen.training.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     vocab = Vocab.build([["walk", "jump", "I_WALK", "I_JUMP"]])
@@ -195,7 +195,7 @@ def test_pipeline_list_names_data_sets_as_data_list_does():
 def test_inspect_prints_non_ascii_text_as_itself():
     import json
 
-    from compgen.inspection import sections_text
+    from compgen.evaluation.inspection import sections_text
 
     sections = {"vocabulary": {"size": 3, "tokens": "ბ ა ლ"},
                 "config": {"data": "sigmorphon/georgian", "target": ["ბ", "ა"]}}

@@ -12,11 +12,17 @@ import pytest
 
 from compgen.augment.geca import GecaConfig, make_config
 from compgen.augment.geca import load_preset as load_geca_preset
-from compgen.checkpoint import CONFIG_DIR, check_preset, load_preset, preset_names, preset_sections
 from compgen.configs import GeneratorTrainConfig, SampleConfig, read_section
 from compgen.errors import UserError
-from compgen.sample_options import SampleOptions
-from compgen.train import train_generator
+from compgen.sampling.options import SampleOptions
+from compgen.training.checkpoint import (
+    CONFIG_DIR,
+    check_preset,
+    load_preset,
+    preset_names,
+    preset_sections,
+)
+from compgen.training.generator import train_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_KEYS = ("batch_size, checkpoint_seconds, dev_fraction, epochs, fused_decoder, gradnorm, "

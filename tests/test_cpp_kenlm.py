@@ -11,13 +11,13 @@ from pathlib import Path
 import kenlm
 import pytest
 
-from compgen.decoding import Contract, rank_key
+from compgen.decoding.core import Contract, rank_key
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest
-from compgen.export.cpp_runner import build_runner, job_text, score_with_cpp
 from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text
-from compgen.runtime.sampler import read_scored_samples, sample_exported
+from compgen.sampling.backends.cpp import build_runner, job_text, score_with_cpp
+from compgen.sampling.run import read_scored_samples, sample_exported
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from compgen.data.scan import load_scan_grammar
 from compgen.data.scan_semantics import interpret
 from compgen.io import read_samples_tsv
-from compgen.pipeline import CSL_SAMPLES, RUNS, PipelineOptions, Timer, make_csl
+from compgen.pipelines.runs import CSL_SAMPLES, RUNS, PipelineOptions, Timer, make_csl
 
 
 def test_csl_uniform_row_writes_samples_grammar_and_their_quality(small_scan: Path, tmp_path: Path):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from compgen.decoding import MODES, Contract, decode, prior_z
+from compgen.decoding.core import MODES, Contract, decode, prior_z
 from compgen.device import (
     CPU,
     DEVICE_ENV,
@@ -112,7 +112,7 @@ def test_the_sample_summary_names_the_device_and_the_providers_in_use(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "samples in" in proc.stdout
     assert "on cpu (CPUExecutionProvider), fp32 (" in proc.stdout
-    from compgen.runtime.sampler import sample_exported
+    from compgen.sampling.run import sample_exported
 
     run = sample_exported(SHIPPED, 2, nsamples=2, batch_size=8, threads=1, device="cpu",
                           log=lambda m: None)
@@ -123,7 +123,7 @@ def test_the_sample_summary_names_the_device_and_the_providers_in_use(tmp_path):
 
 
 def test_the_ort_caches_are_keyed_by_the_provider(tmp_path, monkeypatch):
-    from compgen.export.onnx_decoder import _optimised_path, open_session
+    from compgen.sampling.backends.onnx import _optimised_path, open_session
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("COMPGEN_NO_ORT_CACHE", raising=False)
@@ -157,7 +157,7 @@ def test_the_gpu_steppers_io_binding_decodes_as_the_cpu_stepper():
     ``OnnxStepper``, greedy and beam (beam reorders rows in place)."""
     from compgen.export.artifact import load_manifest, read_prototypes
     from compgen.export.generator import pad_tuples
-    from compgen.export.onnx_decoder import OnnxCudaStepper, OnnxGenerator
+    from compgen.sampling.backends.onnx import OnnxCudaStepper, OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
     gen = OnnxGenerator(SHIPPED, manifest, threads=1)

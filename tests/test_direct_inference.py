@@ -9,11 +9,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from compgen.checkpoint import apply_overrides, load_generator, load_preset
 from compgen.cli import app
 from compgen.data import load_dataset
 from compgen.data.vocab import PAD_ID, SEP, SEP_ID, Vocab
-from compgen.direct_inference import (
+from compgen.errors import UserError
+from compgen.evaluation.direct_inference import (
     LABEL,
     direct_inference,
     evaluate_direct,
@@ -23,12 +23,12 @@ from compgen.direct_inference import (
     setdiff,
     unique_pairs,
 )
-from compgen.errors import UserError
-from compgen.generator_data import GeneratorData
 from compgen.models.recombine import collate_prototypes, collate_targets, pad_2d
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-from compgen.train import train_generator
-from compgen.train_seq2seq import save_predictor
+from compgen.training.checkpoint import apply_overrides, load_generator, load_preset
+from compgen.training.generator import train_generator
+from compgen.training.generator_data import GeneratorData
+from compgen.training.predictor import save_predictor
 
 torch.set_num_threads(1)
 

@@ -55,8 +55,8 @@ def full_disk(tmp_path):
 def tiny_generator(tmp_path_factory):
     import torch
 
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.data import Vocab, load_dataset
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump")
     config = load_preset("recombine_scan_cpu")

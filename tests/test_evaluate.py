@@ -9,10 +9,16 @@ import pytest
 
 from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.errors import UserError
-from compgen.evaluate import aggregate, evaluation_sets, write_results
+from compgen.evaluation.evaluate import aggregate, evaluation_sets, write_results
+from compgen.evaluation.metrics import (
+    eval_units,
+    exact_match,
+    micro_f1,
+    reference_view,
+    score_predictions,
+)
+from compgen.evaluation.plots import plot_attention, plot_learning_curve
 from compgen.models.seq2seq import cut_prediction
-from compgen.plots import plot_attention, plot_learning_curve
-from compgen.scoring import eval_units, exact_match, micro_f1, reference_view, score_predictions
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -165,13 +171,13 @@ def test_generator_attention_figure(tmp_path, data_dir):
     import torch
     from typer.testing import CliRunner
 
-    from compgen.checkpoint import build_recombine, load_preset, save_checkpoint
     from compgen.cli import app
     from compgen.data import load_dataset
     from compgen.data.vocab import SEP, Vocab
+    from compgen.evaluation.plots import plot_generator_attention
     from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.plots import plot_generator_attention
-    from compgen.sampling import greedy_with_weights, sample_batch
+    from compgen.sampling.eager import greedy_with_weights, sample_batch
+    from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)
     train = table.filter(pl.col("split") == "train").head(6)
@@ -207,7 +213,7 @@ def test_generator_attention_figure(tmp_path, data_dir):
 
 
 def test_bad_checkpoints_are_user_errors(tmp_path):
-    from compgen.evaluate import evaluate_predictor
+    from compgen.evaluation.evaluate import evaluate_predictor
 
     not_ckpt = tmp_path / "model.pt"
     not_ckpt.write_text("hello")
@@ -231,9 +237,9 @@ def test_fewshot_novel_sizes_and_morphology_rows(tmp_path, data_dir):
 
     from compgen.data import load_dataset
     from compgen.data.vocab import Vocab
-    from compgen.evaluate import evaluate_predictor
+    from compgen.evaluation.evaluate import evaluate_predictor
     from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-    from compgen.train_seq2seq import conditional_pairs, save_predictor
+    from compgen.training.predictor import conditional_pairs, save_predictor
 
     table = load_dataset("sigmorphon/spanish/hints-4.0", data_dir)
     sets = evaluation_sets(table)

@@ -8,18 +8,23 @@ import numpy as np
 import pytest
 import torch
 
-from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
-from compgen.decoding import MODES, Contract, decode
+from compgen.decoding.core import MODES, Contract, decode
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.cpp_runner import build_runner
 from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
-from compgen.export.onnx_decoder import OnnxGenerator
-from compgen.export.torchscript_decoder import TorchScriptGenerator
-from compgen.sampling import banned_mask
+from compgen.sampling.backends.cpp import build_runner
+from compgen.sampling.backends.onnx import OnnxGenerator
+from compgen.sampling.backends.torchscript import TorchScriptGenerator
+from compgen.sampling.eager import banned_mask
+from compgen.training.checkpoint import (
+    build_recombine,
+    load_generator,
+    load_preset,
+    save_checkpoint,
+)
 
 COMPGEN = [sys.executable, "-m", "compgen"]
 

@@ -14,11 +14,11 @@ from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import LOGP_FLOOR, TOLERANCE, load_manifest
 from compgen.export.generator import export_checkpoint
-from compgen.export.onnx_predictor_decoder import OnnxPredictor
 from compgen.export.predictor import steps_read
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate, cut_prediction, greedy_search
-from compgen.runtime.predictor import predict_exported
-from compgen.train_seq2seq import conditional_pairs, load_predictor, save_predictor
+from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+from compgen.sampling.predictor import predict_exported
+from compgen.training.predictor import conditional_pairs, load_predictor, save_predictor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -180,7 +180,7 @@ def test_failed_validation_leaves_no_artifact(exported, tmp_path, small_scan, mo
 
 
 def test_predictor_exports_do_not_sample(exported):
-    from compgen.runtime.sampler import sample_exported
+    from compgen.sampling.run import sample_exported
 
     with pytest.raises(UserError, match="only generator exports sample"):
         sample_exported(exported[1], 5)

@@ -8,7 +8,7 @@ from compgen.data.vocab import PAD_ID, SEP, Vocab
 from compgen.export.artifact import parity_failures
 from compgen.export.ties import compare_outputs, sequence_logp
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling import beam_search
+from compgen.sampling.eager import beam_search
 
 WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]
 

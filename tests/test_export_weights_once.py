@@ -4,13 +4,18 @@ model (`--backend torch`) is rebuilt from model.ts, and the prototype list can b
 import pytest
 import torch
 
-from compgen.checkpoint import build_recombine, load_generator, load_preset, save_checkpoint
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.generator import export_checkpoint
-from compgen.runtime.sampler import eager_model, sample_exported
+from compgen.sampling.run import eager_model, sample_exported
+from compgen.training.checkpoint import (
+    build_recombine,
+    load_generator,
+    load_preset,
+    save_checkpoint,
+)
 
 
 def make_checkpoint(path, data_dir):

@@ -11,7 +11,7 @@ import torch
 
 from compgen.data.lemma_split import lemma_split_candidates, sample_rows
 from compgen.models.inflection import InflectionConfig
-from compgen.train_inflection import (
+from compgen.training.inflection import (
     InflectionTrainConfig,
     exact_match,
     learning_rate,

@@ -52,12 +52,14 @@ def test_an_upward_import_and_a_sibling_group_import_are_violations(tmp_path):
         "models/__init__.py": "",
         "models/net.py": "from ..cli import main\n",          # models -> cli: upward
         "cli/__init__.py": "main = None\n",
-        "sampling.py": "from compgen.train import loop\n",   # sampling -> train: same layer
-        "train.py": "loop = None\n",
+        "evaluation.py": "from compgen.system.environment import report\n",  # sibling group
+        "system/__init__.py": "",
+        "system/environment.py": "report = None\n",
     })
     code, report = run_graph(package)
     found = {(v["module"], v["imports"]) for v in report["layer_violations"]}
-    assert found == {("compgen.models.net", "compgen.cli"), ("compgen.sampling", "compgen.train")}
+    assert found == {("compgen.models.net", "compgen.cli"),
+                     ("compgen.evaluation", "compgen.system.environment")}
     assert report["cycles"] == []
     assert code == 1
 

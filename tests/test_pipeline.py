@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from compgen.cli import app, parse_seeds
 from compgen.errors import UserError
 from compgen.io import read_samples_tsv
-from compgen.pipeline import RUNS, PipelineOptions, find_run, run_pipeline
+from compgen.pipelines.runs import RUNS, PipelineOptions, find_run, run_pipeline
 
 TINY_GENERATOR = """kind = "recombine"
 [model]
@@ -98,8 +98,8 @@ def test_training_the_generator_on_drops_its_stale_outputs(tiny_run, tmp_path):
     import dataclasses
     import shutil
 
-    from compgen.checkpoint import load_checkpoint
-    from compgen.pipeline import Timer, make_generator
+    from compgen.pipelines.runs import Timer, make_generator
+    from compgen.training.checkpoint import load_checkpoint
 
     root, opts, _, _ = tiny_run
     folder = tmp_path / "jump-recomb2" / "seed0"
@@ -117,7 +117,7 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
     import dataclasses
     import shutil
 
-    from compgen.train_seq2seq import load_predictor
+    from compgen.training.predictor import load_predictor
 
     root, opts, _, _ = tiny_run
     folder = tmp_path / "jump-recomb2" / "seed0"
@@ -140,7 +140,7 @@ def test_another_p_aug_retrains_only_the_predictor(tiny_run, tmp_path):
 def tiny_generator(run, preset: str, tmp_path, data_dir, name: str):
     """(pipeline options with the tiny ``preset``, the path of its generator trained 30
     updates for ``run``'s seed 0 in ``tmp_path / name``)."""
-    from compgen.pipeline import Timer, make_generator
+    from compgen.pipelines.runs import Timer, make_generator
 
     (tmp_path / "gen.toml").write_text(preset)
     opts = PipelineOptions(root=tmp_path, data_dir=data_dir, generator_preset=str(tmp_path / "gen.toml"),
@@ -156,7 +156,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     bounds the batches decoded."""
     import dataclasses
 
-    from compgen.pipeline import Timer, make_samples
+    from compgen.pipelines.runs import Timer, make_samples
 
     run = find_run("jump-recomb2")
     opts, generator = tiny_generator(
@@ -219,9 +219,9 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert result.exit_code != 0
     assert "exported graphs sample without dropout" in str(result.exception)
     # --rare-prototypes: Omega keeps the tuples whose prototypes contain 'jump'
-    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
-    from compgen.sampling import prototype_source
+    from compgen.sampling.eager import prototype_source
+    from compgen.training.checkpoint import load_generator
 
     config = load_generator(generator)[2]
     table = load_dataset(config["data"], data_dir)
@@ -262,15 +262,15 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
 def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeypatch):
     """A generator that makes nothing the filter accepts: one error at the sample step, and
     no empty samples.tsv left behind for a rerun to train the predictor on."""
-    import compgen.sampling
-    from compgen.pipeline import Timer, make_samples
-    from compgen.sampling import SampleRun
+    import compgen.sampling.eager
+    from compgen.pipelines.runs import Timer, make_samples
+    from compgen.sampling.eager import SampleRun
 
     def sample_nothing(checkpoint, n=None, *, out=None, **options):
         out.write_text("#x\ty\tlogprob\n")
         return SampleRun([], 0.0, str(out))
 
-    monkeypatch.setattr(compgen.sampling, "sample_generator", sample_nothing)
+    monkeypatch.setattr(compgen.sampling.eager, "sample_generator", sample_nothing)
     opts = PipelineOptions(root=tmp_path, data_dir=data_dir, threads=1, log=lambda line: None)
     with pytest.raises(UserError, match="no sample that passes the filter"):
         make_samples(find_run("around_right-recomb2"), 0, tmp_path / "generator.pt", tmp_path,
@@ -303,7 +303,7 @@ def test_run_catalogue_covers_the_papers_rows():
                 "around_right-recomb2-noresample": ("mixed", 0.2)}
     assert {name: (RUNS[name].sample["strategy"], RUNS[name].sample.get("temperature"))
             for name in samplers} == samplers
-    from compgen.checkpoint import load_preset
+    from compgen.training.checkpoint import load_preset
     assert load_preset("recombine_scan_around_right")["sample"]["strategy"] == "mixed"
     with pytest.raises(UserError, match="unknown run"):
         find_run("jump-recomb3")
@@ -350,7 +350,7 @@ def test_rerun_with_other_settings_names_the_difference(tiny_run, tmp_path):
 
 
 def test_csl_rows_use_their_predictor_preset():
-    from compgen.pipeline import presets
+    from compgen.pipelines.runs import presets
 
     for split in ("length", "jump", "around_right"):
         for row in ("csl", "csl-uniform"):
@@ -386,8 +386,8 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
 
     from compgen.data import load_dataset
     from compgen.neighborhoods.omega_sig import rare_tags
-    from compgen.pipeline import Timer, make_samples
-    from compgen.sampling import sample_generator
+    from compgen.pipelines.runs import Timer, make_samples
+    from compgen.sampling.eager import sample_generator
 
     run = find_run("swahili-h8-recomb1")
     opts, generator = tiny_generator(run, TINY_SIG_GENERATOR, tmp_path, data_dir, "gen")
@@ -421,10 +421,10 @@ def test_reference_rows_resolve_to_the_reference_script():
     §8): its generator and predictor at every --size, the mixed sampler at a fixed T 0.2
     on the checkpoint with test-time dropout, no rare filter, no round cap, 300 of 500;
     command-line options still win."""
-    from compgen.checkpoint import apply_overrides, load_preset
     from compgen.configs.predictor_train import PredictorTrainConfig
-    from compgen.pipeline import presets, resolved_options, sampling_request
-    from compgen.sample_options import NO_ROUND_CAP, SampleOptions
+    from compgen.pipelines.runs import presets, resolved_options, sampling_request
+    from compgen.sampling.options import NO_ROUND_CAP, SampleOptions
+    from compgen.training.checkpoint import apply_overrides, load_preset
 
     for name in REFERENCE_ROWS:
         run = find_run(name)
@@ -472,8 +472,8 @@ def test_reference_row_samples_until_nsamples_are_accepted(tiny_run, tmp_path, m
     samples the checkpoint's own data): no round cap, a fixed T, every novel unique sample
     (no rare filter); it stops in the round that reaches --nsamples accepted and keeps the
     --n most probable."""
-    import compgen.sample_collection as collection
-    from compgen.pipeline import Timer, make_samples, resolved_options
+    from compgen.pipelines.runs import Timer, make_samples, resolved_options
+    from compgen.sampling import collection
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 1)  # a line after every round
     root, tiny_opts, _, _ = tiny_run

@@ -10,10 +10,10 @@ import pytest
 from test_export_predictor import train_tiny_predictor
 
 from compgen.data import load_dataset
-from compgen.evaluate import evaluate_predictor
+from compgen.evaluation.evaluate import evaluate_predictor
+from compgen.evaluation.metrics import predict
 from compgen.export.generator import export_checkpoint
-from compgen.scoring import predict
-from compgen.train_seq2seq import load_predictor
+from compgen.training.predictor import load_predictor
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compgen.random_stream import LATENT_STEP, bits, splitmix64, uniform
+from compgen.decoding.random_stream import LATENT_STEP, bits, splitmix64, uniform
 
 HEADER = Path(__file__).resolve().parents[1] / "cpp_runner" / "src" / "random_stream.hpp"
 # (seed, index, step) -> 64 bits, computed with plain Python integers modulo 2**64

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from compgen.errors import UserError
-from compgen.runtime.sampler import sample_exported
+from compgen.sampling.run import sample_exported
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'compgen[ray]')")
-from compgen.runtime.ray_sampling import ray_decoder_factory
+from compgen.sampling.backends.ray import ray_decoder_factory
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 

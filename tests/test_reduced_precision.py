@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from compgen.decoding import MODES, Contract
+from compgen.decoding.core import MODES, Contract
 from compgen.errors import UserError
-from compgen.export.cpp_runner import build_runner, job_text, run_harness
 from compgen.export.reduced import bf16_sampler
-from compgen.precision import cpu_computes_bf16, cpu_has_bf16
-from compgen.runtime.sampler import sample_exported
+from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
+from compgen.sampling.run import sample_exported
+from compgen.system.precision import cpu_computes_bf16, cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"

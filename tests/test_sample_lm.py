@@ -11,7 +11,7 @@ import kenlm
 import pytest
 
 from compgen.lm.rerank import LmRanking
-from compgen.runtime.sampler import sample_exported
+from compgen.sampling.run import sample_exported
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compgen.decoding.random_stream import SEED_MAX, SEED_MIN, check_seed, uniform
 from compgen.errors import UserError
-from compgen.random_stream import SEED_MAX, SEED_MIN, check_seed, uniform
-from compgen.runtime.sampler import sample_exported
-from compgen.sample_options import SampleOptions
+from compgen.sampling.options import SampleOptions
+from compgen.sampling.run import sample_exported
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"

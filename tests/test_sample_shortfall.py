@@ -14,7 +14,7 @@ import torch
 from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling import collect_decoded, sample_batch
+from compgen.sampling.eager import collect_decoded, sample_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]
@@ -118,7 +118,7 @@ def test_generator_refuses_a_predictor_preset(tmp_path):
 
 
 def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
-    import compgen.sample_collection as collection
+    from compgen.sampling import collection
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 4)
     model, vocab = model_and_vocab(outdrop_test=False)
@@ -142,8 +142,8 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
 def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monkeypatch):
     """--max-rounds 0 (the reference's loop): rounds go past the default cap of 200 and
     stop at the round that brings the accepted count to --nsamples, not one later."""
-    import compgen.sample_collection as collection
-    from compgen.sample_options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
+    from compgen.sampling import collection
+    from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 100)
     model, vocab = model_and_vocab(outdrop_test=False)

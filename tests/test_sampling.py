@@ -7,12 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from compgen.checkpoint import save_checkpoint
-from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
-from compgen.decoding import rank_key
-from compgen.errors import UserError
-from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.resample import (
+from compgen.data.resample import (
     SampleFilter,
     contains_rule,
     is_novel,
@@ -24,7 +19,12 @@ from compgen.resample import (
     unique_pairs,
     valid_morph,
 )
-from compgen.sampling import beam_search, collect_samples, sample_batch, sample_generator
+from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
+from compgen.decoding.core import rank_key
+from compgen.errors import UserError
+from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
+from compgen.sampling.eager import beam_search, collect_samples, sample_batch, sample_generator
+from compgen.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPGEN = str(ROOT / ".venv" / "bin" / "compgen")
@@ -68,7 +68,7 @@ def test_greedy_is_stepwise_argmax_and_scores_add_up():
     token = torch.full((3,), 1)
     total = torch.zeros(3)
     live = torch.ones(3, dtype=torch.bool)
-    from compgen.sampling import banned_mask
+    from compgen.sampling.eager import banned_mask
     for t in range(dec.tokens.size(1)):
         logp, state = model.decode_step(token, state, memory)
         logp = logp.masked_fill(banned_mask(model.vocab_size, t == 0), float("-inf"))
@@ -106,7 +106,7 @@ def test_mixed_is_greedy_after_separator():
     dec = sample_batch(model, protos, "mixed", temperature=5.0, max_len=12)
     # replay: every token after the first <sep> is the argmax
     memory, state = model.encode(protos, model.prior_z(16), 12)
-    from compgen.sampling import banned_mask
+    from compgen.sampling.eager import banned_mask
     token, after, live = torch.full((16,), 1), torch.zeros(16, dtype=torch.bool), torch.ones(16, dtype=torch.bool)
     sep_id = vocab.index[SEP]
     for t in range(dec.tokens.size(1)):

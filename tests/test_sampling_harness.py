@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compgen.export.cpp_runner import build_runner
 from compgen.io import parse_samples_tsv
-from compgen.precision import cpu_has_bf16
-from compgen.runtime.sampler import BACKENDS, sample_exported
+from compgen.sampling.backends.cpp import build_runner
+from compgen.sampling.run import BACKENDS, sample_exported
+from compgen.system.precision import cpu_has_bf16
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 STRATEGIES = ("greedy", "temperature", "mixed", "beam")
@@ -121,7 +121,7 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
 
 def test_options_are_resolved_once_from_the_preset_and_the_caller():
     from compgen.errors import UserError
-    from compgen.sample_options import SampleOptions
+    from compgen.sampling.options import SampleOptions
 
     config = {"sample": {"strategy": "beam", "beam_width": 6, "n": 400, "nsamples": 500,
                          "rare": "jump", "temperature": 0.4}}
@@ -156,7 +156,7 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
 
     from compgen.export.artifact import eager_model, load_manifest, read_prototypes
     from compgen.export.generator import pad_tuples
-    from compgen.export.onnx_decoder import OnnxGenerator
+    from compgen.sampling.backends.onnx import OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
     width = manifest["decoding"]["prototype_width"]
@@ -189,7 +189,7 @@ def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):
     does its job without importing torch (a second of the process otherwise)."""
     sample_exported(SHIPPED, 4, backend="cpp", nsamples=4, batch_size=8, threads=1,
                     log=lambda m: None)
-    code = ("import sys\nfrom compgen.runtime.sampler import sample_exported\n"
+    code = ("import sys\nfrom compgen.sampling.run import sample_exported\n"
             f"run = sample_exported({str(SHIPPED)!r}, 4, backend='cpp', nsamples=4, "
             "batch_size=8, threads=1, log=lambda m: None)\n"
             "print(len(run.samples), 'torch' in sys.modules)")

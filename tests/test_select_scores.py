@@ -12,7 +12,7 @@ import pytest
 from compgen.errors import UserError
 from compgen.models.inflection import InflectionConfig
 from compgen.pipelines.stem_corrupt import SCORES_HEADER, pool_scores
-from compgen.train_inflection import InflectionTrainConfig, train_inflection
+from compgen.training.inflection import InflectionTrainConfig, train_inflection
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = InflectionConfig(embed_dim=16, ffn_dim=32, heads=2, encoder_layers=1, decoder_layers=1,

@@ -19,7 +19,7 @@ from compgen.models.seq2seq import (
     format_sequence,
     greedy_search,
 )
-from compgen.train_seq2seq import (
+from compgen.training.predictor import (
     MixedStream,
     conditional_pairs,
     epoch_checkpoint,
@@ -166,7 +166,7 @@ def test_checkpoint_round_trip_and_wrong_kinds(tmp_path, jump, vocab):
     source = collate([vocab.encode(x) for x in jump["x"].to_list()[:5]], 45)
     assert torch.equal(greedy_search(model, source), greedy_search(loaded, source))
 
-    from compgen.checkpoint import save_checkpoint
+    from compgen.training.checkpoint import save_checkpoint
 
     other = tmp_path / "gen.pt"
     save_checkpoint(other, model, {}, vocab, "recombine")
@@ -191,7 +191,7 @@ def tiny_data(tmp_path, jump, n: int, max_target: int | None = None):
 def interrupted_run(*args, saves: int = 1, **kw) -> None:
     """train_predictor(*args, **kw), killed right after its ``saves``-th checkpoint write
     (the first: the first epoch's)."""
-    import compgen.train_seq2seq as ts
+    import compgen.training.predictor as ts
 
     class Stop(Exception):
         pass

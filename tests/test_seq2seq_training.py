@@ -10,7 +10,7 @@ from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
-from compgen.train_seq2seq import conditional_pairs
+from compgen.training.predictor import conditional_pairs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

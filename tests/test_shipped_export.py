@@ -9,9 +9,9 @@ import pytest
 
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest
-from compgen.export.cpp_runner import build_runner
-from compgen.runtime.sampler import BACKENDS, sample_exported
-from compgen.sample_collection import scan_quality
+from compgen.sampling.backends.cpp import build_runner
+from compgen.sampling.collection import scan_quality
+from compgen.sampling.run import BACKENDS, sample_exported
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 N = 24  # one or two rounds of 32 beams per backend: the test stays short

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from compgen.checkpoint import (
+from compgen.data import load_dataset
+from compgen.data.vocab import SEP, Vocab
+from compgen.errors import UserError
+from compgen.models.recombine import collate_prototypes
+from compgen.sampling.eager import sample_batch
+from compgen.training.checkpoint import (
     apply_overrides,
     build_recombine,
     load_checkpoint,
@@ -15,13 +20,8 @@ from compgen.checkpoint import (
     load_preset,
     preset_names,
 )
-from compgen.data import load_dataset
-from compgen.data.vocab import SEP, Vocab
-from compgen.errors import UserError
-from compgen.generator_data import GeneratorData
-from compgen.models.recombine import collate_prototypes
-from compgen.sampling import sample_batch
-from compgen.train import train_generator
+from compgen.training.generator import train_generator
+from compgen.training.generator_data import GeneratorData
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPGEN = str(ROOT / ".venv" / "bin" / "compgen")

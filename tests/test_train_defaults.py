@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compgen.checkpoint import default_preset, load_checkpoint
+from compgen.training.checkpoint import default_preset, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

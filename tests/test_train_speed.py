@@ -17,12 +17,12 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID
 from compgen.errors import UserError
-from compgen.generator_data import epoch_batches
 from compgen.models import native, scan_decoder, sig_training
 from compgen.models.packed_lstm import lstm_directions, packed_index
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
-from compgen.precision import cpu_computes_bf16, cpu_has_bf16, resolve_precision
+from compgen.system.precision import cpu_computes_bf16, cpu_has_bf16, resolve_precision
+from compgen.training.generator_data import epoch_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from compgen.errors import UserError
-from compgen.export.cpp_runner import build_runner
-from compgen.runtime.sampler import sample_exported
-from compgen.runtime.tuple_selection import read_prototype_array, select_tuples
-from compgen.sample_collection import Tally
+from compgen.sampling.backends.cpp import build_runner
+from compgen.sampling.collection import Tally
+from compgen.sampling.run import sample_exported
+from compgen.sampling.tuple_selection import read_prototype_array, select_tuples
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 VOCAB = {t: i for i, t in enumerate(["<pad>", "<s>", "</s>", "a", "b", "c", "d"])}

@@ -184,7 +184,7 @@ def test_evaluate_without_data_does_not_call_the_training_file_test(tmp_path, ca
     code, lines, _ = run(capsys, monkeypatch, "train", "predictor", "--data", train, "-o", model,
                          "--epochs", "1", "--threads", "1")
     assert code == 0, lines
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     source = load_checkpoint(model).config["run"]["data_source"]
     assert source["path"] == str(train.resolve()) and len(source["sha256"]) == 64
@@ -228,7 +228,7 @@ def test_steps_run_from_every_format(tmp_path, capsys, monkeypatch, fmt):
 def test_a_folder_with_a_dev_split_keeps_it_for_the_predictor():
     """A user's folder with train/dev/test: dev pairs are the predictor's dev set and every
     training pair is trained on (the papers' sets keep their recipes: a share of train)."""
-    from compgen.train_seq2seq import split_train_dev
+    from compgen.training.predictor import split_train_dev
 
     table = load_dataset(str(NUMBERS / "tsv"))
     train, dev = split_train_dev(table, 0.05, seed=0, own_dev=True)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from compgen.data import load_dataset
+from compgen.data.resample import any_token_rule, rare_tokens
 from compgen.neighborhoods import unique_generative_data
 from compgen.neighborhoods.generic import generic_neighborhood, generic_omega, prototype_lengths
-from compgen.resample import any_token_rule, rare_tokens
 
 TESTS = Path(__file__).parent
 NUMBERS = TESTS / "data" / "numbers"
@@ -133,7 +133,7 @@ def trained(tmp_path_factory):
 
 
 def test_checkpoint_records_what_sampling_needs(trained):
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     config = load_checkpoint(trained / "numbers.pt").config
     snapshot = config["data_snapshot"]

@@ -73,7 +73,7 @@ def main() -> None:
     # processes (the C++ runner, lmplz) killed on the way out, as for Ctrl-C
     signal.signal(signal.SIGTERM, _raise_terminated)
 
-    from compgen.memory import address_space_limit, check_address_space
+    from compgen.system.memory import address_space_limit, check_address_space
 
     command = typer.main.get_command(app)
     check_outputs_first(command)

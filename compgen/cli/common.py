@@ -81,7 +81,7 @@ def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
 
 def checkpoint_kind(path: Path) -> str:
     """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     return load_checkpoint(path).kind
 
@@ -119,8 +119,8 @@ def check_outputs_first(group) -> None:
 
 def check_seeds_first(group) -> None:
     """Give every ``--seed`` option a callback that refuses a seed outside the signed 64-bit
-    range (compgen.random_stream.check_seed) instead of wrapping or overflowing later."""
-    from compgen.random_stream import check_seed
+    range (compgen.decoding.random_stream.check_seed) instead of wrapping or overflowing later."""
+    from compgen.decoding.random_stream import check_seed
 
     for command in group.commands.values():
         if hasattr(command, "commands"):

@@ -15,7 +15,7 @@ def env_cmd(
     """Report the Python, torch, CUDA, GPUs, ONNX Runtime providers, KenLM and CPU flags."""
     import json
 
-    from compgen.runtime.environment import lines, report
+    from compgen.system.environment import lines, report
 
     info = report()
     if as_json:

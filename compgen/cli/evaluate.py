@@ -46,7 +46,7 @@ def evaluate_cmd(
     import torch
 
     from compgen.device import resolve_device
-    from compgen.evaluate import aggregate, markdown_table, write_results
+    from compgen.evaluation.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
@@ -77,7 +77,7 @@ def evaluate_cmd(
 
 def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
                      beam, seed, data_dir, dev) -> list[dict]:
-    from compgen.evaluate import evaluate_predictor, write_plots
+    from compgen.evaluation.evaluate import evaluate_predictor, write_plots
 
     rows = []
     for model in models:
@@ -106,8 +106,8 @@ def _evaluate_generator(model: Path, data: str | None, plots: Path | None, direc
                         limit: int | None, predictions: Path | None, batch_size: int,
                         seed: int, data_dir: Path | None) -> list[dict]:
     """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
-    from compgen.direct_inference import evaluate_direct
-    from compgen.evaluate import write_generator_plots
+    from compgen.evaluation.direct_inference import evaluate_direct
+    from compgen.evaluation.evaluate import write_generator_plots
 
     if not (direct or plots):
         raise UserError(f"{model}: a generator checkpoint; evaluate it with --direct "

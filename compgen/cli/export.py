@@ -23,8 +23,8 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
-    from compgen.export.cpp_runner import build_runner
     from compgen.export.generator import export_checkpoint
+    from compgen.sampling.backends.cpp import build_runner
 
     card_text = None
     if card is not None:

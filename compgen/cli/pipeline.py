@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import DataDir, DeviceOption, app, console, ray_address
+from compgen.decoding.random_stream import check_seed
 from compgen.errors import UserError
-from compgen.random_stream import check_seed
 
 
 @app.command("pipeline")
@@ -48,8 +48,8 @@ def pipeline_cmd(
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
     resumes from what an earlier call left behind and appends to ROOT/results.csv."""
-    from compgen.evaluate import aggregate, markdown_table
-    from compgen.pipeline import RUNS, PipelineOptions, run_pipeline
+    from compgen.evaluation.evaluate import aggregate, markdown_table
+    from compgen.pipelines.runs import RUNS, PipelineOptions, run_pipeline
 
     if list_runs or name is None:
         for run_name, run in RUNS.items():
@@ -70,7 +70,7 @@ def pipeline_cmd(
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
-    from compgen.sample_options import check_max_rounds
+    from compgen.sampling.options import check_max_rounds
 
     check_max_rounds(max_rounds)
     if keep_every < 0:
@@ -94,8 +94,8 @@ def pipeline_cmd(
                            threads=threads, direct_limit=direct_limit, device=device,
                            log=lambda line: console.print(line, highlight=False, markup=False))
     if ray is not None:
-        from compgen.pipeline import find_run
         from compgen.pipelines.ray_seeds import run_seeds
+        from compgen.pipelines.runs import find_run
 
         find_run(name)   # an unknown run name fails here, before Ray starts
         address, chosen = ray_address(ray), parse_seeds(seeds)   # both checked before Ray starts

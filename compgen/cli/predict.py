@@ -25,7 +25,7 @@ def predict_cmd(
 ) -> None:
     """Predict outputs for new inputs with an exported (or eager) predictor."""
     from compgen.device import resolve_device
-    from compgen.evaluate import predictor_source
+    from compgen.evaluation.evaluate import predictor_source
     from compgen.io import atomic_open
 
     if batch_size < 1 or beam < 0:

@@ -51,8 +51,8 @@ def sample_cmd(
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     from compgen.pipelines.sample_report import check_report_options
-    from compgen.runtime.sampler import sample
-    from compgen.sample_options import check_max_rounds
+    from compgen.sampling.options import check_max_rounds
+    from compgen.sampling.run import sample
 
     check_report_options(checkpoint, oracle)
     if checkpoint.is_dir() and test_dropout:
@@ -63,7 +63,7 @@ def sample_cmd(
             raise UserError(f"{name} must be >= 1")
     check_max_rounds(max_rounds)
     if strategy is not None:
-        from compgen.decoding import check_strategy
+        from compgen.decoding.core import check_strategy
 
         check_strategy(strategy)
     from compgen.lm.rerank import LmRanking
@@ -77,8 +77,8 @@ def sample_cmd(
     if ray is not None:
         import os
 
-        from compgen.ray_cluster import import_ray
-        from compgen.runtime.ray_sampling import RayDecoderFactory
+        from compgen.sampling.backends.ray import RayDecoderFactory
+        from compgen.system.ray_cluster import import_ray
 
         if ray_workers is not None and ray_workers < 1:
             raise UserError("--ray-workers must be >= 1")
@@ -88,7 +88,7 @@ def sample_cmd(
             (os.cpu_count() or 2) if address is None else 2))
     elif ray_workers is not None:
         raise UserError("--ray-workers needs --ray")
-    from compgen.sample_collection import Tally
+    from compgen.sampling.collection import Tally
 
     # without -o the samples TSV goes to stdout, the same bytes as the -o file: written to
     # a private temporary file first; the summary lines then go to stderr
@@ -134,7 +134,7 @@ def sample_cmd(
     if judged is not None:  # judged by what the user's data allow
         report.print(describe(judged), highlight=False, markup=False)
         return
-    from compgen.sample_collection import scan_quality
+    from compgen.sampling.collection import scan_quality
 
     quality = scan_quality(run, data_dir)
     if quality:

@@ -60,7 +60,7 @@ def _threads(threads: int | None) -> None:
 
 
 def _train_config(updates: int, warmup: int, validate_every: int, seed: int):
-    from compgen.train_inflection import InflectionTrainConfig
+    from compgen.training.inflection import InflectionTrainConfig
 
     cfg = InflectionTrainConfig(updates=updates, warmup=warmup, validate_every=validate_every,
                                 seed=seed)
@@ -85,7 +85,7 @@ def train_inflection_cmd(
     from compgen.augment.stem_corrupt.corrupt import read_triples
     from compgen.device import resolve_device
     from compgen.pipelines.stem_corrupt import gold_and_dev
-    from compgen.train_inflection import train_inflection
+    from compgen.training.inflection import train_inflection
 
     dev = resolve_device(device)
     cfg = _train_config(updates, warmup, validate_every, seed)

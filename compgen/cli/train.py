@@ -46,7 +46,7 @@ def train_predictor_cmd(
     import torch
 
     from compgen.device import resolve_device, use_tf32
-    from compgen.train_seq2seq import train_predictor
+    from compgen.training.predictor import train_predictor
 
     dev = resolve_device(device)
     use_tf32(dev, tf32)
@@ -99,9 +99,14 @@ def train_generator_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    from compgen.checkpoint import apply_overrides, default_preset, load_checkpoint, load_preset
     from compgen.device import resolve_device, training_precision, use_tf32
-    from compgen.train import train_generator
+    from compgen.training.checkpoint import (
+        apply_overrides,
+        default_preset,
+        load_checkpoint,
+        load_preset,
+    )
+    from compgen.training.generator import train_generator
 
     for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
                              ("--embed", embed, 1), ("--attdim", attdim, 1),

@@ -1,7 +1,7 @@
 """``[sample]`` of a generator preset: which keys it may hold, and their types.
 
 Every key is optional; ``None`` leaves the choice to the sampler: the preset's values are
-resolved with the caller's options by :class:`compgen.sample_options.SampleOptions`
+resolved with the caller's options by :class:`compgen.sampling.options.SampleOptions`
 (which also holds the defaults), and ``novel`` is read by the sampling filter."""
 
 from __future__ import annotations

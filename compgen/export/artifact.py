@@ -24,7 +24,7 @@ TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filte
 
 
 def sha256(path: Path) -> str:
-    from compgen.cache import file_digest
+    from compgen.system.cache import file_digest
 
     return file_digest(path).hexdigest()
 
@@ -261,7 +261,7 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     """(model, vocab, config) of an export folder: the eager model rebuilt from the
     manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
     carry them as ``generator.pt``)."""
-    from compgen.checkpoint import build_recombine, load_generator
+    from compgen.training.checkpoint import build_recombine, load_generator
 
     folder = Path(folder)
     if (folder / "generator.pt").is_file():

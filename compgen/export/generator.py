@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
-from compgen.decoding import MODES, Contract, beam, decode
+from compgen.decoding.core import MODES, Contract, beam, decode
 from compgen.errors import UserError
 from compgen.export.artifact import (
     FORMAT,
@@ -54,12 +54,12 @@ from compgen.export.artifact import (
     write_vocab,
 )
 from compgen.export.graphs import deterministic
-from compgen.export.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
 from compgen.export.onnx_export import OPSET, export_onnx
 from compgen.export.ties import compare_outputs
 from compgen.export.torchscript import export_torchscript
 from compgen.models.recombine import format_prototype
-from compgen.sampling import BEAM_WIDTH, beam_search, sample_batch
+from compgen.sampling.eager import BEAM_WIDTH, beam_search, sample_batch
+from compgen.sampling.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)
 
@@ -111,8 +111,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
                  cpp_binary: Path | None = None) -> dict:
     """Greedy and beam outputs and per-step log-probs of every backend against the eager
     model, all through the shared decode loop with the manifest's contract."""
-    from compgen.export.onnx_decoder import OnnxGenerator
-    from compgen.export.torchscript_decoder import TorchScriptGenerator
+    from compgen.sampling.backends.onnx import OnnxGenerator
+    from compgen.sampling.backends.torchscript import TorchScriptGenerator
 
     B = protos.size(0)
     z = torch.zeros(B, model.latent)
@@ -175,7 +175,7 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         "max_rel_logp_diff": logp_rel_diff(ort_logp, ref, reached)}
 
     if cpp_binary is not None:
-        from compgen.export.cpp_runner import decode_with_runner
+        from compgen.sampling.backends.cpp import decode_with_runner
 
         greedy, best = (decode_with_runner(cpp_binary, folder, manifest, p_np, z_np, mode,
                                            max_len) for mode in ("greedy", "beam"))
@@ -197,7 +197,7 @@ def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int
     """Export a generator or predictor checkpoint to ``out`` (default
     ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or test sources (predictor) the validation decodes."""
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     if Path(checkpoint).is_dir():  # an export folder: exported again in the current format
         kind = load_manifest(checkpoint).get("kind", "recombine")
@@ -231,9 +231,9 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
     """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place.
     ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
-    from compgen.checkpoint import load_generator
     from compgen.neighborhoods.user_data import export_prototype_options, training_table
-    from compgen.sampling import prototype_source
+    from compgen.sampling.eager import prototype_source
+    from compgen.training.checkpoint import load_generator
 
     if max_prototypes < 1:
         raise UserError(f"--prototypes {max_prototypes}: must be >= 1")

@@ -35,7 +35,6 @@ from compgen.export.artifact import (
     seal,
     staged_folder,
 )
-from compgen.export.load_check import finite_weights
 from compgen.models.inflection import (
     BOS_ID,
     EOS_ID,
@@ -46,6 +45,7 @@ from compgen.models.inflection import (
     beam_over,
     pad_batch,
 )
+from compgen.sampling.load_check import finite_weights
 
 OPSET = 17
 PARITY_BEAM = 5
@@ -167,7 +167,7 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
     """Export an inflection checkpoint; validate ONNX Runtime against the eager model."""
     from compgen.data.lemma_split import lemma_split_test
     from compgen.export.onnx_export import graph_io
-    from compgen.train_inflection import load_inflection
+    from compgen.training.inflection import load_inflection
 
     checkpoint = Path(checkpoint)
     out = Path(out) if out else default_output(checkpoint)

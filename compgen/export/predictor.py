@@ -34,7 +34,6 @@ from compgen.export.artifact import (
     staged_folder,
     write_vocab,
 )
-from compgen.export.load_check import finite_weights
 from compgen.export.onnx_export import OPSET, export_predictor_onnx
 from compgen.export.predictor_graphs import STATE_NAMES
 from compgen.export.predictor_torchscript import export_predictor_torchscript
@@ -47,6 +46,7 @@ from compgen.models.seq2seq import (
     greedy_search,
     step_masks,
 )
+from compgen.sampling.load_check import finite_weights
 
 PARITY_BEAM_WIDTH = 4
 
@@ -55,7 +55,7 @@ def validation_sources(data: str, vocab: Vocab, data_dir, n: int) -> tuple[str, 
     """Up to ``n`` distinct source sequences (as ids) of the data set's test split (the
     first ``test*`` split; the training split when there is none), in file order."""
     from compgen.data import load_dataset
-    from compgen.train_seq2seq import conditional_pairs
+    from compgen.training.predictor import conditional_pairs
 
     table = load_dataset(data, data_dir)
     splits = sorted(table["split"].unique().to_list())
@@ -98,7 +98,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
                            source: torch.Tensor) -> dict:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model, all on the same batch ``source``."""
-    from compgen.export.onnx_predictor_decoder import OnnxPredictor
+    from compgen.sampling.backends.onnx_predictor import OnnxPredictor
 
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():
@@ -161,7 +161,7 @@ def export_predictor(checkpoint, out=None, *, parity_sources: int = 256, data_di
                      log=print) -> dict:
     """Export a predictor checkpoint to ``out`` (default ``exported/<name>``); returns the
     manifest. Validates every backend before the folder is moved into place."""
-    from compgen.train_seq2seq import load_predictor, read_predictor, save_predictor
+    from compgen.training.predictor import load_predictor, read_predictor, save_predictor
 
     checkpoint = Path(checkpoint)
     out = Path(out) if out else default_output(checkpoint)

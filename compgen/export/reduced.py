@@ -23,9 +23,9 @@ import os
 import shutil
 from pathlib import Path
 
-from compgen import cache
 from compgen.errors import UserError
 from compgen.export.onnx_export import GENERATOR_GRAPHS
+from compgen.system import cache
 
 
 def _cache() -> Path:

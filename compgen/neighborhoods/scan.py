@@ -212,7 +212,7 @@ def scan_neighborhood(
 
     from compgen.data.sources import default_cache_dir
     from compgen.io import atomic_open
-    from compgen.memory import check_headroom
+    from compgen.system.memory import check_headroom
 
     if part not in ("train", "test"):
         raise ValueError(f"part must be 'train' or 'test', not {part!r}")

@@ -3,7 +3,7 @@
 A data set that is neither SCAN nor SIGMORPHON (a file or folder of ``x<TAB>y`` pairs)
 is recorded in the generator's config under ``data_snapshot``: the training pairs (for
 the novelty filter, the vocabulary check and Omega), the rare tokens found in them
-(``compgen.resample.rare_tokens``), the neighbourhood procedure and the prototype-length
+(``compgen.data.resample.rare_tokens``), the neighbourhood procedure and the prototype-length
 statistics that fix Omega. ``compgen sample`` and ``compgen export`` rebuild Omega from
 it, so neither needs the data file or ``--data-dir`` again.
 """
@@ -15,11 +15,11 @@ import os
 import numpy as np
 import polars as pl
 
+from compgen.data.resample import rare_tokens
 from compgen.data.table import make_table
 from compgen.errors import UserError
 from compgen.neighborhoods.generic import generic_omega, prototype_lengths
 from compgen.neighborhoods.scan import unique_generative_data
-from compgen.resample import rare_tokens
 
 SNAPSHOT_KEY = "data_snapshot"
 NAMED_TASKS = ("scan/", "sigmorphon/")
@@ -141,7 +141,7 @@ def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
     """The acceptance test for user data: well formed, unique, known tokens, novel
     (neither input nor output seen in training; the preset's ``novel`` turns it off)
     and, with ``--resample rare``, holding a rare token (``rare_choice``)."""
-    from compgen.resample import SampleFilter, any_token_rule
+    from compgen.data.resample import SampleFilter, any_token_rule
 
     if resample not in ("none", "rare"):
         raise UserError(f"--resample {resample}: unknown (valid: none, rare)")

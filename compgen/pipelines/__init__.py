@@ -1,1 +1,1 @@
-"""Experiment pipelines that do not fit the table-row machinery of compgen.pipeline."""
+"""Experiment pipelines that do not fit the table-row machinery of compgen.pipelines.runs."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from compgen.ray_cluster import start_ray
-from compgen.runtime.ray_sampling import actor_gpus
+from compgen.sampling.backends.ray import actor_gpus
+from compgen.system.ray_cluster import start_ray
 
 
 def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:
@@ -14,7 +14,7 @@ def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> 
     results are merged into the table as tasks finish, in seed order."""
     import dataclasses
 
-    from compgen.pipeline import find_run, merge_results, run_one
+    from compgen.pipelines.runs import find_run, merge_results, run_one
 
     run = find_run(name)
     ray = start_ray(address, min(len(seeds), os.cpu_count() or 1))

@@ -65,12 +65,12 @@ def generator_training(source: Path) -> tuple[dict, pl.DataFrame | None]:
     source = Path(source)
     if source.is_dir():
         from compgen.export.artifact import load_manifest
-        from compgen.runtime.sampler import shipped_training_table
+        from compgen.sampling.run import shipped_training_table
 
         config = load_manifest(source).get("config", {})
         table = shipped_training_table(source) if has_snapshot(config) else None
         return config, table
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     config = load_checkpoint(source, kind="recombine").config
     return config, (snapshot_table(config, str(source)) if has_snapshot(config) else None)

@@ -61,7 +61,7 @@ def scores_settings(rows: Sequence[Triple], scorer: Path | None, mode: str) -> d
     """What a pool's uncertainty scores depend on: the rows, the scorer's bytes, the mode."""
     import hashlib
 
-    from compgen.cache import digest
+    from compgen.system.cache import digest
 
     pool = hashlib.sha256("".join(f"{a}\t{b}\t{t}\n" for a, b, t in rows).encode()).hexdigest()
     return {"uncertainty": mode, "scorer": digest(scorer) if scorer is not None else None,
@@ -99,7 +99,7 @@ def pool_scores(rows: Sequence[Triple], scorer: Path | None, cache: Path | None,
     the scorer is given and refused when it is not. ``scorer`` must be an inflection
     checkpoint even when the cache is used."""
     from compgen.io import atomic_open
-    from compgen.train_inflection import load_inflection, uncertainty
+    from compgen.training.inflection import load_inflection, uncertainty
 
     model = load_inflection(scorer) if scorer is not None else None
     wanted = scores_settings(rows, scorer, mode)
@@ -159,7 +159,7 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
     ``compgen.device`` name or Device; default: ``--device``'s default, auto)."""
     from compgen.device import resolve_device
     from compgen.io import atomic_open
-    from compgen.train_inflection import load_inflection, predict
+    from compgen.training.inflection import load_inflection, predict
 
     device = resolve_device(device)
     rows = test_rows(lang, test, data_dir)
@@ -168,7 +168,7 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
         from functools import partial
 
         from compgen.export.inflection import load_exported_inflection, onnx_beam_search
-        from compgen.train_inflection import InflectionModel
+        from compgen.training.inflection import InflectionModel
 
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
         forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest["config"]), rows,
@@ -186,7 +186,7 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
            opts: StemCorruptRunOptions, lang: str) -> dict:
-    from compgen.train_inflection import InflectionTrainConfig, train_inflection
+    from compgen.training.inflection import InflectionTrainConfig, train_inflection
 
     cfg = InflectionTrainConfig(updates=opts.updates, warmup=opts.warmup,
                                 validate_every=opts.validate_every, seed=seed, model=opts.model)

@@ -277,7 +277,7 @@ def check_execution(execution: Execution) -> None:
     if execution.shards is not None and execution.shards < 1:
         raise UserError(f"shards must be >= 1 (got {execution.shards})")
     if execution.ray:
-        from compgen.ray_cluster import import_ray
+        from compgen.system.ray_cluster import import_ray
 
         import_ray()
         if execution.ray != "local":
@@ -285,7 +285,7 @@ def check_execution(execution: Execution) -> None:
 
 
 def _run_on_ray(tables, shared, ok_t, variants, seed, keys, execution, say):
-    from compgen.ray_cluster import import_ray, start_ray
+    from compgen.system.ray_cluster import import_ray, start_ray
 
     ray = import_ray()
     address = None if execution.ray == "local" else execution.ray

@@ -24,7 +24,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from compgen import cache
+from compgen.system import cache
 
 SOURCES = ("bindings.cpp", "lstm_loops.cpp", "decoder_loops.cpp")
 HEADERS = ("linear.h", "pointwise.h")

@@ -25,7 +25,7 @@ as the reference's conditional run does it.
   (the reference never restores the best one); ``restore_best = true`` ends with the
   weights of the epoch with the best dev exact match instead (kept in the checkpoint's
   ``best.*`` tensors while training, so a resumed run keeps them).
-* Checkpoint: the project's format (``compgen.checkpoint.save_checkpoint``: one safetensors
+* Checkpoint: the project's format (``compgen.training.checkpoint.save_checkpoint``: one safetensors
   file, loading executes no code) of kind "seq2seq", holding the model and training
   config, the run description, the vocabulary and the learning curve. It is rewritten
   atomically after every epoch together with the optimizer, RNG and batch-stream state,
@@ -45,18 +45,18 @@ import numpy as np
 import polars as pl
 import torch
 
-from compgen.checkpoint import check_preset
 from compgen.configs import PredictorTrainConfig
+from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
 from compgen.device import Device, to_device
 from compgen.errors import UserError, read_text
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
-from compgen.resample import unique_pairs
+from compgen.training.checkpoint import check_preset
 
 CHECKPOINT_KIND = "seq2seq"
-CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_DIR = Path(__file__).parents[1] / "configs"
 # the reference's augmentation probability per data set (other data: concatenation)
 REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2}
 
@@ -174,14 +174,14 @@ class MixedStream:
 
 
 # ------------------------------------------------------------------ checkpoints
-# The project's checkpoint format (compgen/train.py): one safetensors file, kind
+# The project's checkpoint format (compgen/training/generator.py): one safetensors file, kind
 # "seq2seq". config = {"model": ..., "train": ..., "run": data set, seed, label, p_aug,
 # sizes}; train_state = the learning curve, plus while training the resume state.
 
 def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
                    train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
                    train_state: dict | None = None, best: dict | None = None) -> None:
-    from compgen.checkpoint import save_checkpoint
+    from compgen.training.checkpoint import save_checkpoint
 
     model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
     config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
@@ -190,8 +190,8 @@ def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
 
 
 def read_predictor(path: str | Path):
-    """The raw checkpoint (``compgen.checkpoint.Checkpoint``); other kinds are a UserError."""
-    from compgen.checkpoint import load_checkpoint
+    """The raw checkpoint (``compgen.training.checkpoint.Checkpoint``); other kinds are a UserError."""
+    from compgen.training.checkpoint import load_checkpoint
 
     return load_checkpoint(path, kind=CHECKPOINT_KIND)
 
@@ -215,7 +215,7 @@ def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
 
 def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morphology: bool,
                    batch_size: int = 256) -> dict:
-    from compgen.scoring import predict, score_predictions
+    from compgen.evaluation.metrics import predict, score_predictions
 
     preds = predict(model, vocab, [x for x, _ in pairs], batch_size=batch_size)
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
@@ -386,7 +386,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        from compgen.checkpoint import default_preset
+        from compgen.training.checkpoint import default_preset
 
         model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
     if saved is not None:

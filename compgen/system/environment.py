@@ -140,7 +140,7 @@ def _kenlm() -> dict:
 
 
 def _cpu() -> dict:
-    from compgen.precision import cpu_flags
+    from compgen.system.precision import cpu_flags
 
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8")

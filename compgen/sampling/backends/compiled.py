@@ -1,7 +1,7 @@
 """``--backend torch --precision bf16``: prototypes encoded by the bf16 TorchScript
 sampler's graph, the encoder and the decoder step by the libraries AOTInductor compiled
 from them (``compgen.export.compiled``, the C++ runner's), as a step function of the shared
-decode loop (``compgen.decoding``)."""
+decode loop (``compgen.decoding.core``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from compgen.decoding import Contract, PrototypeCache
+from compgen.decoding.core import Contract, PrototypeCache
 from compgen.errors import UserError
 from compgen.export.compiled import LIBRARIES
-from compgen.export.torchscript_decoder import GraphGenerator
+from compgen.sampling.backends.torchscript import GraphGenerator
 
 
 class CompiledBf16Generator(GraphGenerator):

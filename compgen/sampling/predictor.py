@@ -2,7 +2,7 @@
 TorchScript, or the eager model the folder was exported from.
 
 ``predict_exported`` takes token lists and returns token lists, like
-``compgen.scoring.predict`` on a checkpoint: sources are sorted by length and decoded in
+``compgen.evaluation.metrics.predict`` on a checkpoint: sources are sorted by length and decoded in
 batches (the encoder is batch-independent, so the order does not change a prediction),
 greedy by default or beam search with ``beam_width > 1``.
 """
@@ -19,7 +19,7 @@ from compgen.device import CPU, Device
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
-from compgen.runtime.verify import check_predictor_backends
+from compgen.sampling.verify import check_predictor_backends
 
 BACKENDS = ("onnx", "torchscript", "torch")
 
@@ -34,7 +34,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
     device = device or CPU
 
     if backend == "onnx":
-        from compgen.export.onnx_predictor_decoder import OnnxPredictor
+        from compgen.sampling.backends.onnx_predictor import OnnxPredictor
 
         onnx = OnnxPredictor(folder, manifest, threads, device)
 
@@ -58,7 +58,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
         return decode
 
     if backend == "torch":
-        from compgen.train_seq2seq import load_predictor
+        from compgen.training.predictor import load_predictor
 
         model = load_predictor(folder / "predictor.pt")[0].to(device.torch)
 

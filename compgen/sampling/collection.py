@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compgen.data.vocab import Vocab
-from compgen.decoding import check_strategy, rank_key
+from compgen.decoding.core import check_strategy, rank_key
 from compgen.errors import UserError
-from compgen.sample_options import MAX_ROUNDS, NO_ROUND_CAP
+from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
 
@@ -186,7 +186,7 @@ def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
 
 def scan_rare_phrase(split: str, rare: str | None) -> str:
     """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
-    from compgen.resample import DEFAULT_SCAN_RARE
+    from compgen.data.resample import DEFAULT_SCAN_RARE
 
     return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
 
@@ -196,7 +196,7 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
     import polars as pl
 
     from compgen import neighborhoods as nb
-    from compgen.resample import SampleFilter, contains_rule, rare_tag_rule
+    from compgen.data.resample import SampleFilter, contains_rule, rare_tag_rule
 
     train = table.filter(pl.col("split") == "train")
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))

@@ -1,5 +1,5 @@
 """Generator training: the Recombine training loop (presets and the checkpoint format are
-in :mod:`compgen.checkpoint`, the (x, prototypes) items in :mod:`compgen.generator_data`).
+in :mod:`compgen.training.checkpoint`, the (x, prototypes) items in :mod:`compgen.training.generator_data`).
 
 The training regime follows the reference (spec §4): Adam, global-norm clipping,
 epochs = passes over the (x, prototypes) list, shuffled each epoch; scan: dev perplexity
@@ -26,7 +26,6 @@ from pathlib import Path
 
 import torch
 
-from compgen.checkpoint import Checkpoint, build_recombine, load_checkpoint, save_checkpoint
 from compgen.configs import GeneratorTrainConfig, read_section
 from compgen.device import (
     CPU,
@@ -38,7 +37,17 @@ from compgen.device import (
     use_tf32,
 )
 from compgen.errors import UserError
-from compgen.generator_data import (
+from compgen.io import atomic_open, keep_torch_compiler_cache
+from compgen.models import native
+from compgen.models.recombine import RecombineConfig
+from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
+from compgen.training.checkpoint import (
+    Checkpoint,
+    build_recombine,
+    load_checkpoint,
+    save_checkpoint,
+)
+from compgen.training.generator_data import (
     GeneratorData,
     batch_lengths,
     encode_items,
@@ -46,10 +55,6 @@ from compgen.generator_data import (
     generator_data,
     make_batch,
 )
-from compgen.io import atomic_open, keep_torch_compiler_cache
-from compgen.models import native
-from compgen.models.recombine import RecombineConfig
-from compgen.models.scan_training import REFERENCE, TrainingLoss, training_loss
 
 CURVE_FIELDS = ["step", "epoch", "examples", "loss", "tok_nll", "examples_per_s", "lr", "dev_ppl",
                 "elapsed_s"]

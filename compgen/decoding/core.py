@@ -12,7 +12,7 @@ this module:
   continues with ``<pad>`` at +0, candidates ranked by score then by lower flat index);
 * token masks: the first step may not emit ``first_step_masked``, later steps not
   ``later_steps_masked``; masked log-probabilities are -inf;
-* random draws: the counter-based stream of ``compgen.random_stream`` keyed by (seed,
+* random draws: the counter-based stream of ``compgen.decoding.random_stream`` keyed by (seed,
   sample index, step) - the sample index is the position of the sample's prototype tuple
   in the sampling run, so a draw does not depend on batching or on finished rows being
   compacted out of the batch. A token is drawn by inverse CDF: p_i = exp(l_i/T - max)
@@ -41,9 +41,9 @@ from typing import Protocol
 import numpy as np
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID
+from compgen.decoding.random_stream import LATENT_STEP, uniform
+from compgen.decoding.random_stream import NAME as STREAM_NAME
 from compgen.errors import UserError
-from compgen.random_stream import LATENT_STEP, uniform
-from compgen.random_stream import NAME as STREAM_NAME
 
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2, "beam": 3}
 STRATEGIES = tuple(MODES)

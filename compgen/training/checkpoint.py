@@ -27,7 +27,7 @@ from compgen.device import cpu_copy
 from compgen.errors import UserError
 from compgen.io import atomic_open
 
-CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_DIR = Path(__file__).parents[1] / "configs"
 FORMAT = "compgen-checkpoint-1"
 
 

@@ -46,7 +46,7 @@ def start_ray(address: str | None, workers: int):
     """Connect to ``address``, or start a local cluster with ``workers`` CPUs."""
     ray = import_ray()
     check_reachable(address)
-    source = str(Path(__file__).resolve().parents[1])   # the folder holding this compgen
+    source = str(Path(__file__).resolve().parents[2])   # the folder holding this compgen
     # workers import this very compgen, whatever the cluster's Python path says
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
         p for p in (source, os.environ.get("PYTHONPATH")) if p)}}

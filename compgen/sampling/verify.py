@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen import cache
 from compgen.errors import UserError
 from compgen.export.artifact import TOLERANCE, load_torchscript
-from compgen.export.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
 from compgen.io import atomic_open
+from compgen.sampling.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
+from compgen.system import cache
 
 CHECK_VERSION = 2   # raise when the check itself changes: older records no longer count
 
@@ -89,7 +89,7 @@ def check_predictor_backends(folder: Path, manifest: dict, threads: int | None =
     import torch
 
     from compgen.data.vocab import EOS_ID
-    from compgen.export.onnx_predictor_decoder import OnnxPredictor
+    from compgen.sampling.backends.onnx_predictor import OnnxPredictor
 
     max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
     # inputs of ordinary tokens (ids after the specials), of a few lengths

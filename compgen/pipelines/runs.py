@@ -48,7 +48,7 @@ from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path
     record_settings,
     settings_path,
 )
-from compgen.sample_options import NO_ROUND_CAP
+from compgen.sampling.options import NO_ROUND_CAP
 
 SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
 SIG_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -250,7 +250,7 @@ def resolved_options(run: Run, opts: PipelineOptions) -> PipelineOptions:
 
 
 def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -> bool:
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     if not path.is_file():
         return False
@@ -267,7 +267,7 @@ GENERATOR_OUTPUTS = ("samples.tsv", "samples.quality.json", "exported", "predict
 
 
 def _finished_predictor(path: Path) -> bool:
-    from compgen.train_seq2seq import read_predictor
+    from compgen.training.predictor import read_predictor
 
     return path.is_file() and "state" not in read_predictor(path).train_state
 
@@ -281,7 +281,7 @@ def _predictor_p_aug(run: Run, augmented: bool, opts: PipelineOptions) -> float:
 
 def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> None:
     """A predictor (finished or not) trained with another p_aug is stale, with its metrics."""
-    from compgen.train_seq2seq import read_predictor
+    from compgen.training.predictor import read_predictor
 
     if not path.is_file():
         return
@@ -297,8 +297,8 @@ def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> No
 def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
                    timer: Timer) -> Path:
     """Train (or resume) the run's generator; returns the checkpoint path."""
-    from compgen.checkpoint import apply_overrides, load_preset
-    from compgen.train import train_generator
+    from compgen.training.checkpoint import apply_overrides, load_preset
+    from compgen.training.generator import train_generator
 
     path = folder / "generator.pt"
     preset = opts.generator_preset or presets(run, opts.size)[0]
@@ -337,7 +337,7 @@ def _remove_stale(folder: Path, timer: Timer) -> None:
 def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,
                  timer: Timer) -> Path:
     """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
-    from compgen.sample_collection import NoSamples, scan_quality
+    from compgen.sampling.collection import NoSamples, scan_quality
 
     opts = resolved_options(run, opts)
     path = folder / "samples.tsv"
@@ -394,7 +394,7 @@ def sampling_request(run: Run, opts: PipelineOptions) -> tuple[int | None, dict]
 def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path: Path,
             opts: PipelineOptions, options: dict):
     """Sample with the run's backend: eager, or through the generator's export."""
-    from compgen.runtime.sampler import sample
+    from compgen.sampling.run import sample
 
     source = generator
     if opts.backend in ("onnx", "torchscript", "cpp"):
@@ -452,7 +452,7 @@ def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Ti
 
 def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                    opts: PipelineOptions, timer: Timer) -> Path:
-    from compgen.train_seq2seq import train_predictor
+    from compgen.training.predictor import train_predictor
 
     path = folder / "predictor.pt"
     p_aug = _predictor_p_aug(run, augment is not None, opts)
@@ -484,12 +484,12 @@ def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineO
         return pl.read_csv(path).to_dicts()
     tic = time.perf_counter()
     if run.augment == "direct":
-        from compgen.direct_inference import evaluate_direct
+        from compgen.evaluation.direct_inference import evaluate_direct
 
         rows = evaluate_direct(model, data_dir=opts.data_dir, limit=opts.direct_limit)
     else:
         from compgen.device import resolve_device
-        from compgen.evaluate import evaluate_predictor
+        from compgen.evaluation.evaluate import evaluate_predictor
 
         rows = evaluate_predictor(model, data_dir=opts.data_dir,
                                   device=resolve_device(opts.device))
@@ -531,7 +531,7 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
 def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
     """Add ``rows`` to ``<root>/results.csv``, replacing earlier rows of the same
     (run, seed); rewrite the summary and Markdown tables."""
-    from compgen.evaluate import write_results
+    from compgen.evaluation.evaluate import write_results
 
     path = root / "results.csv"
     new = pl.DataFrame(rows)
@@ -570,7 +570,7 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
         if run.sample.get("resample") != "rare" or run.task != "morphology":
             raise UserError(f"--rare: {name} is not a SIGMORPHON row with resampling")
         from compgen.data import load_dataset
-        from compgen.sample_collection import check_sig_rare
+        from compgen.sampling.collection import check_sig_rare
 
         data = run.data_for(seeds[0])
         check_sig_rare(opts.rare, load_dataset(data, opts.data_dir), data)

@@ -1,5 +1,5 @@
 """Sampling on a Ray cluster: rounds of prototype tuples decoded by Ray actors, merged by
-the one sampling loop (``compgen.sample_collection.collect_decoded``) in round order.
+the one sampling loop (``compgen.sampling.collection.collect_decoded``) in round order.
 
 * Each actor receives the export folder's files once (one object in Ray's store), writes
   them to a private temporary folder, loads the backend (ONNX Runtime or TorchScript)
@@ -16,7 +16,7 @@ the one sampling loop (``compgen.sample_collection.collect_decoded``) in round o
 
 Random draws (temperature or mixed sampling, VAE latents) come from per-sample
 counter-based streams keyed by the seed and the sample's index in the run
-(``compgen.random_stream``), so they do not depend on which actor decodes a round either.
+(``compgen.decoding.random_stream``), so they do not depend on which actor decodes a round either.
 
 Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import UserError
-from compgen.ray_cluster import start_ray
+from compgen.system.ray_cluster import start_ray
 
 RAY_BACKENDS = ("onnx", "torchscript")
 
@@ -40,7 +40,7 @@ class _Shard:
 
     def __init__(self, files: dict[str, bytes], backend: str, options):
         from compgen.export.artifact import load_manifest
-        from compgen.runtime.sampler import make_decoder
+        from compgen.sampling.run import make_decoder
 
         # the backend is loaded into memory, so the files need not outlive the loading
         # (an actor is killed with its cluster: nothing would remove them later)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from compgen.decoding import BEAM_WIDTH, check_strategy
+from compgen.decoding.core import BEAM_WIDTH, check_strategy
+from compgen.decoding.random_stream import check_seed
 from compgen.errors import UserError
-from compgen.precision import SAMPLE_PRECISIONS
-from compgen.random_stream import check_seed
+from compgen.system.precision import SAMPLE_PRECISIONS
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
 NO_ROUND_CAP = 0  # max_rounds 0: rounds until nsamples are accepted (the reference's loop)
@@ -50,7 +50,7 @@ class SampleOptions:
     test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
     seed: int = 0
     threads: int | None = None
-    precision: str = "fp32"         # exports: fp32 | bf16 | int8 (compgen.precision)
+    precision: str = "fp32"         # exports: fp32 | bf16 | int8 (compgen.system.precision)
     device: str = "cpu"             # resolved by compgen.device (sample() resolves auto)
 
     @classmethod

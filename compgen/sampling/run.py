@@ -6,7 +6,7 @@ folder to ``sample_exported``. On an export every backend follows the manifest's
 decoding contract: sample i takes the stored prototype tuple i (cycling), its random
 draws are keyed by i, and the filters use the training pairs shipped in the export, so
 torch, onnx, torchscript and cpp keep the same samples for the same seed. The Python
-backends run ``compgen.sample_collection.collect_decoded`` around the shared decode loop; the C++
+backends run ``compgen.sampling.collection.collect_decoded`` around the shared decode loop; the C++
 runner does the whole job in one process, n-gram scores, floor and rerank included.
 """
 
@@ -21,14 +21,11 @@ import numpy as np
 import polars as pl
 
 from compgen.data.vocab import Vocab
-from compgen.decoding import MODES, Contract, decode, prior_z, scores_of
+from compgen.decoding.core import MODES, Contract, decode, prior_z, scores_of
 from compgen.device import CPU, Device, resolve_device
 from compgen.errors import UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
-from compgen.precision import check_sample_precision
-from compgen.runtime.tuple_selection import TupleSelection, read_prototype_array, select_tuples
-from compgen.runtime.verify import check_generator_backends
-from compgen.sample_collection import (
+from compgen.sampling.collection import (
     NoSamples,
     Sample,
     SampleRun,
@@ -37,7 +34,10 @@ from compgen.sample_collection import (
     make_filter,
     report_shortfall,
 )
-from compgen.sample_options import SampleOptions
+from compgen.sampling.options import SampleOptions
+from compgen.sampling.tuple_selection import TupleSelection, read_prototype_array, select_tuples
+from compgen.sampling.verify import check_generator_backends
+from compgen.system.precision import check_sample_precision
 
 # torch is imported only where a backend needs it: the C++ runner's path does the whole
 # job in its own process, and importing torch would be most of its time outside decoding
@@ -47,7 +47,7 @@ BACKENDS = ("onnx", "torchscript", "cpp", "torch")
 
 class PrototypeCycle:
     """Hands out the stored-tuple indices of consecutive samples, cycling over the
-    selected tuples (``compgen.runtime.tuple_selection``)."""
+    selected tuples (``compgen.sampling.tuple_selection``)."""
 
     def __init__(self, selection: TupleSelection):
         self.selection, self.cursor = selection, 0
@@ -61,7 +61,7 @@ class PrototypeCycle:
 def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None,
                          precision: str = "fp32", device: Device | None = None):
     """``() -> Stepper`` for a Python backend of an export folder (``precision``: checked
-    by ``compgen.precision.check_sample_precision``) on ``device`` (default: the CPU)."""
+    by ``compgen.system.precision.check_sample_precision``) on ``device`` (default: the CPU)."""
     return stepper_factory_on(folder, manifest, backend, threads, precision, device)[0]
 
 
@@ -75,24 +75,24 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
                         f"or torch (not --backend {backend} --precision {precision}); or "
                         "--device cpu")
     if backend == "onnx":
-        from compgen.export.onnx_decoder import OnnxGenerator
+        from compgen.sampling.backends.onnx import OnnxGenerator
 
         onnx = OnnxGenerator(folder, manifest, threads, precision, device)
         return onnx.stepper, onnx.where
     if backend == "torchscript":
-        from compgen.export.torchscript_decoder import TorchScriptGenerator
+        from compgen.sampling.backends.torchscript import TorchScriptGenerator
 
         return (TorchScriptGenerator(folder, manifest, threads, precision, device).stepper,
                 str(device))
     if backend == "torch" and precision == "bf16":
-        from compgen.export.compiled_decoder import CompiledBf16Generator
+        from compgen.sampling.backends.compiled import CompiledBf16Generator
 
         return CompiledBf16Generator(folder, manifest, threads).stepper, str(device)
     if backend == "torch":
         import torch
 
         from compgen.export.graphs import deterministic
-        from compgen.sampling import EagerStepper
+        from compgen.sampling.eager import EagerStepper
 
         if threads:
             torch.set_num_threads(threads)
@@ -127,9 +127,9 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
 
 def shipped_training_table(folder: Path) -> pl.DataFrame:
     """The training pairs shipped in an export, as the filters read a data set."""
+    from compgen.data.resample import split_morph
     from compgen.data.table import make_table, token_lists
     from compgen.io import parse_samples_tsv
-    from compgen.resample import split_morph
 
     path = folder / TRAINING_PAIRS
     if not path.is_file():
@@ -166,7 +166,7 @@ def sample(source, backend: str | None = None, *, out=None, data_dir=None,
                                lm=lm, decoder_factory=decoder_factory, tally=tally, **asked)
     if decoder_factory is not None:
         raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
-    from compgen.sampling import sample_generator
+    from compgen.sampling.eager import sample_generator
 
     return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, tally=tally,
                             **asked)
@@ -191,7 +191,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     manifest = load_manifest(folder)
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
-                        "sample (predictors: compgen.runtime.predictor.predict_exported)")
+                        "sample (predictors: compgen.sampling.predictor.predict_exported)")
     config = manifest["config"]
     options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
@@ -282,7 +282,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
     scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
     spent decoding."""
-    from compgen.export.cpp_runner import build_runner, job_text, run_harness
+    from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
 
     accept_lines = filter_spec(filt, vocab)
     if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
@@ -332,7 +332,7 @@ def read_scored_samples(text: str, source: str) -> list[Sample]:
 
 def filter_spec(filt, vocab: Vocab) -> dict:
     """A ``SampleFilter`` as the runner's job lines (token ids instead of strings)."""
-    from compgen.resample import is_tag
+    from compgen.data.resample import is_tag
 
     spec = {"novel": int(filt.novel), "morphology": int(filt.train_tags is not None)}
     ids = vocab.index

@@ -1,5 +1,5 @@
 """Evaluating the conditional predictor on the evaluation sets, and the result tables
-(the metrics are in :mod:`compgen.scoring`).
+(the metrics are in :mod:`compgen.evaluation.metrics`).
 
 Evaluation sets: SCAN ``test`` (deduplicated). Morphology few-shot splits: FUT
 (``test_hard``), PST (``val_hard``), their mean FUT+PST (the paper's hard column) and
@@ -18,8 +18,8 @@ import polars as pl
 import torch
 
 from compgen.errors import UserError
+from compgen.evaluation.metrics import predict, score_predictions
 from compgen.io import atomic_open
-from compgen.scoring import predict, score_predictions
 
 MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
@@ -55,7 +55,7 @@ def recorded_data(meta: dict) -> str | None:
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """name -> deduplicated table with ``source``, ``target`` (token lists) and ``novel``
     (bool; None for SCAN). See the module doc for the names."""
-    from compgen.train_seq2seq import is_morphology
+    from compgen.training.predictor import is_morphology
 
     splits = set(table["split"].unique().to_list())
     if not is_morphology(table):
@@ -90,7 +90,7 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
     path = Path(checkpoint)
     if path.is_dir():
         from compgen.export.artifact import load_manifest
-        from compgen.runtime.predictor import predict_exported
+        from compgen.sampling.predictor import predict_exported
 
         manifest = load_manifest(path)
         if manifest.get("kind") != "seq2seq":
@@ -101,7 +101,7 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
                                                  batch_size=batch_size, beam_width=beam_width,
                                                  threads=threads, device=device),
                 meta, int(manifest["decoding"]["max_len"]))
-    from compgen.train_seq2seq import load_predictor
+    from compgen.training.predictor import load_predictor
 
     if backend not in (None, "torch"):
         raise UserError(f"--backend {backend} runs on an export folder: first run "
@@ -121,7 +121,7 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
     from compgen.data.files import Fields, reading_fields
-    from compgen.train_seq2seq import is_morphology
+    from compgen.training.predictor import is_morphology
 
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size,
                                                       device=device)
@@ -235,9 +235,9 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
                 data_dir=None, n_attention: int = 2) -> list[Path]:
     """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
     the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
+    from compgen.evaluation.plots import plot_attention, plot_learning_curve
     from compgen.models.seq2seq import collate, cut_prediction, greedy_search
-    from compgen.plots import plot_attention, plot_learning_curve
-    from compgen.train_seq2seq import load_predictor, write_curve_csv
+    from compgen.training.predictor import load_predictor, write_curve_csv
 
     model, vocab, meta = load_predictor(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem
@@ -267,12 +267,12 @@ def write_generator_plots(checkpoint: str | Path, folder: str | Path, data_dir=N
     (from ``<checkpoint>.loss.csv`` when present) and, for scan generators with
     prototypes, the attention heat-map of ``n_samples`` greedy samples drawn from Omega
     (the paper's Fig. 3): per prototype position and step, plus the copy probability."""
-    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.data.vocab import EOS_ID
+    from compgen.evaluation.plots import plot_generator_attention, plot_learning_curve
     from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.plots import plot_generator_attention, plot_learning_curve
-    from compgen.sampling import greedy_with_weights, prototype_source
+    from compgen.sampling.eager import greedy_with_weights, prototype_source
+    from compgen.training.checkpoint import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem

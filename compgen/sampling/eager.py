@@ -1,13 +1,13 @@
 """Sampling from the eager model, and the loop that collects augmentation data.
 
 Strategies (spec §5.1) and everything else that happens between two decoder steps are
-the decoding contract of ``compgen.decoding`` (greedy, temperature, mixed, beam of width
+the decoding contract of ``compgen.decoding.core`` (greedy, temperature, mixed, beam of width
 ``beam_width``; token masks; the counter-based random stream): the eager model is one
 more step function (``EagerStepper``) of its one decode loop, so every backend gives the
 same samples for the same seed.
 
 ``collect_samples`` draws prototype tuples from Omega in batches, decodes, filters
-(``compgen.resample.SampleFilter``) until ``nsamples`` are accepted, then keeps the
+(``compgen.data.resample.SampleFilter``) until ``nsamples`` are accepted, then keeps the
 ``n`` most probable. Only when asked (``raise_temperature``, the CLI's
 ``--raise-temperature``; the reference did this by hand, per script), a round that accepts
 nothing new for ``patience`` rounds raises the temperature by 0.1 (greedy and beam switch
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from compgen.data.vocab import Vocab
-from compgen.decoding import (  # noqa: F401 (STRATEGIES, check_strategy: re-exported)
+from compgen.decoding.core import (  # noqa: F401 (STRATEGIES, check_strategy: re-exported)
     BEAM_WIDTH,
     MODES,
     STRATEGIES,
@@ -42,7 +42,7 @@ from compgen.decoding import (  # noqa: F401 (STRATEGIES, check_strategy: re-exp
 )
 from compgen.errors import UserError
 from compgen.models.recombine import StepWeights, collate_prototypes
-from compgen.sample_collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
+from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
     NoSamples,
     Sample,
     SampleRun,
@@ -53,7 +53,7 @@ from compgen.sample_collection import (  # noqa: F401 (NoSamples, SampleRun, mak
     scan_rare_phrase,
     sig_rare_choice,
 )
-from compgen.sample_options import MAX_ROUNDS, SampleOptions
+from compgen.sampling.options import MAX_ROUNDS, SampleOptions
 
 NEG = float("-inf")
 
@@ -75,7 +75,7 @@ def _select(tup, index: Tensor):
 
 
 class EagerStepper:
-    """The eager model as a step function of the shared decode loop (``compgen.decoding``).
+    """The eager model as a step function of the shared decode loop (``compgen.decoding.core``).
     ``record`` (a list) receives every step's StepWeights (attention and copy)."""
 
     def __init__(self, model, max_len: int, record: list | None = None):
@@ -247,9 +247,9 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     checkpoint's ``[sample]`` preset): see ``SampleOptions``; ``test_dropout`` overrides
     the checkpoint's ``outdrop_test`` (dropout on the decoder state while sampling, the
     scan reference's source of diversity)."""
-    from compgen.checkpoint import load_generator
     from compgen.io import write_samples_tsv
     from compgen.neighborhoods.user_data import has_snapshot, training_table
+    from compgen.training.checkpoint import load_generator
 
     if options is None and asked.get("strategy") is not None:
         check_strategy(asked["strategy"])  # before the checkpoint is loaded

@@ -9,7 +9,7 @@ an epoch (fairseq's default) unless ``validate_every`` sets an update interval; 
 so epoch-end validation is skipped until ``min_validation_interval`` updates have passed,
 which keeps it under a tenth of training time.
 
-The checkpoint is one safetensors file of kind ``inflection`` (see compgen.checkpoint): the
+The checkpoint is one safetensors file of kind ``inflection`` (see compgen.training.checkpoint): the
 model config, the train config, and the target vocabulary in ``config``; the source
 vocabulary in ``vocab``.
 """
@@ -124,8 +124,8 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
                      device: Device | None = None) -> dict:
     """Train on ``train`` on ``device`` (default: $COMPGEN_DEVICE, else auto), keep the best-dev-loss weights,
     write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set)."""
-    from compgen.checkpoint import save_checkpoint
     from compgen.data.vocab import Vocab
+    from compgen.training.checkpoint import save_checkpoint
 
     cfg.validate()
     device = resolve_device(device)
@@ -201,8 +201,8 @@ def _validate(net, dev_src, dev_tgt, cfg, step, best, best_state, best_step, cur
 
 
 def load_inflection(path: str | Path, device: Device | None = None) -> InflectionModel:
-    from compgen.checkpoint import load_checkpoint
     from compgen.data.vocab import SPECIALS
+    from compgen.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(path, kind=KIND)
     src_vocab = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])

@@ -59,7 +59,7 @@ from torch import Tensor
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID
 from compgen.errors import UserError
 from compgen.models.recombine import Memory, State, collate_prototypes, collate_targets, pad_2d
-from compgen.sampling import NEG, banned_mask
+from compgen.sampling.eager import NEG, banned_mask
 
 LABEL = "direct inference"
 TOP_K = 5           # first prototypes per input, second prototypes per first prototype
@@ -313,7 +313,7 @@ def _decode_and_rescore(model, vocab, data_ids: Sequence[Sequence[int]],
 def direct_metrics(results: Sequence[DirectResult], k: int = 3) -> dict:
     """Exact match, top-k match (the reference among the k best candidates; k = 3 as the
     reference) and micro F1 over action tokens."""
-    from compgen.scoring import exact_match, micro_f1
+    from compgen.evaluation.metrics import exact_match, micro_f1
 
     refs = [r.reference + [END] for r in results]
     top_k = [any(c.ended() == ref for c in r.candidates[:k]) for r, ref in zip(results, refs)]
@@ -338,9 +338,9 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
     """Direct inference of a recomb-2 SCAN generator checkpoint on the unique test inputs
     (the first ``limit`` of them): one result row like ``evaluate_predictor``'s (model,
     label, data, seed, set, subset, n, exact_match, f1) plus ``top3_match``."""
-    from compgen.checkpoint import load_generator
     from compgen.data import load_dataset
     from compgen.io import atomic_open
+    from compgen.training.checkpoint import load_generator
 
     model, vocab, config = load_generator(checkpoint)
     if not (model.scan and model.nproto == 2):

@@ -67,10 +67,10 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
     """{backend: [(tokens, summed log-prob)] per check tuple}: the first ``CHECK_SETS``
     tuples of prototypes.txt with the prior's latent for seed 0, decoded greedily."""
     from compgen.data.vocab import EOS_ID
-    from compgen.decoding import MODES, Contract, decode, prior_z
+    from compgen.decoding.core import MODES, Contract, decode, prior_z
     from compgen.export.artifact import read_prototypes
-    from compgen.export.onnx_decoder import OnnxGenerator
-    from compgen.export.torchscript_decoder import TorchScriptGenerator
+    from compgen.sampling.backends.onnx import OnnxGenerator
+    from compgen.sampling.backends.torchscript import TorchScriptGenerator
 
     contract = run(folder, "manifest.json", lambda: Contract.from_manifest(manifest["decoding"]))
     nproto = manifest["model"]["nproto"]

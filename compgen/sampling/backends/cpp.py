@@ -16,15 +16,15 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compgen import cache
-from compgen.decoding import MODES, STATE_NAMES, Contract
+from compgen.decoding.core import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
+from compgen.system import cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
 # max_rounds 0 means no cap; the runner counts rounds in an int64 and wants a cap >= 1
 UNCAPPED_ROUNDS = 2**62
 
-SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
+SOURCE = Path(__file__).resolve().parents[3] / "cpp_runner"
 
 
 def _cache_root() -> Path:
@@ -126,7 +126,7 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
     bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
     (``compgen.export.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
-    the samples cycle through (``compgen.runtime.tuple_selection``; default all, in
+    the samples cycle through (``compgen.sampling.tuple_selection``; default all, in
     order); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
     records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
                ("batch_size", batch_size),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from compgen.errors import UserError, read_text
 
-# the bundled presets, found without importing compgen.checkpoint (and with it torch):
+# the bundled presets, found without importing compgen.training.checkpoint (and with it torch):
 # listing them takes a fraction of a second
-PRESET_DIR = Path(__file__).parent / "configs"
+PRESET_DIR = Path(__file__).parents[1] / "configs"
 
 CSL_ABOUT = {
     "scan": "CSL as the reference runs it on SCAN: rules of up to 2 nonterminals, 4 latent states "
@@ -111,7 +111,7 @@ def describe(path: str | Path) -> dict:
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
             "files": sorted(manifest.get("files", {})),
         }
-    from compgen.checkpoint import load_checkpoint
+    from compgen.training.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
     parameters = sum(int(t.numel()) for t in checkpoint.weights.values())

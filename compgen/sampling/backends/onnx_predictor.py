@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.device import CPU, Device, describe_sessions
-from compgen.export.onnx_decoder import open_session
+from compgen.sampling.backends.onnx import open_session
 
 STATE = ("h", "c", "feed")
 
