@@ -99,3 +99,46 @@ def test_an_unreachable_ray_head_is_one_error_line_within_seconds(address, needl
     one_error_line(proc, f"--ray {address}", needle)
     assert time.perf_counter() - start < 60   # Ray alone retries for minutes
     assert not any(tmp_path.iterdir())
+
+
+@pytest.fixture
+def http_server():
+    """A real TCP server on this machine that answers as a web server, not as Ray."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer():
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            with client:
+                client.recv(1024)
+                client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def test_a_server_that_is_no_ray_head_is_one_error_line_within_seconds(http_server, tmp_path):
+    pytest.importorskip("ray")
+    start = time.perf_counter()
+    proc = compgen("sample", SHIPPED, "--n", "2", "--ray", http_server, "-o", tmp_path / "s.tsv")
+    one_error_line(proc, f"--ray {http_server}", "not as a Ray head")
+    assert time.perf_counter() - start < 20   # Ray alone retries such a server for ~30 s
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_running_ray_head_passes_the_check():
+    ray = pytest.importorskip("ray")
+    from compgen.system.ray_cluster import check_reachable
+
+    context = ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    try:
+        check_reachable(context.address_info["gcs_address"])   # raises on a refusal
+    finally:
+        ray.shutdown()

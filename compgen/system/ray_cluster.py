@@ -20,11 +20,16 @@ def import_ray():
 
 
 CONNECT_TIMEOUT_S = 5.0
+# a Ray head (its GCS, or the Ray Client server of ray://) is a gRPC server: HTTP/2, whose
+# first frame after the client's connection preface is a SETTINGS frame
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)
+SETTINGS_FRAME = 0x04
 
 
 def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
     """A UserError unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
-    within ``timeout`` seconds: Ray itself retries an unreachable head for minutes."""
+    and answers as a gRPC server within ``timeout`` seconds: Ray itself retries an
+    unreachable head for minutes, and one that is some other server for half a minute."""
     import socket
 
     if not address or address in ("auto", "local"):
@@ -33,13 +38,35 @@ def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
     if not host or not port.isdigit():
         return   # a form Ray resolves itself
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        connection = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except socket.gaierror:
         raise UserError(f"--ray {address}: unknown host {host!r}") from None
     except OSError as exc:
         reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
         raise UserError(f"--ray {address}: cannot connect within {timeout:g} s ({reason})"
                         ) from None
+    with connection:
+        # a TLS-only cluster answers nothing to plain HTTP/2: Ray's own checks decide there
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return
+        if not _answers_http2(connection, timeout):
+            raise UserError(f"--ray {address}: a server answers there, but not as a Ray head "
+                            "(no gRPC); give the address `ray start --head` printed") from None
+
+
+def _answers_http2(connection, timeout: float) -> bool:
+    connection.settimeout(timeout)
+    head = b""
+    try:
+        connection.sendall(HTTP2_PREFACE)
+        while len(head) < 9:   # a frame header: length (3), type (1), flags (1), stream (4)
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:
+        return False
+    return head[3] == SETTINGS_FRAME
 
 
 def start_ray(address: str | None, workers: int):
