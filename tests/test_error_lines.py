@@ -90,6 +90,21 @@ def test_a_grammar_of_nonterminal_rules_only_is_refused(tmp_path, data_dir):
     assert sorted(os.listdir(tmp_path)) == ["nt.grammar"]
 
 
+def test_csl_refuses_a_pair_too_long_for_its_chart_before_any_work(tmp_path):
+    from compgen.augment.csl.run import MAX_TOKENS, check_lengths
+
+    words = ["walk", "jump", "look", "run"]
+    data = tmp_path / "long.tsv"
+    data.write_text("".join(" ".join(words[(i + j) % 4] for j in range(3000)) + "\t"
+                            + " ".join(["I_WALK"] * 3000) + "\n" for i in range(3)))
+    start = time.perf_counter()
+    proc = compgen("augment", "csl", data, "--n", "10", "-o", tmp_path / "out.tsv")
+    one_error_line(proc, f"{data}: training example 1", "3,000 input tokens", str(MAX_TOKENS))
+    assert time.perf_counter() - start < 30      # induction alone would take many minutes
+    assert sorted(os.listdir(tmp_path)) == ["long.tsv"]
+    check_lengths([(["a"] * MAX_TOKENS, ["A"] * MAX_TOKENS)], "training")   # the limit is kept
+
+
 @pytest.mark.parametrize("address,needle", [("nohost.invalid:6379", "unknown host"),
                                             ("127.0.0.1:1", "cannot connect")])
 def test_an_unreachable_ray_head_is_one_error_line_within_seconds(address, needle, tmp_path):

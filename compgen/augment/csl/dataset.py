@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from compgen.augment.csl.run import CslResult, Progress, csl_augment, preset
+from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment, preset
 from compgen.errors import UserError
 
 
@@ -65,6 +65,7 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     dev = table_pairs(select_split(table, "dev")) if "dev" in names else []
     if not train:
         raise UserError(f"{data}: no training examples")
+    check_lengths(train, f"{data}: training")
     seeds, target_cfg, lemmas = (), None, None
     if data == "cogs":
         from compgen.augment.csl.cogs_lf import lemma_table
