@@ -194,9 +194,12 @@ def sample(source: PathLike, n: int, *, backend: str | None = None, **options: A
     """Sample ``n`` pairs from a generator checkpoint or export folder (``backend``: onnx,
     cpp, ...); the rows as a table (``split`` = ``sample``)."""
     from compgen.data.table import make_table
+    from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample as run_sample
+    from compgen.sampling.run import source_config
 
-    run = run_sample(source, backend, n=n, log=lambda line: None, **options)
+    chosen = SampleOptions(preset=source_config(source).get("sample", {}), n=n, **options)
+    run = run_sample(source, chosen, backend, log=lambda line: None)
     return make_table([s.x for s in run.samples], [s.y for s in run.samples], "sample")
 
 

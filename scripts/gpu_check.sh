@@ -77,7 +77,7 @@ import numpy as np
 import torch
 
 from compgen.export.artifact import load_manifest
-from compgen.sampling.run import PrototypeCycle, make_decoder
+from compgen.sampling.run import ExportDecoder, PrototypeCycle
 from compgen.sampling.options import SampleOptions
 
 folder = Path("exported/scan-jump-recomb2")
@@ -88,7 +88,7 @@ rows, rates = {}, {}
 for device in devices:
     threads = 2 if device == "cpu" else None   # the CPU as on the project's machine
     options = SampleOptions(strategy="greedy", batch_size=batch, device=device, threads=threads)
-    decode = make_decoder(folder, manifest, "torch", options)
+    decode = ExportDecoder(folder, manifest, "torch", options)
     decode(idx[:32], "greedy", 1.0, 0)                      # warm-up
     runs = 3 if device != "cpu" else 1
     tic = time.perf_counter()

@@ -25,9 +25,9 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                        "compgen.system", "compgen.configs")}),
     ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment")}),
     # neural models, KenLM n-gram models, the decoding core and the metrics every trainer
-    # and evaluator shares
+    # and evaluator shares; the sampling options, which a generator preset's [sample] holds
     ("models", {"models": ("compgen.models", "compgen.lm", "compgen.decoding",
-                           "compgen.evaluation.metrics")}),
+                           "compgen.evaluation.metrics", "compgen.sampling.options")}),
     ("training", {"training": ("compgen.training",)}),
     # what reads and writes an export folder: its format, the graphs traced into it
     ("graphs", {"graphs": ("compgen.export.artifact", "compgen.export.card",

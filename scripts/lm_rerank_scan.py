@@ -80,14 +80,14 @@ def decode_candidates(export: Path, args):
     from compgen.export.artifact import load_manifest
     from compgen.sampling.eager import collect_decoded, make_filter
     from compgen.sampling.options import SampleOptions
-    from compgen.sampling.run import PrototypeCycle, make_decoder, shipped_training_table
+    from compgen.sampling.run import ExportDecoder, PrototypeCycle, shipped_training_table
     from compgen.sampling.tuple_selection import TupleSelection
 
     manifest = load_manifest(export)
     options = SampleOptions.resolve(manifest["config"], n=args.n, nsamples=args.nsamples,
                                     strategy=args.strategy, seed=0, threads=1)
     vocab = Vocab.load(export / "vocab.json")
-    decode = make_decoder(export, manifest, "onnx", options)
+    decode = ExportDecoder(export, manifest, "onnx", options)
     rows = []
 
     def recording(idx, strategy, temperature, first):

@@ -12,9 +12,9 @@ import pytest
 
 from compgen.augment.geca import GecaConfig, make_config
 from compgen.augment.geca import load_preset as load_geca_preset
-from compgen.configs import GeneratorTrainConfig, SampleConfig, read_section
+from compgen.configs import GeneratorTrainConfig, read_section
 from compgen.errors import UserError
-from compgen.sampling.options import SampleOptions
+from compgen.sampling.options import RUN_ONLY, SampleOptions
 from compgen.training.checkpoint import (
     CONFIG_DIR,
     check_preset,
@@ -109,7 +109,7 @@ def test_sections_have_the_keys_the_code_reads():
         batch_size=32, lr=0.002, gradnorm=0.0, epochs=1, dev_fraction=0.1, patience=4,
         lrdecay=0.5, restore_best=None, seed=0, threads=None, log_every=50,
         checkpoint_seconds=120.0)
-    assert read_section(SampleConfig, {"n": 3}, "x") == SampleConfig(n=3)
+    assert read_section(SampleOptions, {"n": 3}, "x", skip=RUN_ONLY) == SampleOptions(n=3)
     # a preset that is already a dict (a checkpoint's own config) is checked the same way
     with pytest.raises(UserError, match=r"run\.pt \[train\]: unknown option 'lr_decay'"):
         check_preset({"kind": "recombine", "train": {"lr_decay": 0.5}}, "run.pt")
@@ -138,11 +138,13 @@ def test_cli_bad_preset_key_is_one_error_line_and_exit_2(tmp_path, command):
 
 
 def test_sample_section_keys_are_the_ones_the_sampler_reads():
-    # SampleOptions takes every field from [sample] except the per-run ones (precision
-    # and device depend on the machine it runs on); the filter reads novel
+    # [sample] holds every sampling option except the per-run ones (precision and device
+    # depend on the machine it runs on); the filter reads novel
     per_run = {"seed", "threads", "test_dropout", "precision", "device"}
-    read = {f.name for f in dataclasses.fields(SampleOptions)} - per_run | {"novel"}
-    assert {f.name for f in dataclasses.fields(SampleConfig)} == read
+    assert set(RUN_ONLY) == per_run
+    with pytest.raises(UserError, match=r"unknown option 'seed'"):
+        read_section(SampleOptions, {"seed": 1}, "x [sample]", skip=RUN_ONLY)
+    assert read_section(SampleOptions, {"novel": False}, "x", skip=RUN_ONLY).novel is False
 
 
 def test_the_shipped_presets_are_the_files_of_the_package():

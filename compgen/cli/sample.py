@@ -51,21 +51,18 @@ def sample_cmd(
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     from compgen.pipelines.sample_report import check_report_options
-    from compgen.sampling.options import check_max_rounds
-    from compgen.sampling.run import sample
+    from compgen.sampling.options import SampleOptions
+    from compgen.sampling.run import sample, source_config
 
     check_report_options(checkpoint, oracle)
-    if checkpoint.is_dir() and test_dropout:
-        raise UserError("--test-dropout: exported graphs are deterministic; sample the checkpoint")
-    for name, value in (("--n", n), ("--nsamples", nsamples), ("--batch-size", batch_size),
-                        ("--threads", threads), ("--beam-width", beam_width)):
-        if value is not None and value < 1:
-            raise UserError(f"{name} must be >= 1")
-    check_max_rounds(max_rounds)
-    if strategy is not None:
-        from compgen.decoding.core import check_strategy
-
-        check_strategy(strategy)
+    # the flags over the source's [sample] preset, checked once, before anything loads
+    options = SampleOptions(
+        preset=source_config(checkpoint).get("sample", {}), n=n, strategy=strategy,
+        temperature=temperature, beam_width=beam_width, nsamples=nsamples,
+        batch_size=batch_size, max_rounds=max_rounds, resample=resample, rare=rare,
+        rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
+        raise_temperature=raise_temperature or None, test_dropout=test_dropout, seed=seed,
+        threads=threads, precision=precision, device=device)
     from compgen.lm.rerank import LmRanking
 
     # loads the LM files now: a missing or corrupt model stops before any decoding
@@ -98,16 +95,9 @@ def sample_cmd(
     tally = Tally()
     with scratch or contextlib.nullcontext():
         with sampling_progress(tally):
-            run = sample(checkpoint, backend, out=target, data_dir=data_dir, lm=ranking,
-                         decoder_factory=factory, tally=tally,
-                         log=lambda line: err_console.print(line, highlight=False, markup=False),
-                         n=n, strategy=strategy, temperature=temperature, resample=resample,
-                         rare=rare, nsamples=nsamples, batch_size=batch_size, seed=seed,
-                         threads=threads, max_rounds=max_rounds,
-                         rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
-                         raise_temperature=raise_temperature or None,
-                         test_dropout=test_dropout, beam_width=beam_width, precision=precision,
-                         device=device)
+            run = sample(checkpoint, options, backend, out=target, data_dir=data_dir,
+                         lm=ranking, decoder_factory=factory, tally=tally,
+                         log=lambda line: err_console.print(line, highlight=False, markup=False))
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
@@ -122,7 +112,7 @@ def sample_cmd(
     details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
     # the precision is fp32 unless asked: bf16 changes samples, and its share of correct
     # samples has not been measured against fp32 on every CPU that could run it
-    where = (f" on {run.device}" if run.device else "") + f", {precision or 'fp32'}"
+    where = (f" on {run.device}" if run.device else "") + f", {options.precision}"
     report.print(f"{len(run.samples)} samples in {run.seconds:.1f} s{where} ({'; '.join(details)})"
                   + (f" -> {output}" if output else ""), highlight=False, markup=False)
     if ranking is not None:

@@ -297,7 +297,6 @@ def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> No
 def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
                    timer: Timer) -> Path:
     """Train (or resume) the run's generator; returns the checkpoint path."""
-    from compgen.training.checkpoint import apply_overrides, load_preset
     from compgen.training.generator import train_generator
 
     path = folder / "generator.pt"
@@ -307,9 +306,7 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     if _finished_generator(path, opts.generator_steps, opts.generator_epochs):
         return path
     _remove_stale(folder, timer)
-    overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
-                 "train.epochs": opts.generator_epochs}
-    config = apply_overrides(load_preset(preset), overrides)
+    config = generator_config(run, seed, opts)
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] generator: {preset} {run.generator}")
     train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
@@ -319,6 +316,17 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     record_settings(path, settings)
     timer.record("generator", time.perf_counter() - tic)
     return path
+
+
+def generator_config(run: Run, seed: int, opts: PipelineOptions) -> dict:
+    """The config the run's generator is trained with (its [sample] table: the sampling
+    defaults)."""
+    from compgen.training.checkpoint import apply_overrides, load_preset
+
+    preset = opts.generator_preset or presets(run, opts.size)[0]
+    overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
+                 "train.epochs": opts.generator_epochs}
+    return apply_overrides(load_preset(preset), overrides)
 
 
 def _remove_stale(folder: Path, timer: Timer) -> None:
@@ -351,7 +359,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     tic = time.perf_counter()
     samples, options = sampling_request(run, opts)
     try:
-        result = _sample(generator, samples, seed, folder, path, opts, options)
+        result = _sample(run, generator, samples, seed, folder, path, opts, options)
     except NoSamples as exc:
         opts.log(f"[{run.name} seed {seed}] {exc}")
         result = None
@@ -391,9 +399,10 @@ def sampling_request(run: Run, opts: PipelineOptions) -> tuple[int | None, dict]
     return samples, options
 
 
-def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path: Path,
-            opts: PipelineOptions, options: dict):
+def _sample(run: Run, generator: Path, samples: int | None, seed: int, folder: Path,
+            path: Path, opts: PipelineOptions, asked: dict):
     """Sample with the run's backend: eager, or through the generator's export."""
+    from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample
 
     source = generator
@@ -405,9 +414,11 @@ def _sample(generator: Path, samples: int | None, seed: int, folder: Path, path:
             export_checkpoint(generator, source, data_dir=opts.data_dir, log=opts.log)
     elif opts.backend != "torch":
         raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
-    return sample(source, opts.backend, n=samples, seed=seed, out=path, data_dir=opts.data_dir,
-                  threads=opts.threads, test_dropout=opts.test_dropout, log=opts.log,
-                  device=opts.device, **options)
+    options = SampleOptions.resolve(generator_config(run, seed, opts), n=samples,
+                                    seed=seed, threads=opts.threads,
+                                    test_dropout=opts.test_dropout, device=opts.device, **asked)
+    return sample(source, options, opts.backend, out=path, data_dir=opts.data_dir,
+                  log=opts.log)
 
 
 def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:

@@ -243,19 +243,20 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
                      tally: Tally | None = None, **asked) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
     ``n`` unique (and, for SCAN, novel) samples, write them as a samples TSV (x, y,
-    logprob) if ``out`` is given. ``options`` (else ``asked``, resolved against the
-    checkpoint's ``[sample]`` preset): see ``SampleOptions``; ``test_dropout`` overrides
-    the checkpoint's ``outdrop_test`` (dropout on the decoder state while sampling, the
-    scan reference's source of diversity)."""
+    logprob) if ``out`` is given. ``options`` (else ``n`` and ``asked``, keywords of
+    ``SampleOptions`` over the checkpoint's ``[sample]``; the device: the CPU), built
+    before the weights load; ``test_dropout`` overrides the checkpoint's ``outdrop_test``
+    (dropout on the decoder state while sampling, the scan reference's source of
+    diversity)."""
     from compgen.io import write_samples_tsv
     from compgen.neighborhoods.user_data import has_snapshot, training_table
-    from compgen.training.checkpoint import load_generator
+    from compgen.training.checkpoint import checkpoint_config, load_generator
 
-    if options is None and asked.get("strategy") is not None:
-        check_strategy(asked["strategy"])  # before the checkpoint is loaded
+    if options is None:
+        preset = (loaded[2] if loaded else checkpoint_config(checkpoint, "recombine"))
+        options = SampleOptions(preset.get("sample", {}), n=n, **{"device": "cpu", **asked})
     model, vocab, config = loaded or load_generator(checkpoint)
     tally = tally or Tally()
-    options = options or SampleOptions.resolve(config, n=n, **asked)
     if options.device != "cpu":
         model.to(options.device)
     if options.threads:

@@ -1,11 +1,18 @@
-"""The options of one sampling job, resolved once: what the caller (``compgen sample``,
-``compgen pipeline``, a test) asked for, else the generator preset's ``[sample]`` table,
-else the defaults below; checked here, for every backend, before any work starts."""
+"""The options of one sampling job, as one typed object built and checked once.
+
+A generator preset's ``[sample]`` table holds the same settings (all but the per-run
+ones of ``RUN_ONLY``) and is read into this class too, strictly
+(``compgen.configs.read_section``). A job's options are what the caller (``compgen
+sample``, ``compgen pipeline``, the Python API, a test) asked for, else the preset's,
+else ``DEFAULTS``: ``SampleOptions(preset=config["sample"], temperature=0.7, ...)``;
+ranges, names and combinations are checked when it is built, for every backend, before
+any work starts. The object is then handed whole to the sampler and its backend."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, fields
 
 from compgen.decoding.core import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
@@ -21,97 +28,110 @@ RESAMPLE = ("none", "rare")
 PROTOTYPE_CUTS = ("mean", "mean+std", "none")
 # log-probabilities divided by a smaller temperature overflow to -inf (NaN draws)
 MIN_TEMPERATURE = 1e-6
+# settings of one run on one machine: never read from a preset
+RUN_ONLY = ("seed", "threads", "test_dropout", "precision", "device")
+# what a setting left unset (None) by the caller and the preset becomes
+DEFAULTS = {"strategy": "greedy", "n": 400, "temperature": 1.0, "beam_width": BEAM_WIDTH,
+            "batch_size": 128, "max_rounds": MAX_ROUNDS, "resample": "none",
+            "prototype_cut": "mean", "raise_temperature": False, "seed": 0,
+            "precision": "fp32", "device": "cpu"}
+
+
+class OptionError(UserError, ValueError):
+    """A sampling setting out of range or unknown; a ValueError too, so that a preset's
+    reader names the file and section before it (``compgen.configs.read_section``)."""
 
 
 def check_temperature(temperature: float, option: str = "--temperature") -> float:
     """A finite temperature >= MIN_TEMPERATURE, else a UserError."""
     if not (isinstance(temperature, int | float) and math.isfinite(temperature)
             and temperature >= MIN_TEMPERATURE):
-        raise UserError(f"{option} {temperature}: must be a finite number >= "
-                        f"{MIN_TEMPERATURE:g}")
+        raise OptionError(f"{option} {temperature}: must be a finite number >= "
+                          f"{MIN_TEMPERATURE:g}")
     return float(temperature)
 
 
 @dataclass(frozen=True)
 class SampleOptions:
-    strategy: str = "greedy"
-    n: int = 400                    # samples kept: the n most probable of nsamples accepted
-    nsamples: int = 400
-    temperature: float = 1.0
-    beam_width: int = BEAM_WIDTH
-    batch_size: int = 128           # prototype tuples decoded per round
-    max_rounds: int = MAX_ROUNDS    # 0 (NO_ROUND_CAP): no cap
-    resample: str = "none"
-    rare: str | None = None
-    rare_prototypes: bool | None = None  # None: exports with --resample rare draw only
-    #                                      tuples holding the rare phrase; checkpoints all
-    prototype_cut: str = "mean"
-    raise_temperature: bool = False
-    test_dropout: bool | None = None  # eager only; None = the checkpoint's outdrop_test
-    seed: int = 0
+    """None: the preset's value, else ``DEFAULTS`` (filled in when the object is built)."""
+    preset: InitVar[Mapping | None] = None   # a generator's [sample] table
+    strategy: str | None = None           # greedy | temperature | mixed | beam
+    n: int | None = None                  # samples kept: the n most probable of nsamples
+    # accepted before the n are kept; unset, it scales with n as in the preset (400 of
+    # 500 -> 800 of 1000 for n 800)
+    nsamples: int | None = None
+    temperature: float | None = None
+    beam_width: int | None = None
+    batch_size: int | None = None         # prototype tuples decoded per round
+    max_rounds: int | None = None         # 0 (NO_ROUND_CAP): no cap
+    novel: bool | None = None             # drop training pairs (None: SCAN yes, else no)
+    resample: str | None = None           # none | rare
+    rare: str | None = None               # the rare-token rule (jump, auto, PST,FUT, ...)
+    rare_prototypes: bool | None = None   # None: exports with resample rare draw only
+    #                                       tuples holding the rare phrase; checkpoints all
+    prototype_cut: str | None = None      # SCAN Omega's length cut: mean | mean+std | none
+    raise_temperature: bool | None = None  # greedy/beam -> mixed, then hotter, when stuck
+    test_dropout: bool | None = None      # eager only; None = the checkpoint's outdrop_test
+    seed: int | None = None
     threads: int | None = None
-    precision: str = "fp32"         # exports: fp32 | bf16 | int8 (compgen.system.precision)
-    device: str = "cpu"             # resolved by compgen.device (sample() resolves auto)
+    precision: str | None = None          # exports: fp32 | bf16 | int8
+    device: str | None = None             # resolved by compgen.device
+
+    def __post_init__(self, preset: Mapping | None) -> None:
+        preset = preset or {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name not in RUN_ONLY and f.name != "nsamples":
+                value = preset.get(f.name)
+            if value is None:
+                value = DEFAULTS.get(f.name)
+            object.__setattr__(self, f.name, value)
+        n = int(self.n)
+        if self.nsamples is None:
+            object.__setattr__(self, "nsamples", max(n, round(
+                n * int(preset.get("nsamples", n)) / int(preset.get("n", n)))))
+        for name, kind in (("n", int), ("nsamples", int), ("temperature", float),
+                           ("beam_width", int), ("batch_size", int), ("max_rounds", int),
+                           ("raise_temperature", bool)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        if self.rare_prototypes is not None:
+            object.__setattr__(self, "rare_prototypes", bool(self.rare_prototypes))
+        self._check()
 
     @classmethod
-    def resolve(cls, config: dict, **asked) -> SampleOptions:
-        """``asked`` (None = not given) over the preset's ``[sample]`` over the defaults.
-        ``nsamples`` left unset scales with ``n`` as in the preset (400 of 500 -> 800 of
-        1000 for --n 800)."""
-        names = {f.name for f in fields(cls)}
-        unknown = set(asked) - names
-        if unknown:
-            raise TypeError(f"unknown sampling options: {', '.join(sorted(unknown))}")
-        preset = config.get("sample", {})
-        value = {name: asked.get(name) for name in names}
-        for name in names - {"nsamples", "seed", "threads", "test_dropout", "precision",
-                             "device"}:
-            if value[name] is None and name in preset:
-                value[name] = preset[name]
-        defaults = cls()
-        for name in names - {"nsamples"}:
-            if value[name] is None:
-                value[name] = getattr(defaults, name)
-        n = int(value["n"])
-        if value["nsamples"] is None:
-            value["nsamples"] = max(n, round(n * int(preset.get("nsamples", n))
-                                            / int(preset.get("n", n))))
-        options = cls(**{**value, "n": n, "nsamples": int(value["nsamples"]),
-                         "temperature": float(value["temperature"]),
-                         "beam_width": int(value["beam_width"]),
-                         "batch_size": int(value["batch_size"]),
-                         "max_rounds": int(value["max_rounds"]),
-                         "rare_prototypes": (None if value["rare_prototypes"] is None
-                                             else bool(value["rare_prototypes"])),
-                         "raise_temperature": bool(value["raise_temperature"])})
-        options.check()
-        return options
+    def resolve(cls, config: Mapping, **asked) -> SampleOptions:
+        """``asked`` (None = not given) over the generator ``config``'s ``[sample]``."""
+        return cls(config.get("sample", {}), **asked)
 
-    def check(self) -> None:
-        check_strategy(self.strategy)
+    def _check(self) -> None:
+        try:
+            check_strategy(self.strategy)
+            check_seed(self.seed)
+        except UserError as exc:
+            raise OptionError(str(exc)) from None
         for name in ("n", "batch_size", "beam_width"):
             if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+                raise OptionError(f"--{name.replace('_', '-')} must be >= 1")
         check_max_rounds(self.max_rounds)
         if self.threads is not None and self.threads < 1:
-            raise UserError("--threads must be >= 1")
+            raise OptionError("--threads must be >= 1")
         if self.nsamples < self.n:
-            raise UserError(f"--nsamples {self.nsamples} must be >= --n {self.n} (the n most "
-                            "probable of nsamples are kept)")
+            raise OptionError(f"--nsamples {self.nsamples} must be >= --n {self.n} (the n "
+                              "most probable of nsamples are kept)")
         check_temperature(self.temperature)
-        check_seed(self.seed)
         if self.precision not in SAMPLE_PRECISIONS:
-            raise UserError(f"--precision {self.precision}: unknown (valid: "
-                            f"{', '.join(SAMPLE_PRECISIONS)})")
+            raise OptionError(f"--precision {self.precision}: unknown (valid: "
+                              f"{', '.join(SAMPLE_PRECISIONS)})")
         if self.prototype_cut not in PROTOTYPE_CUTS:
-            raise UserError(f"--prototype-cut {self.prototype_cut}: unknown (valid: "
-                            f"{', '.join(PROTOTYPE_CUTS)})")
+            raise OptionError(f"--prototype-cut {self.prototype_cut}: unknown (valid: "
+                              f"{', '.join(PROTOTYPE_CUTS)})")
         if self.resample not in RESAMPLE:
-            raise UserError(f"--resample {self.resample}: unknown (valid: {', '.join(RESAMPLE)})")
+            raise OptionError(f"--resample {self.resample}: unknown (valid: "
+                              f"{', '.join(RESAMPLE)})")
 
 
 def check_max_rounds(max_rounds: int | None) -> None:
-    """``--max-rounds``: a positive cap, or 0 for none (None: not given)."""
+    """``max_rounds``: a positive cap, or 0 for none (None: not given)."""
     if max_rounds is not None and max_rounds < 0:
-        raise UserError(f"--max-rounds must be >= 0 (0: no cap, decode until --nsamples are "
-                        f"accepted), not {max_rounds}")
+        raise OptionError(f"--max-rounds must be >= 0 (0: no cap, decode until --nsamples "
+                          f"are accepted), not {max_rounds}")

@@ -58,17 +58,12 @@ class PrototypeCycle:
         return idx
 
 
-def make_stepper_factory(folder: Path, manifest: dict, backend: str, threads: int | None,
-                         precision: str = "fp32", device: Device | None = None):
-    """``() -> Stepper`` for a Python backend of an export folder (``precision``: checked
-    by ``compgen.system.precision.check_sample_precision``) on ``device`` (default: the CPU)."""
-    return stepper_factory_on(folder, manifest, backend, threads, precision, device)[0]
-
-
 def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int | None,
                        precision: str = "fp32", device: Device | None = None):
-    """(``make_stepper_factory``'s factory, where it runs: the device, and for ONNX Runtime
-    the providers its sessions really use)."""
+    """(``() -> Stepper`` for a Python backend of an export folder, where it runs: the
+    device, and for ONNX Runtime the providers its sessions really use). ``precision``:
+    checked by ``compgen.system.precision.check_sample_precision``; ``device`` default:
+    the CPU."""
     device = device or CPU
     if device.cuda and (precision != "fp32" or backend == "cpp"):
         raise UserError(f"--device {device}: CUDA samples fp32 with --backend onnx, torchscript "
@@ -104,25 +99,31 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
     raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
-def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOptions) -> Callable:
-    """``decode(prototype indices, strategy, temperature, first) -> (rows, scores)``."""
-    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
-    stored = stored_array(folder, manifest)
-    new_stepper, where = stepper_factory_on(folder, manifest, backend, options.threads,
-                                            options.precision, resolve_device(options.device))
+class ExportDecoder:
+    """Decodes rounds of an export's stored prototype tuples with one Python backend:
+    ``decoder(prototype indices, strategy, temperature, first) -> (rows, scores)``;
+    ``seconds`` spent decoding, ``where`` it runs."""
 
-    def run(idx, strategy, temperature, first):
+    def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions):
+        self.contract = replace(Contract.from_manifest(manifest["decoding"]),
+                                beam_width=options.beam_width)
+        self.stored = stored_array(folder, manifest)
+        self.new_stepper, self.where = stepper_factory_on(
+            folder, manifest, backend, options.threads, options.precision,
+            resolve_device(options.device))
+        self.seed = options.seed
+        self.seconds = 0.0
+
+    def __call__(self, idx, strategy: str, temperature: float, first: int):
         started = time.perf_counter()
-        protos = (np.zeros((len(idx), 0, 1), dtype=np.int64) if stored is None
-                  else stored[np.asarray(idx, dtype=np.int64)])
+        protos = (np.zeros((len(idx), 0, 1), dtype=np.int64) if self.stored is None
+                  else self.stored[np.asarray(idx, dtype=np.int64)])
         ids = first + np.arange(len(idx), dtype=np.int64)
-        z = prior_z(contract, options.seed, ids)
-        tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
-                                    temperature, options.seed, ids)
-        run.seconds += time.perf_counter() - started
+        z = prior_z(self.contract, self.seed, ids)
+        tokens, token_logp = decode(self.new_stepper(), self.contract, protos, z,
+                                    MODES[strategy], temperature, self.seed, ids)
+        self.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
-    run.seconds, run.where = 0.0, where
-    return run
 
 
 def shipped_training_table(folder: Path) -> pl.DataFrame:
@@ -142,47 +143,70 @@ def shipped_training_table(folder: Path) -> pl.DataFrame:
         tags=token_lists(tags))
 
 
-def sample(source, backend: str | None = None, *, out=None, data_dir=None,
-           log: Callable[[str], None] = print, lm=None, decoder_factory=None,
-           tally: Tally | None = None, **asked) -> SampleRun:
-    """The sampling entry of ``compgen sample`` and ``compgen pipeline``: ``source`` is a
-    checkpoint (eager) or an export folder (``backend``, default onnx)."""
+def source_config(source) -> dict:
+    """The generator config of a checkpoint or export folder, read without its weights:
+    its ``[sample]`` table supplies the defaults of ``SampleOptions``."""
+    source = Path(source)
+    if source.is_dir():
+        return load_manifest(source)["config"]
+    from compgen.training.checkpoint import checkpoint_config
+
+    return checkpoint_config(source, kind="recombine")
+
+
+def sample(source, options: SampleOptions, backend: str | None = None, *, out=None,
+           data_dir=None, log: Callable[[str], None] = print, lm=None, decoder_factory=None,
+           tally: Tally | None = None) -> SampleRun:
+    """The sampling entry of ``compgen sample``, ``compgen pipeline`` and the Python API:
+    ``source`` is a checkpoint (eager) or an export folder (``backend``, default onnx);
+    ``options`` unset device: auto."""
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
     # the device first: a CUDA device that is not there stops before anything loads
-    asked["device"] = str(resolve_device(asked.get("device"), auto_cpu=backend == "cpp" or (
-        asked.get("precision") not in (None, "fp32"))))
+    options = replace(options, device=str(resolve_device(options.device, auto_cpu=(
+        backend == "cpp" or options.precision != "fp32"))))
     if backend not in BACKENDS:
         raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if not exported and backend != "torch":
         raise UserError(f"--backend {backend} runs on an export folder: "
                         f"first run 'compgen export {source}'")
-    if not exported and asked.get("precision") not in (None, "fp32"):
-        raise UserError(f"--precision {asked['precision']} samples an export folder: "
+    if not exported and options.precision != "fp32":
+        raise UserError(f"--precision {options.precision} samples an export folder: "
                         f"first run 'compgen export {source}'")
     if exported:
-        return sample_exported(source, backend=backend, out=out, data_dir=data_dir, log=log,
-                               lm=lm, decoder_factory=decoder_factory, tally=tally, **asked)
+        return sample_export(source, options, backend, out=out, log=log, lm=lm,
+                             decoder_factory=decoder_factory, tally=tally)
     if decoder_factory is not None:
         raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
-    from compgen.sampling.eager import sample_generator
+    from compgen.sampling import eager
 
-    return sample_generator(source, out=out, data_dir=data_dir, log=log, lm=lm, tally=tally,
-                            **asked)
+    return eager.sample_generator(source, options=options, out=out, data_dir=data_dir, log=log,
+                                  lm=lm, tally=tally)
 
 
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
-                    data_dir=None, log: Callable[[str], None] = print,
-                    options: SampleOptions | None = None, lm=None,
+                    data_dir=None, log: Callable[[str], None] = print, lm=None,
                     decoder_factory: Callable | None = None, tally: Tally | None = None,
                     **asked) -> SampleRun:
-    """Draw ``n`` unique (SCAN: novel) samples from an export folder with ``backend``.
-    ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank (with
-    ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
-    ``make_decoder`` (``ray_sampling.RayDecoderFactory``).
-    Exported graphs decode the prototype tuples stored at export time, with the training
-    pairs stored with them (``data_dir`` is not read)."""
+    """``sample_export`` with options given as keywords (``SampleOptions``'s; unset: the
+    export's ``[sample]``, else the defaults; the device: the CPU). Exported graphs decode
+    the prototype tuples stored at export time, with the training pairs stored with them
+    (``data_dir`` is not read)."""
+    config = load_manifest(Path(folder)).get("config", {})
+    options = SampleOptions(config.get("sample", {}), n=n, **{"device": "cpu", **asked})
+    return sample_export(folder, options, backend, out=out, log=log, lm=lm,
+                         decoder_factory=decoder_factory, tally=tally)
+
+
+def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=None,
+                  log: Callable[[str], None] = print, lm=None,
+                  decoder_factory: Callable | None = None,
+                  tally: Tally | None = None) -> SampleRun:
+    """Draw ``options.n`` unique (SCAN: novel) samples from an export folder with
+    ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
+    (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
+    ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``)."""
     from compgen.io import write_samples_tsv
 
     if backend not in BACKENDS:
@@ -193,7 +217,6 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
                         "sample (predictors: compgen.sampling.predictor.predict_exported)")
     config = manifest["config"]
-    options = options or SampleOptions.resolve(config, n=n, **asked)
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
     from compgen.neighborhoods.user_data import export_prototype_options
@@ -227,7 +250,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     else:
         decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
                        if decoder_factory is not None
-                       else make_decoder(folder, manifest, backend, options))
+                       else ExportDecoder(folder, manifest, backend, options))
         samples = collect_decoded(decode_rows, vocab, PrototypeCycle(selection),
                                   options.n, options.nsamples, options.strategy,
                                   options.temperature,
@@ -355,4 +378,4 @@ def filter_spec(filt, vocab: Vocab) -> dict:
     return spec
 
 
-__all__ = ["BACKENDS", "NoSamples", "sample", "sample_exported"]
+__all__ = ["BACKENDS", "NoSamples", "sample", "sample_export", "sample_exported", "source_config"]

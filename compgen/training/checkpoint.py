@@ -21,11 +21,12 @@ from pathlib import Path
 
 import torch
 
-from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, SampleConfig, read_section
+from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_section
 from compgen.data.vocab import Vocab
 from compgen.device import cpu_copy
 from compgen.errors import UserError
 from compgen.io import atomic_open
+from compgen.sampling.options import RUN_ONLY, SampleOptions
 
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
 FORMAT = "compgen-checkpoint-1"
@@ -60,7 +61,7 @@ def preset_sections(kind: str) -> dict[str, type]:
     from compgen.models.seq2seq import Seq2SeqConfig
 
     if kind == "recombine":
-        return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleConfig}
+        return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleOptions}
     if kind == "seq2seq":
         return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
     raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
@@ -78,7 +79,9 @@ def check_preset(doc: dict, source: str) -> dict:
         raise UserError(f"{source}: unknown section(s) {', '.join(unknown)} (valid: kind, "
                         f"{', '.join(f'[{name}]' for name in sections)})")
     for name, cls in sections.items():
-        read_section(cls, doc.get(name, {}), f"{source} [{name}]", skip=("vocab_size",))
+        # set by the program (vocab_size) or by each run (a sampling job's RUN_ONLY)
+        skip = RUN_ONLY if cls is SampleOptions else ("vocab_size",)
+        read_section(cls, doc.get(name, {}), f"{source} [{name}]", skip=skip)
     return doc
 
 
@@ -183,17 +186,7 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError,
             AttributeError, RecursionError, OverflowError):
         raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
-    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
-        found = metadata.get("format") if isinstance(metadata, dict) else None
-        raise UserError(f"{path}: not a compgen checkpoint (format {found!r})")
-    stored_kind = metadata.get("kind")
-    if stored_kind not in KINDS:
-        raise UserError(f"{path}: unknown checkpoint kind {stored_kind!r} (valid: {', '.join(KINDS)})")
-    if kind is not None and stored_kind != kind:
-        raise UserError(f"{path}: a '{stored_kind}' checkpoint, expected '{kind}'")
-    if "vocab" not in metadata:
-        raise UserError(f"{path}: damaged checkpoint (metadata without 'vocab')")
-    config = _json_field(metadata, "config", dict, path, required=True)
+    stored_kind, config = _checked_metadata(metadata, path, kind)
     groups = _json_field(metadata, "optim_groups", list, path)
     train_state = _json_field(metadata, "train_state", dict, path)
     split: dict[str, dict] = {"model": {}, "optim": {}, "best": {}, "rng": {}}
@@ -215,6 +208,40 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
 
 
 KINDS = ("recombine", "seq2seq", "inflection")
+
+
+def _checked_metadata(metadata, path: Path, kind: str | None) -> tuple[str, dict]:
+    """(kind, config) of a checkpoint's metadata, checked as ``load_checkpoint`` says."""
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else None
+        raise UserError(f"{path}: not a compgen checkpoint (format {found!r})")
+    stored_kind = metadata.get("kind")
+    if stored_kind not in KINDS:
+        raise UserError(f"{path}: unknown checkpoint kind {stored_kind!r} (valid: {', '.join(KINDS)})")
+    if kind is not None and stored_kind != kind:
+        raise UserError(f"{path}: a '{stored_kind}' checkpoint, expected '{kind}'")
+    if "vocab" not in metadata:
+        raise UserError(f"{path}: damaged checkpoint (metadata without 'vocab')")
+    return stored_kind, _json_field(metadata, "config", dict, path, required=True)
+
+
+def checkpoint_config(path, kind: str | None = None) -> dict:
+    """The config of a checkpoint, read from its header alone (no weights), checked as
+    ``load_checkpoint`` checks it."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint")
+    try:
+        with path.open("rb") as f:
+            header_len = int.from_bytes(f.read(8), "little")
+            if header_len > path.stat().st_size - 8:
+                raise ValueError("header longer than the file")
+            header = json.loads(f.read(header_len))
+        metadata = header.get("__metadata__") or {}
+    except (ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError,
+            AttributeError, RecursionError, OverflowError):
+        raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
+    return _checked_metadata(metadata, path, kind)[1]
 
 
 def _json_field(metadata: dict, name: str, kind: type, path: Path, required: bool = False):

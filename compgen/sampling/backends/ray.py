@@ -40,7 +40,7 @@ class _Shard:
 
     def __init__(self, files: dict[str, bytes], backend: str, options):
         from compgen.export.artifact import load_manifest
-        from compgen.sampling.run import make_decoder
+        from compgen.sampling.run import ExportDecoder
 
         # the backend is loaded into memory, so the files need not outlive the loading
         # (an actor is killed with its cluster: nothing would remove them later)
@@ -48,7 +48,7 @@ class _Shard:
             folder = Path(tmp)
             for name, data in files.items():
                 (folder / name).write_bytes(data)
-            self.decoder = make_decoder(folder, load_manifest(folder), backend, options)
+            self.decoder = ExportDecoder(folder, load_manifest(folder), backend, options)
 
     def where(self) -> str:
         return self.decoder.where
@@ -101,7 +101,7 @@ def export_files(folder: Path) -> dict[str, bytes]:
 
 
 class RayDecoderFactory:
-    """A ``make_decoder`` replacement for ``sample_exported`` (same call), the decoding
+    """An ``ExportDecoder`` replacement for ``sample_export`` (the same call), the decoding
     sharded over ``workers`` Ray actors; ``check`` refuses what would not give the
     single-process file, before the cluster starts."""
 
