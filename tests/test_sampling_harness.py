@@ -205,7 +205,7 @@ def test_a_runner_built_for_another_torch_folder_is_not_reused(monkeypatch, tmp_
     names the torch folder as well as the sources and version."""
     import importlib.util
 
-    from compgen.export import cpp_runner
+    from compgen.sampling.backends import cpp as cpp_runner
 
     here = cpp_runner._source_key()
     real = importlib.util.find_spec("torch")
