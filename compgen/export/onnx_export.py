@@ -1,6 +1,6 @@
 """ONNX export: ``prototypes.onnx`` (generators), ``encoder.onnx`` and ``decoder_step.onnx``
-with dynamic batch and length axes, for generators (``export_onnx``) and predictors
-(``export_predictor_onnx``).
+with dynamic batch and length axes, for generators (``export_onnx``), predictors
+(``export_predictor_onnx``) and inflection models (``export_inflection_onnx``).
 
 The decoding loop is not in the graph: the runtime (ONNX Runtime from Python) runs it,
 so any strategy (greedy, temperature, mixed, beam) works on the same two graphs.
@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 import torch
 
-from compgen.export import predictor_graphs
+from compgen.export import inflection_graphs, predictor_graphs
 from compgen.export.graphs import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
@@ -90,6 +90,16 @@ def export_predictor_onnx(model, folder: Path) -> dict:
     model.eval()  # torch.onnx.export restores the wrapper's mode recursively
     return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
             "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}
+
+
+def export_inflection_onnx(net, folder: Path, vocab_size: int) -> None:
+    """The inflection model's ``encoder.onnx`` and ``decoder_step.onnx`` in ``folder``."""
+    g = inflection_graphs
+    encoder_args, step_args = g.example_inputs(net, vocab_size)
+    export_graph(g.EncoderGraph(net), encoder_args, folder / "encoder.onnx", g.ENCODER_INPUTS,
+                 g.ENCODER_OUTPUTS, g.DYNAMIC_AXES)
+    export_graph(g.StepGraph(net), step_args, folder / "decoder_step.onnx", g.STEP_INPUTS,
+                 g.STEP_OUTPUTS, g.DYNAMIC_AXES)
 
 
 def graph_io(path: Path) -> dict:
