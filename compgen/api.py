@@ -185,7 +185,7 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
 def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
     """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
     manifest); returns the manifest."""
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
 
     return export_checkpoint(Path(checkpoint), Path(output), **options)
 

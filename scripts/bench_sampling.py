@@ -49,14 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compgen.decoding.core import MODES, Contract, decode
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
+from compgen.export.kinds import export_checkpoint
 from compgen.export.reduced import bf16_libraries, bf16_sampler
 from compgen.sampling.backends.compiled import CompiledBf16Generator
 from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
 from compgen.sampling.backends.onnx import OnnxGenerator
 from compgen.sampling.backends.torchscript import TorchScriptGenerator
 from compgen.sampling.eager import EagerStepper
+from compgen.sampling.load_check import pad_tuples
 from compgen.system.precision import cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,12 +13,13 @@ from compgen.data.vocab import Vocab
 from compgen.decoding.core import MODES, Contract, decode
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
+from compgen.export.kinds import export_checkpoint
 from compgen.sampling.backends.cpp import build_runner
 from compgen.sampling.backends.onnx import OnnxGenerator
 from compgen.sampling.backends.torchscript import TorchScriptGenerator
 from compgen.sampling.eager import banned_mask
+from compgen.sampling.load_check import pad_tuples
 from compgen.training.checkpoint import (
     build_recombine,
     load_generator,

@@ -13,7 +13,7 @@ from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import LOGP_FLOOR, TOLERANCE, load_manifest
-from compgen.export.generator import export_checkpoint
+from compgen.export.kinds import export_checkpoint
 from compgen.export.predictor import steps_read
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate, cut_prediction, greedy_search
 from compgen.sampling.backends.onnx_predictor import OnnxPredictor

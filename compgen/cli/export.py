@@ -23,7 +23,7 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
     from compgen.sampling.backends.cpp import build_runner
 
     card_text = None

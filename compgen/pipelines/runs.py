@@ -407,7 +407,7 @@ def _sample(run: Run, generator: Path, samples: int | None, seed: int, folder: P
 
     source = generator
     if opts.backend in ("onnx", "torchscript", "cpp"):
-        from compgen.export.generator import export_checkpoint
+        from compgen.export.kinds import export_checkpoint
 
         source = folder / "exported"
         if not (source / "manifest.json").is_file():
