@@ -12,6 +12,7 @@ import time
 
 from compgen.augment.csl import induction
 from compgen.augment.csl.cogs_lf import to_variable_free
+from compgen.augment.csl.presets import preset
 from compgen.augment.csl.rules import write_grammar
 from compgen.augment.csl.run import derivable_share
 from compgen.augment.csl.seed_rules import cogs_seed_rules
@@ -36,7 +37,7 @@ def main() -> None:
     start = time.perf_counter()
     seeds = [] if args.no_seeds else cogs_seed_rules(train)
     print(f"seed rules {len(seeds)} ({time.perf_counter() - start:.0f} s)", flush=True)
-    result = induction.induce(train, induction.INDUCTION_PRESETS["cogs"], seeds=seeds,
+    result = induction.induce(train, preset("cogs").induction, seeds=seeds,
                               target_ok=checker.can_parse, progress=lambda info: print(info, flush=True))
     seconds = time.perf_counter() - start
     write_grammar(args.output, result.rules, header="CSL grammar induced from COGS train "

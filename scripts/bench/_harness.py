@@ -11,9 +11,12 @@ under a base tree's PYTHONPATH can use it too.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -88,9 +91,36 @@ def alternating(names: list[str], turn: int) -> list[str]:
     return list(names) if turn % 2 == 0 else list(reversed(names))
 
 
+class _TreeOnly(importlib.abc.MetaPathFinder):
+    """Finds the submodules of a package in the package's own folder or nowhere: an
+    editable install of another checkout (its finder runs after the path finder) must not
+    fill in a module the tree under measurement lacks, e.g. a base tree from before a
+    module moved."""
+
+    def __init__(self, package: str):
+        self.prefix = package + "."
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith(self.prefix):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return spec
+
+
+def import_only_from_tree(package: str = "compgen") -> None:
+    """From now on, import ``package``'s submodules from the folder it was imported from
+    only (idempotent)."""
+    if not any(isinstance(f, _TreeOnly) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TreeOnly(package))
+
+
 def import_moved(*paths: str) -> ModuleType:
-    """The first of ``paths`` that imports: a module's path in this tree first, then the
-    path it had in older trees (a worker runs under either)."""
+    """The first of ``paths`` that imports from the tree on the import path: a module's
+    path in this tree first, then the path it had in older trees (a worker runs under
+    either)."""
+    import_only_from_tree(paths[0].partition(".")[0])
     for path in paths[:-1]:
         try:
             return importlib.import_module(path)

@@ -19,6 +19,7 @@ from _harness import cpu_flags
 
 from compgen.augment.csl import induction
 from compgen.augment.csl.derive import SideIndex, can_maybe_derive
+from compgen.augment.csl.presets import preset
 from compgen.data import load_dataset, select_split
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import pairs
@@ -46,7 +47,7 @@ def main() -> None:
 
     induction.PenaltyStats.penalty = recording
     start = time.perf_counter()
-    result = induction.induce(train, induction.INDUCTION_PRESETS["scan"])
+    result = induction.induce(train, preset("scan").induction)
     induce_seconds = time.perf_counter() - start
     induction.PenaltyStats.penalty = original
 
