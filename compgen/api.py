@@ -74,7 +74,8 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
     (``dedup``: distinct and not training pairs). ``split`` = ``csl``."""
     import dataclasses
 
-    from compgen.augment.csl.run import csl_augment, preset
+    from compgen.augment.csl.presets import preset
+    from compgen.augment.csl.run import csl_augment
     from compgen.data.table import make_table
 
     cfg = preset(config)

@@ -1,6 +1,6 @@
 """Reduced-precision sampling of an export is opt-in (``--precision bf16|int8``): it runs
 where the backend and the CPU can run it, is refused in one line elsewhere, and its samples
-are its own (measured against fp32 by scripts/bench_sampling.py, not equal to them)."""
+are its own (measured against fp32 by scripts/bench/bench_sampling.py, not equal to them)."""
 
 import json
 import os

@@ -27,8 +27,9 @@ def evaluate_grammar_cmd(
     parse under the latent-state model fitted on train."""
     import dataclasses
 
+    from compgen.augment.csl.presets import preset
     from compgen.augment.csl.rules import read_grammar
-    from compgen.augment.csl.run import evaluate_grammar, preset
+    from compgen.augment.csl.run import evaluate_grammar
     from compgen.cli.csl_report import csl_progress, print_csl_summary
     from compgen.data import load_dataset, split_of
     from compgen.data.table import pairs as table_pairs

@@ -64,6 +64,10 @@ def preset_sections(kind: str) -> dict[str, type]:
         return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleOptions}
     if kind == "seq2seq":
         return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
+    if kind == "csl":   # compgen augment csl's presets (compgen.augment.csl.presets)
+        from compgen.augment.csl.presets import SECTIONS
+
+        return dict(SECTIONS)
     raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
 
 

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment, preset
+from compgen.augment.csl.presets import preset
+from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment
 from compgen.errors import UserError
 
 
