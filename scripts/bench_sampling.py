@@ -7,7 +7,7 @@ Without --checkpoint a generator of the reference size (recombine_scan: H 512, E
 A 128) is initialised at random and exported; throughput does not depend on training as
 long as every backend decodes the same number of steps, so decoding runs greedy for
 ``--steps`` steps (a random model rarely emits </s>). Every backend runs the same
-decoding contract (``compgen.decoding.core``) and every call decodes fresh prototype tuples:
+decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples:
 consecutive stored tuples, as a sampling run takes them, and never a tuple an earlier
 measurement of that backend decoded. The exported backends encode each distinct
 prototype once (``PrototypeCache``); the eager model encodes every prototype of every
@@ -47,7 +47,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compgen.decoding.core import MODES, Contract, decode
+from compgen.decoding.contract import MODES, Contract
+from compgen.decoding.search import GreedySearch, decode
 from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
@@ -160,7 +161,7 @@ def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads
 
 
 def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
-    """The Python backends of an export that decode through ``compgen.decoding.core``: fp32
+    """The Python backends of an export that decode through ``compgen.decoding``: fp32
     TorchScript and ONNX, int8 ONNX, and bf16 TorchScript where the CPU has the units."""
     gens = {"torchscript": TorchScriptGenerator(folder, manifest, threads),
             "onnx": OnnxGenerator(folder, manifest, threads),
@@ -197,7 +198,7 @@ def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: boo
         for start in range(0, len(tuples), 256):
             part = slice(start, start + 256)
             tokens += decode(gens[name].stepper(), contract, protos[part], z[part],
-                             MODES["greedy"])[0].tolist()
+                             GreedySearch())[0].tolist()
         rows[name] = [_cut(r, contract.eos) for r in tokens]
         pairs = [p for p in (split_datum(vocab.decode(r)) for r in tokens) if p]
         report = scan_sample_report(pairs, train, grammar, "jump")
@@ -262,13 +263,13 @@ def main() -> None:
         z = np.zeros((batch, model.latent), np.float32)
         protos0, _ = TupleStream(tuples, model.nproto, width)(batch)
         flops = count_flops(lambda: decode(EagerStepper(model, steps), contract, protos0, z,
-                                           MODES["greedy"])) / batch
+                                           GreedySearch())) / batch
         result = {"batch": batch, "gflop_per_sample": flops / 1e9}
 
         def runner(make_stepper, stream: TupleStream):
             def call():
                 protos, _ = stream(batch)
-                return decode(make_stepper(), contract, protos, z, MODES["greedy"])
+                return decode(make_stepper(), contract, protos, z, GreedySearch())
             return call
 
         for name, make_stepper in steppers.items():
@@ -281,10 +282,10 @@ def main() -> None:
         if bf16_compiled is not None:
             result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_compiled)
         # reduced precision against fp32 on the benchmark model: greedy outputs cut at </s>
-        fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, MODES["greedy"])[0]
+        fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, GreedySearch())[0]
         for name in REDUCED:
             if name in gens:
-                mine = decode(gens[name].stepper(), contract, protos0, z, MODES["greedy"])[0]
+                mine = decode(gens[name].stepper(), contract, protos0, z, GreedySearch())[0]
                 result[f"{name}_greedy_equal_share"] = float(np.mean(
                     [_cut(a, contract.eos) == _cut(b, contract.eos) for a, b in zip(fp32, mine)]))
         rows.append(result)

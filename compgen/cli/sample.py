@@ -63,7 +63,7 @@ def sample_cmd(
             raise UserError(f"{name} must be >= 1")
     check_max_rounds(max_rounds)
     if strategy is not None:
-        from compgen.decoding.core import check_strategy
+        from compgen.decoding.contract import check_strategy
 
         check_strategy(strategy)
     from compgen.lm.rerank import LmRanking

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from compgen.decoding.core import BEAM_WIDTH, check_strategy
+from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
 from compgen.errors import UserError
 from compgen.system.precision import SAMPLE_PRECISIONS

@@ -21,7 +21,8 @@ import numpy as np
 import polars as pl
 
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import MODES, Contract, decode, prior_z, scores_of
+from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
+from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device
 from compgen.errors import UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
@@ -117,8 +118,8 @@ def make_decoder(folder: Path, manifest: dict, backend: str, options: SampleOpti
                   else stored[np.asarray(idx, dtype=np.int64)])
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(contract, options.seed, ids)
-        tokens, token_logp = decode(new_stepper(), contract, protos, z, MODES[strategy],
-                                    temperature, options.seed, ids)
+        tokens, token_logp = decode(new_stepper(), contract, protos, z, search_for(
+            strategy, temperature, options.seed, contract.beam_width), ids)
         run.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
     run.seconds, run.where = 0.0, where
