@@ -2,8 +2,8 @@
 
 The search strategy (``search``) and the sampler are separate pieces, as CTranslate2's
 greedy search takes a best or a random sampler: ``Argmax`` (greedy), ``Temperature``
-(a draw from softmax(logp / T)) and ``Mixed`` (a draw until the row has emitted
-``<sep>``, argmax after it). Random draws come from the counter-based stream
+(a draw from softmax(logp / T)), ``Mixed`` (a draw until the row has emitted
+``<sep>``, argmax after it) and ``ForcedPrefix`` (given first tokens, argmax after them). Random draws come from the counter-based stream
 (``random_stream``) keyed by (seed, sample index, step), so a token does not depend on
 the batch a sample is decoded in.
 """
@@ -55,3 +55,19 @@ class Mixed(Temperature):
                after_sep: np.ndarray) -> np.ndarray:
         drawn = super().choose(logp, step, sample_ids, after_sep)
         return np.where(after_sep, logp.argmax(1), drawn)
+
+
+@dataclass(frozen=True)
+class ForcedPrefix:
+    """Sample ``i``'s first ``lengths[i]`` tokens are ``prefix[i]`` ``(N, P)``; ``Argmax``
+    after them (direct inference forces the input side of ``x <sep> y``)."""
+    prefix: np.ndarray
+    lengths: np.ndarray
+
+    def choose(self, logp: np.ndarray, step: int, sample_ids: np.ndarray,
+               after_sep: np.ndarray) -> np.ndarray:
+        greedy = logp.argmax(1)
+        if step >= self.prefix.shape[1]:
+            return greedy
+        forced = step < self.lengths[sample_ids]
+        return np.where(forced, self.prefix[sample_ids, step], greedy)

@@ -6,7 +6,8 @@ step: last token, its position, the self-attention cache and the encoder's keys/
 -> log p(next token) and the grown cache), ``vocab.json`` (source), ``target_vocab.json``,
 ``inflection.pt`` (the weights, for the eager backend) and ``manifest.json`` with the
 decoding contract, checksums and parity figures. The beam search runs outside the graphs
-(:func:`compgen.models.inflection.beam_over`, the same code the eager model uses).
+(:class:`compgen.decoding.fairseq_beam.FairseqBeamSearch`, the same code the eager model
+uses).
 
 Validation, before the folder is moved into place: on up to ``parity_sources`` sources of
 the language's lemma-split test set, beam-5 predictions of ONNX Runtime must equal the
@@ -39,10 +40,11 @@ from compgen.models.inflection import (
     BOS_ID,
     EOS_ID,
     IncrementalDecoder,
+    InflectionStepper,
     InflectionTransformer,
     _attend,
     _split_heads,
-    beam_over,
+    fairseq_search,
     pad_batch,
 )
 from compgen.sampling.load_check import finite_weights
@@ -101,7 +103,8 @@ class StepGraph(nn.Module):
 
 
 class OnnxInflectionDecoder:
-    """``step`` / ``reorder`` over the exported graphs, for :func:`beam_over`."""
+    """The exported graphs as a step function of the decoding core, started on ``source``
+    with every row repeated ``beam`` times; ``step`` returns log-probabilities."""
 
     def __init__(self, folder: Path, source: np.ndarray, beam: int, device=None):
         import onnxruntime as ort
@@ -122,32 +125,31 @@ class OnnxInflectionDecoder:
         self.past_v = self.past_k.copy()
         self.length = 0
 
-    def step(self, tokens: Tensor) -> Tensor:
+    def step(self, tokens: np.ndarray) -> np.ndarray:
         logp, self.past_k, self.past_v = self.stepper.run(None, {
-            "token": tokens.numpy().astype(np.int64), "position": np.array(self.length, dtype=np.int64),
+            "token": tokens.astype(np.int64), "position": np.array(self.length, dtype=np.int64),
             "past_k": self.past_k, "past_v": self.past_v, "memory_k": self.memory_k,
             "memory_v": self.memory_v, "src_pad": self.pad})
         self.length += 1
-        return torch.from_numpy(logp)
+        return logp
 
-    def reorder(self, rows: Tensor) -> None:
-        idx = rows.numpy()
+    def take(self, idx: np.ndarray, memory: bool = True) -> None:
         self.past_k, self.past_v = self.past_k[:, idx], self.past_v[:, idx]
         self.memory_k, self.memory_v, self.pad = self.memory_k[:, idx], self.memory_v[:, idx], self.pad[idx]
 
 
 def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int = 100,
                      device=None):
-    return beam_over(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
-                     source.shape[0], beam, max_len)
+    return fairseq_search(beam).best(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
+                                     source.shape[0], max_len)
 
 
-def _step_logp(decoder, target: Tensor) -> np.ndarray:
+def _step_logp(stepper, target: Tensor) -> np.ndarray:
     """Teacher-forced log p of every step of ``target`` (<s> y </s>) [B, T-1, V]."""
     steps = []
     for t in range(target.shape[1] - 1):
-        out = decoder.step(target[:, t])
-        steps.append(torch.log_softmax(out.float(), -1) if isinstance(decoder, IncrementalDecoder) else out)
+        out = torch.from_numpy(stepper.step(target[:, t].numpy()))
+        steps.append(torch.log_softmax(out.float(), -1) if isinstance(stepper, InflectionStepper) else out)
     return torch.stack(steps, 1).numpy()
 
 
@@ -213,14 +215,15 @@ def export_inflection(checkpoint, out=None, *, parity_sources: int = 256, lang: 
         }
         log(f"checking the export on {len(sources)} lemma-split sources of {lang}")
         max_len = max(len(s) for s in sources) * 2 + 10
-        eager_ids, eager_scores = beam_over(
-            IncrementalDecoder(net, *(t.repeat_interleave(PARITY_BEAM, 0) for t in net.encode(source))),
-            len(sources), PARITY_BEAM, max_len)
+        eager = InflectionStepper(net)
+        eager.start(source, PARITY_BEAM)
+        eager_ids, eager_scores = fairseq_search(PARITY_BEAM).best(eager, len(sources), max_len)
         onnx_ids, onnx_scores = onnx_beam_search(tmp, source, PARITY_BEAM, max_len)
         target = pad_batch(eager_ids, bos=True, eos=True)
         keep = np.asarray(target[:, 1:] != 0)
         with torch.no_grad():
-            eager_logp = _step_logp(IncrementalDecoder(net, *net.encode(source)), target)
+            eager.start(source)
+            eager_logp = _step_logp(eager, target)
         onnx_logp = _step_logp(OnnxInflectionDecoder(tmp, source.numpy(), 1), target)
         figures = {"sources": len(sources), "split": "lemma-split", "beam_width": PARITY_BEAM,
                    "tolerance": TOLERANCE, "backends": {"onnx": {

@@ -1,7 +1,7 @@
 """Export of a conditional predictor checkpoint (kind "seq2seq"; ``models/seq2seq.py``).
 
 The folder has the generator export's layout (see ``compgen/export/__init__.py``):
-``model.ts`` (greedy, beam, per-step log-probs; ``predictor_torchscript.py``),
+``model.ts`` (encoder, decoder step, per-step log-probs; ``predictor_torchscript.py``),
 ``encoder.onnx`` + ``decoder_step.onnx`` (``predictor_graphs.py``), ``predictor.pt`` (the
 weights, for ``--backend torch``), ``vocab.json`` / ``vocab.txt`` and ``manifest.json``
 with the decoding contract, checksums and parity figures. There is no prototype list:
@@ -44,7 +44,9 @@ from compgen.models.seq2seq import (
     collate,
     cut_prediction,
     greedy_search,
-    step_masks,
+    predictor_rules,
+    run_beam,
+    run_greedy,
 )
 from compgen.sampling.load_check import finite_weights
 
@@ -99,6 +101,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model, all on the same batch ``source``."""
     from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():
@@ -115,12 +118,15 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
                "logp_floor": LOGP_FLOOR, "logp_steps": int(read.sum()),
                "logp_compared": "teacher-forced eager greedy rows, up to each row's </s>",
                "backends": {}}
-    scripted = torch.jit.load(str(folder / "model.ts"))
+    module = torch.jit.load(str(folder / "model.ts"))
+    scripted, rules = TorchScriptPredictor(module), predictor_rules(model.vocab_size)
     with torch.no_grad():
         figures["backends"]["torchscript"] = {
-            "greedy_identical": predictions(scripted.greedy(source, max_len)[0]) == eager_greedy,
-            "beam_identical": predictions(scripted.beam(source, max_len, width)[0]) == eager_beam,
-            "max_abs_logp_diff": logp_diff(scripted.score(source, target).numpy()[read],
+            "greedy_identical": predictions(run_greedy(scripted, rules, source, max_len)[0])
+            == eager_greedy,
+            "beam_identical": predictions(run_beam(scripted, rules, source, width, max_len)[0])
+            == eager_beam,
+            "max_abs_logp_diff": logp_diff(module.score(source, target).numpy()[read],
                                            reference)}
 
     onnx = OnnxPredictor(folder, manifest)
@@ -135,7 +141,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
 def decoding_contract(model: Seq2Seq) -> dict:
     """How a runtime must drive the two graphs to reproduce ``greedy_search`` and
     ``beam_search`` (``OnnxPredictor`` is the reference implementation)."""
-    first, later = step_masks(model.vocab_size)
+    rules = predictor_rules(model.vocab_size)
     return {
         "bos": BOS_ID, "eos": EOS_ID, "pad": PAD_ID, "unk": UNK_ID, "copy": COPY_ID,
         "max_len": model.cfg.max_len,
@@ -144,8 +150,8 @@ def decoding_contract(model: Seq2Seq) -> dict:
         "initial_state": {"h": "h0", "c": "c0", "feed": "zeros (batch, hidden)"},
         "state_order": list(STATE_NAMES),
         "mask_value": MASKED,
-        "first_step_masked": torch.nonzero(first).flatten().tolist(),
-        "later_steps_masked": torch.nonzero(later).flatten().tolist(),
+        "first_step_masked": sorted(rules.first_step_masked),
+        "later_steps_masked": sorted(rules.later_steps_masked),
         "masking": "add the step's mask to log p before argmax / top-k (step 0: first, "
                    "later steps: later)",
         "greedy": "argmax for max_len steps; stop once every row has emitted </s>",

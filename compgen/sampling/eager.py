@@ -53,8 +53,6 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
 )
 from compgen.sampling.options import MAX_ROUNDS, SampleOptions
 
-NEG = float("-inf")
-
 
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
     mask = torch.zeros(vocab_size, dtype=torch.bool)
@@ -88,6 +86,11 @@ class EagerStepper:
     @torch.no_grad()
     def start(self, protos: np.ndarray, z: np.ndarray) -> None:
         self.memory, self.state = self.model.encode(self._on(protos), self._on(z), self.max_len)
+
+    def started(self, memory, state) -> EagerStepper:
+        """This stepper on an encoding made elsewhere (Memory and State of the model)."""
+        self.memory, self.state = memory, state
+        return self
 
     @torch.no_grad()
     def step(self, token: np.ndarray) -> np.ndarray:
