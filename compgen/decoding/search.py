@@ -96,38 +96,64 @@ class BeamSearch:
         finished_row[rules.pad if self.finished_token is None else self.finished_token] = 0.0
         scores = np.full((B, W), -np.inf, self.score_dtype)
         scores[:, 0] = 0.0  # one live hypothesis at the start
-        hist = np.full((B, W, L), rules.pad, np.int64)
-        hist_lp = np.zeros((B, W, L), np.float32)
+        parents, tokens, token_logp = [], [], []  # per step (B, W): followed back at the end
         done = np.zeros((B, W), bool)
         token = np.full(B * W, rules.bos, np.int64)
         offsets = (np.arange(B) * W)[:, None]
         first, later = rules.masked(True), rules.masked(False)
         value = np.float32(rules.masked_value)
-        used = 0
         for t in range(L):
             logp = _masked(stepper.step(token), first if t == 0 else later, value)
-            logp = np.where(done[..., None], finished_row, logp.reshape(B, W, V))
-            cand = (scores[..., None] + logp.astype(self.score_dtype, copy=False)).reshape(B, W * V)
-            flat = np.argsort(-cand, axis=1, kind="stable")[:, :W]  # ties: lower index first
+            logp = np.where(done[..., None], finished_row, logp.reshape(B, W, V)).reshape(B, W * V)
+            cand = (scores.reshape(B * W, 1) + logp.reshape(B * W, V).astype(self.score_dtype, copy=False))
+            cand = cand.reshape(B, W * V)
+            flat = best_candidates(cand, W)
             scores = np.take_along_axis(cand, flat, 1)
             parent, tok = flat // V, flat % V
-            hist = np.take_along_axis(hist, parent[..., None], 1)
-            hist_lp = np.take_along_axis(hist_lp, parent[..., None], 1)
-            hist[:, :, t] = tok
-            hist_lp[:, :, t] = np.take_along_axis(logp.reshape(B, W * V), flat, 1)
+            parents.append(parent)
+            tokens.append(tok)
+            token_logp.append(np.take_along_axis(logp, flat, 1))
             done = np.take_along_axis(done, parent, 1) | (tok == rules.eos)
-            used = t + 1
             if done.all():
                 break
             stepper.take((parent + offsets).ravel(), memory=False)  # parents share the memory
             token = tok.ravel()
-        return hist[:, :, :used], hist_lp[:, :, :used], scores
+        return (*_follow_back(B, W, parents, tokens, token_logp), scores)
 
     def best(self, stepper: Stepper, rules: StepRules, batch: int, max_len: int,
              sample_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The best hypothesis of every row, as ``GreedySearch.best``."""
         tokens, token_logp, _ = self.hypotheses(stepper, rules, batch, max_len)
         return tokens[:, 0], token_logp[:, 0]
+
+
+def best_candidates(cand: np.ndarray, width: int) -> np.ndarray:
+    """Flat indices of the ``width`` best candidates of each row ``(B, N)``, best first:
+    by score, ties by the lower index (a stable sort of the row). Rows whose
+    ``width``-th best score is not tied are sorted among their ``width`` best only."""
+    if cand.shape[1] <= width:
+        return np.argsort(-cand, axis=1, kind="stable")
+    kth = np.partition(cand, cand.shape[1] - width, axis=1)[:, -width]
+    at_least = cand >= kth[:, None]
+    if not (at_least.sum(1) == width).all():  # a tie across the boundary
+        return np.argsort(-cand, axis=1, kind="stable")[:, :width]
+    chosen = np.nonzero(at_least)[1].reshape(-1, width)  # in index order
+    order = np.argsort(-np.take_along_axis(cand, chosen, 1), axis=1, kind="stable")
+    return np.take_along_axis(chosen, order, 1)
+
+
+def _follow_back(B: int, W: int, parents: list, tokens: list, token_logp: list
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Hypotheses ``(B, W, L)`` and their tokens' log p from each step's parent pointers."""
+    L = len(parents)
+    hist = np.empty((B, W, L), np.int64)
+    hist_lp = np.empty((B, W, L), np.float32)
+    at = np.broadcast_to(np.arange(W), (B, W))
+    for t in range(L - 1, -1, -1):
+        hist[:, :, t] = np.take_along_axis(tokens[t], at, 1)
+        hist_lp[:, :, t] = np.take_along_axis(token_logp[t], at, 1)
+        at = np.take_along_axis(parents[t], at, 1)
+    return hist, hist_lp
 
 
 def search_for(strategy: str, temperature: float = 1.0, seed: int = 0,
