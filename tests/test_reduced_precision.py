@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.decoding.core import MODES, Contract
+from compgen.decoding.contract import MODES, Contract
 from compgen.errors import UserError
 from compgen.export.reduced import bf16_sampler
 from compgen.sampling.backends.cpp import build_runner, job_text, run_harness

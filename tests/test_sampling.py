@@ -20,7 +20,7 @@ from compgen.data.resample import (
     valid_morph,
 )
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
-from compgen.decoding.core import rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
 from compgen.sampling.eager import beam_search, collect_samples, sample_batch, sample_generator

@@ -1,6 +1,6 @@
 """The bf16 encoder and decoder step compiled ahead of time by TorchInductor
 (AOTInductor): built from the eager model of an export, run by ``--backend torch
---precision bf16`` (here, a step function of the shared decode loop ``compgen.decoding.core``)
+--precision bf16`` (here, a step function of the shared decode loop ``compgen.decoding``)
 and by ``--backend cpp --precision bf16`` (the C++ runner loads the same libraries);
 prototypes are encoded by the bf16 TorchScript sampler's graph in both (its fused LSTM:
 AOTInductor unrolls the LSTM into per-step products, 2.4x slower).

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
-from compgen.decoding.core import MODES, Contract, beam, decode
+from compgen.decoding.contract import Contract
+from compgen.decoding.search import BeamSearch, GreedySearch, decode
 from compgen.errors import UserError
 from compgen.export.artifact import (
     FORMAT,
@@ -152,8 +153,8 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
     p_np, z_np = protos.numpy(), z.numpy()
 
     def decoded(stepper_of) -> dict:
-        greedy = decode(stepper_of(), contract, p_np, z_np, MODES["greedy"], max_len=max_len)[0]
-        best = beam(stepper_of(), contract, p_np, z_np, width, max_len)[0][:, 0]
+        greedy = decode(stepper_of(), contract, p_np, z_np, GreedySearch(), max_len=max_len)[0]
+        best = decode(stepper_of(), contract, p_np, z_np, BeamSearch(width), max_len=max_len)[0]
         return {"greedy": _trim(greedy), "beam": _trim(best)}
 
     def torchscript() -> ParityOutputs:

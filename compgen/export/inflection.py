@@ -3,8 +3,10 @@
 
 The folder: ``encoder.onnx`` and ``decoder_step.onnx`` (``inflection_graphs.py``),
 ``vocab.json`` (source), ``target_vocab.json``, ``inflection.pt`` (the weights, for the
-eager backend) and ``manifest.json`` with the decoding contract, checksums and parity figures. The beam search runs outside the graphs
-(:func:`compgen.models.inflection.beam_over`, the same code the eager model uses).
+eager backend) and ``manifest.json`` with the decoding contract, checksums and parity
+figures. The beam search runs outside the graphs
+(:class:`compgen.decoding.fairseq_beam.FairseqBeamSearch`, the same code the eager model
+uses).
 
 Validation, before the folder is moved into place: on up to ``parity_sets`` sources of
 the language's lemma-split test set, beam-5 predictions of ONNX Runtime must equal the
@@ -31,8 +33,9 @@ from compgen.models.inflection import (
     BOS_ID,
     EOS_ID,
     IncrementalDecoder,
+    InflectionStepper,
     InflectionTransformer,
-    beam_over,
+    fairseq_search,
     pad_batch,
 )
 from compgen.sampling.load_check import finite_weights
@@ -41,7 +44,8 @@ PARITY_BEAM = 5
 
 
 class OnnxInflectionDecoder:
-    """``step`` / ``reorder`` over the exported graphs, for :func:`beam_over`."""
+    """The exported graphs as a step function of the decoding core, started on ``source``
+    with every row repeated ``beam`` times; ``step`` returns log-probabilities."""
 
     def __init__(self, folder: Path, source: np.ndarray, beam: int, device=None):
         import onnxruntime as ort
@@ -62,32 +66,31 @@ class OnnxInflectionDecoder:
         self.past_v = self.past_k.copy()
         self.length = 0
 
-    def step(self, tokens: Tensor) -> Tensor:
+    def step(self, tokens: np.ndarray) -> np.ndarray:
         logp, self.past_k, self.past_v = self.stepper.run(None, {
-            "token": tokens.numpy().astype(np.int64), "position": np.array(self.length, dtype=np.int64),
+            "token": tokens.astype(np.int64), "position": np.array(self.length, dtype=np.int64),
             "past_k": self.past_k, "past_v": self.past_v, "memory_k": self.memory_k,
             "memory_v": self.memory_v, "src_pad": self.pad})
         self.length += 1
-        return torch.from_numpy(logp)
+        return logp
 
-    def reorder(self, rows: Tensor) -> None:
-        idx = rows.numpy()
+    def take(self, idx: np.ndarray, memory: bool = True) -> None:
         self.past_k, self.past_v = self.past_k[:, idx], self.past_v[:, idx]
         self.memory_k, self.memory_v, self.pad = self.memory_k[:, idx], self.memory_v[:, idx], self.pad[idx]
 
 
 def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int = 100,
                      device=None):
-    return beam_over(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
-                     source.shape[0], beam, max_len)
+    return fairseq_search(beam).best(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
+                                     source.shape[0], max_len)
 
 
-def _step_logp(decoder, target: Tensor) -> np.ndarray:
+def _step_logp(stepper, target: Tensor) -> np.ndarray:
     """Teacher-forced log p of every step of ``target`` (<s> y </s>) [B, T-1, V]."""
     steps = []
     for t in range(target.shape[1] - 1):
-        out = decoder.step(target[:, t])
-        steps.append(torch.log_softmax(out.float(), -1) if isinstance(decoder, IncrementalDecoder) else out)
+        out = torch.from_numpy(stepper.step(target[:, t].numpy()))
+        steps.append(torch.log_softmax(out.float(), -1) if isinstance(stepper, InflectionStepper) else out)
     return torch.stack(steps, 1).numpy()
 
 
@@ -106,12 +109,13 @@ def check_inflection_parity(net: InflectionTransformer, folder: Path, sources: l
     predictions, EOS included) of ONNX Runtime against the eager model's."""
     source = pad_batch(sources)
     max_len = max(len(s) for s in sources) * 2 + 10
-    eager_ids, eager_scores = beam_over(
-        IncrementalDecoder(net, *(t.repeat_interleave(PARITY_BEAM, 0) for t in net.encode(source))),
-        len(sources), PARITY_BEAM, max_len)
+    eager = InflectionStepper(net)
+    eager.start(source, PARITY_BEAM)   # with autograd on, as the model's own beam search runs
+    eager_ids, eager_scores = fairseq_search(PARITY_BEAM).best(eager, len(sources), max_len)
     target = pad_batch(eager_ids, bos=True, eos=True)
     with torch.no_grad():
-        eager_logp = _step_logp(IncrementalDecoder(net, *net.encode(source)), target)
+        eager.start(source)
+        eager_logp = _step_logp(eager, target)
 
     def onnx() -> ParityOutputs:
         ids, scores = onnx_beam_search(folder, source, PARITY_BEAM, max_len)

@@ -1,8 +1,8 @@
 """The export kind of a conditional predictor checkpoint (kind "seq2seq";
 ``models/seq2seq.py``; ``PredictorExport``). The steps every kind shares are in ``spec.py``.
 
-The folder has the generator export's layout (see ``compgen/export/generator.py``):
-``model.ts`` (greedy, beam, per-step log-probs; ``predictor_torchscript.py``),
+The folder has the generator export's layout (see ``compgen/export/__init__.py``):
+``model.ts`` (encoder, decoder step, per-step log-probs; ``predictor_torchscript.py``),
 ``encoder.onnx`` + ``decoder_step.onnx`` (``predictor_graphs.py``), ``predictor.pt`` (the
 weights, for ``--backend torch``), ``vocab.json`` / ``vocab.txt`` and ``manifest.json``
 with the decoding contract, checksums and parity figures. There is no prototype list:
@@ -36,7 +36,9 @@ from compgen.models.seq2seq import (
     collate,
     cut_prediction,
     greedy_search,
-    step_masks,
+    predictor_rules,
+    run_beam,
+    run_greedy,
 )
 from compgen.sampling.load_check import finite_weights
 
@@ -91,6 +93,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model's, all on the same batch ``source``."""
     from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():
@@ -104,11 +107,13 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source:
         reference = eager_step_logp(model, source, target).numpy()
 
     def torchscript() -> ParityOutputs:
-        scripted = torch.jit.load(str(folder / "model.ts"))
+        module = torch.jit.load(str(folder / "model.ts"))
+        scripted, rules = TorchScriptPredictor(module), predictor_rules(model.vocab_size)
         with torch.no_grad():
-            return ParityOutputs({"greedy": predictions(scripted.greedy(source, max_len)[0]),
-                                  "beam": predictions(scripted.beam(source, max_len, width)[0])},
-                                 scripted.score(source, target).numpy())
+            return ParityOutputs(
+                {"greedy": predictions(run_greedy(scripted, rules, source, max_len)[0]),
+                 "beam": predictions(run_beam(scripted, rules, source, width, max_len)[0])},
+                module.score(source, target).numpy())
 
     def onnx() -> ParityOutputs:
         graphs, src = OnnxPredictor(folder, manifest), source.numpy()
@@ -126,7 +131,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source:
 def decoding_contract(model: Seq2Seq) -> dict:
     """How a runtime must drive the two graphs to reproduce ``greedy_search`` and
     ``beam_search`` (``OnnxPredictor`` is the reference implementation)."""
-    first, later = step_masks(model.vocab_size)
+    rules = predictor_rules(model.vocab_size)
     return {
         "bos": BOS_ID, "eos": EOS_ID, "pad": PAD_ID, "unk": UNK_ID, "copy": COPY_ID,
         "max_len": model.cfg.max_len,
@@ -135,8 +140,8 @@ def decoding_contract(model: Seq2Seq) -> dict:
         "initial_state": {"h": "h0", "c": "c0", "feed": "zeros (batch, hidden)"},
         "state_order": list(STATE_NAMES),
         "mask_value": MASKED,
-        "first_step_masked": torch.nonzero(first).flatten().tolist(),
-        "later_steps_masked": torch.nonzero(later).flatten().tolist(),
+        "first_step_masked": sorted(rules.first_step_masked),
+        "later_steps_masked": sorted(rules.later_steps_masked),
         "masking": "add the step's mask to log p before argmax / top-k (step 0: first, "
                    "later steps: later)",
         "greedy": "argmax for max_len steps; stop once every row has emitted </s>",

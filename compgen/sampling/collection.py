@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import check_strategy, rank_key
+from compgen.decoding.contract import check_strategy, rank_key
 from compgen.errors import UserError
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 

@@ -67,7 +67,8 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
     """{backend: [(tokens, summed log-prob)] per check tuple}: the first ``CHECK_SETS``
     tuples of prototypes.txt with the prior's latent for seed 0, decoded greedily."""
     from compgen.data.vocab import EOS_ID
-    from compgen.decoding.core import MODES, Contract, decode, prior_z
+    from compgen.decoding.contract import Contract, prior_z
+    from compgen.decoding.search import GreedySearch, decode
     from compgen.export.artifact import read_prototypes
     from compgen.sampling.backends.onnx import OnnxGenerator
     from compgen.sampling.backends.torchscript import TorchScriptGenerator
@@ -89,7 +90,7 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
                                 ("onnx", "the ONNX graphs", OnnxGenerator)):
         stepper = run(folder, what, lambda backend=backend: backend(folder, manifest, threads).stepper)
         tokens, logp = run(folder, what, lambda stepper=stepper: decode(
-            stepper(), contract, protos, z, MODES["greedy"], 1.0, 0, ids))
+            stepper(), contract, protos, z, GreedySearch(), ids))
         rows[name] = trimmed(tokens, logp, EOS_ID)
     return rows
 

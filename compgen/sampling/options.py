@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, fields
 
-from compgen.decoding.core import BEAM_WIDTH, check_strategy
+from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
 from compgen.errors import UserError
 from compgen.system.precision import SAMPLE_PRECISIONS

@@ -13,7 +13,7 @@ Without --checkpoint a generator of the reference size (recombine_scan: H 512, E
 A 128) is initialised at random and exported; throughput does not depend on training as
 long as every backend decodes the same number of steps, so decoding runs greedy for
 ``--steps`` steps (a random model rarely emits </s>). Every backend runs the same
-decoding contract (``compgen.decoding.core``) and every call decodes fresh prototype tuples:
+decoding contract (``compgen.decoding``) and every call decodes fresh prototype tuples:
 consecutive stored tuples, as a sampling run takes them, and never a tuple an earlier
 measurement of that backend decoded. The exported backends encode each distinct
 prototype once (``PrototypeCache``); the eager model encodes every prototype of every
@@ -60,11 +60,12 @@ if CHILD not in sys.argv:
 
 # each module by its path in this tree, then by the one it had before the package layout
 # (a --base-ref run measures an older tree with this script)
-_core = import_moved("compgen.decoding.core", "compgen.decoding")
+_contract = import_moved("compgen.decoding.contract", "compgen.decoding.core", "compgen.decoding")
+_search = import_moved("compgen.decoding.search", "compgen.decoding.core", "compgen.decoding")
 _artifact = import_moved("compgen.export.artifact")
 _reduced = import_moved("compgen.export.reduced")
 _cpp = import_moved("compgen.sampling.backends.cpp", "compgen.export.cpp_runner")
-MODES, Contract, decode = _core.MODES, _core.Contract, _core.decode
+MODES, Contract, decode = _contract.MODES, _contract.Contract, _search.decode
 load_manifest, read_prototypes = _artifact.load_manifest, _artifact.read_prototypes
 export_checkpoint = import_moved("compgen.export.kinds",
                                  "compgen.export.generator").export_checkpoint
@@ -81,6 +82,8 @@ TorchScriptGenerator = import_moved("compgen.sampling.backends.torchscript",
 EagerStepper = import_moved("compgen.sampling.eager", "compgen.sampling").EagerStepper
 cpu_has_bf16 = import_moved("compgen.system.precision", "compgen.precision").cpu_has_bf16
 _checkpoint = import_moved("compgen.training.checkpoint", "compgen.checkpoint")
+# greedy: a search object in this tree, the mode number in trees from before the classes
+GREEDY = _search.GreedySearch() if hasattr(_search, "GreedySearch") else MODES["greedy"]
 FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni",
          "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
 
@@ -176,7 +179,7 @@ def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads
 
 
 def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
-    """The Python backends of an export that decode through ``compgen.decoding.core``: fp32
+    """The Python backends of an export that decode through ``compgen.decoding``: fp32
     TorchScript and ONNX, int8 ONNX, and bf16 TorchScript where the CPU has the units."""
     gens = {"torchscript": TorchScriptGenerator(folder, manifest, threads),
             "onnx": OnnxGenerator(folder, manifest, threads),
@@ -215,7 +218,7 @@ def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: boo
         for start in range(0, len(tuples), 256):
             part = slice(start, start + 256)
             tokens += decode(gens[name].stepper(), contract, protos[part], z[part],
-                             MODES["greedy"])[0].tolist()
+                             GREEDY)[0].tolist()
         rows[name] = [_cut(r, contract.eos) for r in tokens]
         pairs = [p for p in (split_datum(vocab.decode(r)) for r in tokens) if p]
         report = scan_sample_report(pairs, train, grammar, "jump")
@@ -287,13 +290,13 @@ def main() -> None:
         z = np.zeros((batch, model.latent), np.float32)
         protos0, _ = TupleStream(tuples, model.nproto, width)(batch)
         flops = count_flops(lambda: decode(EagerStepper(model, steps), contract, protos0, z,
-                                           MODES["greedy"])) / batch
+                                           GREEDY)) / batch
         result = {"batch": batch, "gflop_per_sample": flops / 1e9}
 
         def runner(make_stepper, stream: TupleStream):
             def call():
                 protos, _ = stream(batch)
-                return decode(make_stepper(), contract, protos, z, MODES["greedy"])
+                return decode(make_stepper(), contract, protos, z, GREEDY)
             return call
 
         for name, make_stepper in steppers.items():
@@ -306,10 +309,10 @@ def main() -> None:
         if bf16_compiled is not None:
             result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_compiled)
         # reduced precision against fp32 on the benchmark model: greedy outputs cut at </s>
-        fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, MODES["greedy"])[0]
+        fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, GREEDY)[0]
         for name in REDUCED:
             if name in gens:
-                mine = decode(gens[name].stepper(), contract, protos0, z, MODES["greedy"])[0]
+                mine = decode(gens[name].stepper(), contract, protos0, z, GREEDY)[0]
                 result[f"{name}_greedy_equal_share"] = float(np.mean(
                     [_cut(a, contract.eos) == _cut(b, contract.eos) for a, b in zip(fp32, mine)]))
         rows.append(result)

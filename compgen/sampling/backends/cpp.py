@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compgen.decoding.core import MODES, STATE_NAMES, Contract
+from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
 from compgen.system import cache
 
