@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from compgen.errors import UserError, read_text
+from compgen.errors import UserError
 from compgen.export.artifact import FORMAT
 from compgen.export.inflection_graphs import EncoderGraph
 from compgen.export.onnx_export import OPSET, export_inflection_onnx
@@ -38,51 +38,10 @@ from compgen.models.inflection import (
     fairseq_search,
     pad_batch,
 )
+from compgen.sampling.backends.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
 from compgen.sampling.load_check import finite_weights
 
 PARITY_BEAM = 5
-
-
-class OnnxInflectionDecoder:
-    """The exported graphs as a step function of the decoding core, started on ``source``
-    with every row repeated ``beam`` times; ``step`` returns log-probabilities."""
-
-    def __init__(self, folder: Path, source: np.ndarray, beam: int, device=None):
-        import onnxruntime as ort
-
-        from compgen.device import as_device, ort_session
-
-        device = as_device(device)   # None: the CPU (the export's parity check)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        self.encoder = ort_session(str(folder / "encoder.onnx"), opts, device)
-        self.stepper = ort_session(str(folder / "decoder_step.onnx"), opts, device)
-        mk, mv, pad = self.encoder.run(None, {"source": source})
-        self.memory_k = np.repeat(mk, beam, axis=1)
-        self.memory_v = np.repeat(mv, beam, axis=1)
-        self.pad = np.repeat(pad, beam, axis=0)
-        layers, batch, heads, _, dim = self.memory_k.shape
-        self.past_k = np.zeros((layers, batch, heads, 0, dim), dtype=np.float32)
-        self.past_v = self.past_k.copy()
-        self.length = 0
-
-    def step(self, tokens: np.ndarray) -> np.ndarray:
-        logp, self.past_k, self.past_v = self.stepper.run(None, {
-            "token": tokens.astype(np.int64), "position": np.array(self.length, dtype=np.int64),
-            "past_k": self.past_k, "past_v": self.past_v, "memory_k": self.memory_k,
-            "memory_v": self.memory_v, "src_pad": self.pad})
-        self.length += 1
-        return logp
-
-    def take(self, idx: np.ndarray, memory: bool = True) -> None:
-        self.past_k, self.past_v = self.past_k[:, idx], self.past_v[:, idx]
-        self.memory_k, self.memory_v, self.pad = self.memory_k[:, idx], self.memory_v[:, idx], self.pad[idx]
-
-
-def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int = 100,
-                     device=None):
-    return fairseq_search(beam).best(OnnxInflectionDecoder(Path(folder), source.numpy(), beam, device),
-                                     source.shape[0], max_len)
 
 
 def _step_logp(stepper, target: Tensor) -> np.ndarray:
@@ -176,22 +135,3 @@ class InflectionExport(KindSpec):
     def parity(self, folder: Path, manifest: dict) -> ParityRun:
         self.log(f"checking the export on {len(self.sources)} lemma-split sources of {self.lang}")
         return check_inflection_parity(self.net, folder, self.sources, self.tolerance)
-
-
-def load_exported_inflection(folder: Path):
-    """The manifest (checksums verified) and the model's vocabularies of an export folder."""
-    from compgen.export.artifact import read_manifest, verify_files
-    from compgen.models.inflection import CharVocab
-
-    folder = Path(folder)
-    path = folder / "manifest.json"
-    manifest = read_manifest(folder)
-    if manifest.get("format") != FORMAT or manifest.get("kind") != "inflection":
-        raise UserError(f"{path}: not an exported inflection model")
-    verify_files(folder, manifest)
-    try:
-        src = CharVocab(json.loads(read_text(folder / "vocab.json")))
-        tgt = CharVocab(json.loads(read_text(folder / "target_vocab.json")))
-    except (ValueError, TypeError, KeyError, RecursionError) as exc:
-        raise UserError(f"{folder}: damaged vocabulary files ({exc})") from None
-    return manifest, src, tgt

@@ -167,7 +167,10 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
     if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
         from functools import partial
 
-        from compgen.export.inflection import load_exported_inflection, onnx_beam_search
+        from compgen.sampling.backends.onnx_inflection import (
+            load_exported_inflection,
+            onnx_beam_search,
+        )
         from compgen.training.inflection import InflectionModel
 
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
