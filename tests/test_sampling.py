@@ -184,7 +184,7 @@ def test_sample_cli_bad_input(tmp_path):
     good = tmp_path / "good.pt"
     save_checkpoint(good, model, {"model": {"variant": "scan", "nproto": 2}, "data": "scan/jump"},
                     vocab, kind="recombine")
-    with pytest.raises(UserError, match="--strategy nucleus"):
+    with pytest.raises(UserError, match="strategy nucleus"):
         sample_generator(good, 5, strategy="nucleus")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint at all")
     with pytest.raises(UserError, match="not a compgen checkpoint"):

@@ -123,5 +123,5 @@ def parse_seeds(text: str) -> list[int]:
         raise UserError(f"--seeds {text!r}: expected e.g. 0,1,2 or 0-4") from None
     if not seeds or min(seeds) < 0:
         raise UserError(f"--seeds {text!r}: expected non-negative seeds such as 0,1,2 or 0-4")
-    check_seed(max(seeds), "--seeds")
+    check_seed(max(seeds), "seeds")
     return seeds

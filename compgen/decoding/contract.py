@@ -40,7 +40,7 @@ import numpy as np
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID
 from compgen.decoding.random_stream import LATENT_STEP, uniform
 from compgen.decoding.random_stream import NAME as STREAM_NAME
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 # the strategies' numbers in the manifest and in the C++ runner's job file
 MODES = {"greedy": 0, "temperature": 1, "mixed": 2, "beam": 3}
@@ -56,7 +56,7 @@ PROTOTYPE_ENCODING = "per prototype (prototypes graph), gathered per tuple (enco
 
 def check_strategy(strategy: str) -> None:
     if strategy not in MODES:
-        raise UserError(f"--strategy {strategy}: unknown (valid: {', '.join(STRATEGIES)})")
+        raise SettingError(f"`strategy` {strategy}: unknown (valid: {', '.join(STRATEGIES)})")
 
 
 def mask_ids(first: bool) -> tuple[int, ...]:

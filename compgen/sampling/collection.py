@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compgen.data.vocab import Vocab
-from compgen.decoding.contract import check_strategy, rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
@@ -77,7 +77,6 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     deterministic decoder has nothing new to say past one pass over its prototype tuples.
     ``tally`` (updated in place) counts what was decoded and accepted.
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
-    check_strategy(strategy)
     asked = (strategy, temperature)
     nsamples = max(nsamples or n, n)
     accept = accept or (lambda toks: None)

@@ -27,14 +27,11 @@ import torch
 from torch import Tensor
 
 from compgen.data.vocab import Vocab
-from compgen.decoding.contract import (  # noqa: F401 (STRATEGIES, check_strategy: re-exported)
+from compgen.decoding.contract import (
     BEAM_WIDTH,
-    STRATEGIES,
     Contract,
-    check_strategy,
     mask_ids,
     prior_z,
-    rank_key,
     scores_of,
 )
 from compgen.decoding.search import BeamSearch, decode, search_for
@@ -129,7 +126,6 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
     stream; zeros without VAE); ``sample_ids`` key the random draws (default 0..B-1).
     ``record`` (a list) receives every step's StepWeights (rows are then never
     compacted, for figures)."""
-    check_strategy(strategy)
     contract = replace(model_contract(model, max_len), beam_width=beam_width)
     B = protos.size(0)
     ids = np.arange(B, dtype=np.int64) if sample_ids is None else np.asarray(sample_ids, np.int64)
