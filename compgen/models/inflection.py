@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from compgen.configs.defaults import defaults_from
+from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
 from compgen.decoding.fairseq_beam import FairseqBeamSearch
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -31,16 +33,17 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 
 
 @dataclass(frozen=True)
+@defaults_from(STEM_CORRUPT_PRESET, "model")
 class InflectionConfig:
-    embed_dim: int = 256
-    ffn_dim: int = 512
-    heads: int = 4
-    encoder_layers: int = 4
-    decoder_layers: int = 4
-    dropout: float = 0.3
-    attention_dropout: float = 0.1
-    activation_dropout: float = 0.0
-    max_positions: int = 256
+    embed_dim: int
+    ffn_dim: int
+    heads: int
+    encoder_layers: int
+    decoder_layers: int
+    dropout: float
+    attention_dropout: float
+    activation_dropout: float
+    max_positions: int
 
     def to_dict(self) -> dict:
         return asdict(self)

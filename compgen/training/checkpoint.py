@@ -68,6 +68,10 @@ def preset_sections(kind: str) -> dict[str, type]:
         from compgen.augment.csl.presets import SECTIONS
 
         return dict(SECTIONS)
+    if kind == "stem-corrupt":   # compgen.training.stem_corrupt_preset
+        from compgen.training.stem_corrupt_preset import SECTIONS as STEM_CORRUPT_SECTIONS
+
+        return dict(STEM_CORRUPT_SECTIONS)
     raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
 
 
