@@ -17,9 +17,10 @@ from compgen.augment.geca import (
     make_config,
     reference_holdout,
 )
+from compgen.cli.common import flag_of
 from compgen.data.scan import load_scan_grammar, read_scan_file, scan_sample_report
 from compgen.data.table import make_table
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from geca_direct import direct_fragments, direct_geca
@@ -178,9 +179,10 @@ def test_same_seed_same_file(tmp_path):
 
 
 def test_bad_options_raise():
-    with pytest.raises(UserError, match="--wug-size"):
+    with pytest.raises(SettingError, match="^wug_size ") as refused:
         geca_augment(lm_table(TOY), GecaConfig(wug_size=0))
-    with pytest.raises(UserError, match="--wug-count"):
+    assert refused.value.text(flag_of).startswith("--wug-size ")
+    with pytest.raises(SettingError, match="^wug_count "):
         geca_augment(lm_table(TOY), GecaConfig(wug_count=4))
     with pytest.raises(UserError, match="no training examples"):
         geca_augment(lm_table([]).head(0), GecaConfig())

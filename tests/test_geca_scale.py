@@ -25,8 +25,9 @@ from compgen.augment.geca import (
     parse_memory_budget,
 )
 from compgen.augment.geca.partitions import SPILL_PREFIX, machine_ram_bytes, spill_folder
+from compgen.cli.common import flag_of
 from compgen.data.table import make_table
-from compgen.errors import UserError
+from compgen.errors import SettingError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["the", "a", "cat", "dog", "sang", "ran", "wug", "dax"]
@@ -175,8 +176,9 @@ def test_parse_memory_budget():
     total = machine_ram_bytes()
     assert 0 < parse_memory_budget(None) < total
     for bad in ("4X", "-1G", "", "G", "1k"):
-        with pytest.raises(UserError, match="--memory-budget"):
+        with pytest.raises(SettingError, match="^memory_budget ") as refused:
             parse_memory_budget(bad)
+        assert refused.value.text(flag_of).startswith("--memory-budget ")
 
 
 def test_cli_bad_budget_or_ray_address_is_one_error_line_exit_2(tmp_path):

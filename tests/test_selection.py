@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from compgen.augment.selection import STRATEGIES, select
-from compgen.errors import UserError
+from compgen.cli.common import flag_of
+from compgen.errors import SettingError, UserError
 
 # 3 bundles: A is common (60 rows), B (30), C rare (10); nll known per row
 TAGS = ["A"] * 60 + ["B"] * 30 + ["C"] * 10
@@ -86,5 +87,6 @@ def test_bad_requests():
         select("mostloss", TAGS, 5, NLL)
     with pytest.raises(UserError, match="uncertainty scores"):
         select("umt+loss", TAGS, 5, None)
-    with pytest.raises(UserError, match="--size"):
+    with pytest.raises(SettingError, match="^size ") as refused:
         select("umt", TAGS, 0)
+    assert refused.value.text(flag_of).startswith("--size ")

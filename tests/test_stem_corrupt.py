@@ -18,7 +18,8 @@ from compgen.augment.stem_corrupt import (
     training_alphabet,
 )
 from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
-from compgen.errors import UserError
+from compgen.cli.common import flag_of
+from compgen.errors import SettingError, UserError
 
 SUFFIX = [("walk", "walked"), ("talk", "talked"), ("jump", "jumped"), ("play", "played"),
           ("kick", "kicked"), ("cook", "cooked"), ("look", "looked"), ("pull", "pulled"),
@@ -132,8 +133,9 @@ def test_pool_has_the_size_the_tags_and_the_affixes(tmp_path):
 def test_pool_errors():
     with pytest.raises(UserError, match="no training pair has a stem"):
         stem_corrupt_pool([("ab", "xy", "N")], StemCorruptConfig(pool_size=5))
-    with pytest.raises(UserError, match="--pool"):
+    with pytest.raises(SettingError, match="^pool_size ") as refused:
         StemCorruptConfig(pool_size=0).validate()
+    assert refused.value.text(flag_of).startswith("--pool ")
 
 
 def test_real_language_pool(data_dir, require_data):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 STRATEGIES = ("random", "umt", "emt", "highloss", "lowloss", "umt+loss", "emt+loss")
 LOSS_STRATEGIES = frozenset({"highloss", "lowloss", "umt+loss", "emt+loss"})
@@ -64,13 +64,13 @@ def select(strategy: str, tags: Sequence[str], k: int, nll: Sequence[float] | No
     if n == 0:
         raise UserError("the synthetic pool is empty")
     if k < 1:
-        raise UserError(f"--size must be >= 1 (got {k})")
+        raise SettingError(f"`size` must be >= 1 (got {k})")
     if k > n:
-        raise UserError(f"--size {k} is larger than the pool ({n} rows)")
+        raise SettingError(f"`size` {k} is larger than the pool ({n} rows)")
     scores = None
     if strategy in LOSS_STRATEGIES:
         if nll is None:
-            raise UserError(f"strategy '{strategy}' needs uncertainty scores (--scorer)")
+            raise SettingError(f"strategy '{strategy}' needs uncertainty scores (`scorer`)")
         scores = np.asarray(nll, dtype=np.float64)
         if scores.shape != (n,):
             raise UserError(f"{len(scores)} uncertainty scores for a pool of {n} rows")

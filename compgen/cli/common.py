@@ -164,7 +164,11 @@ def _size(n: int) -> str:
     return f"{n:.1f} GB"
 
 
+# the settings whose flag is not ``--`` + the setting's name with dashes
+FLAGS = {"pool_size": "--pool"}
+
+
 def flag_of(setting: str) -> str:
     """The command-line flag of a library setting: ``beam_width`` -> ``--beam-width``
-    (every command names its options after the settings they set)."""
-    return "--" + setting.replace("_", "-")
+    (every command names its options after the settings they set, but those of ``FLAGS``)."""
+    return FLAGS.get(setting) or "--" + setting.replace("_", "-")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from compgen.augment.csl.presets import preset
 from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 
 @dataclass
@@ -41,15 +41,15 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     from compgen.io import write_samples_tsv
 
     if n < 0:
-        raise UserError(f"--n must be >= 0 (got {n})")
-    for name, value in (("--states", states), ("--steps", steps)):
+        raise SettingError(f"`n` must be >= 0 (got {n})")
+    for name, value in (("states", states), ("steps", steps)):
         if value is not None and value < 1:
-            raise UserError(f"{name} must be >= 1 (got {value})")
+            raise SettingError(f"`{name}` must be >= 1 (got {value})")
     if temperature is not None and not (math.isfinite(temperature) and temperature > 0):
-        raise UserError(f"--temperature must be a finite number > 0 (got {temperature})")
+        raise SettingError(f"`temperature` must be a finite number > 0 (got {temperature})")
     cfg = preset(config)
     if refine and grammar is not None:
-        raise UserError("--refine applies to an induced grammar; leave out --grammar")
+        raise SettingError("`refine` applies to an induced grammar; leave out `grammar`")
     cfg = dataclasses.replace(cfg, induction=dataclasses.replace(cfg.induction, refine=refine),
                               model=dataclasses.replace(
         cfg.model, seed=seed, num_types=states or cfg.model.num_types,

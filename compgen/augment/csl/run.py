@@ -25,7 +25,7 @@ from compgen.augment.csl.sampler import (
     uniform_weights,
 )
 from compgen.augment.csl.target_cfg import CfgRule, TargetChecker
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]
 # progress(phase, done, total): total None = unknown
@@ -141,7 +141,7 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
     only proposes targets the CFG parses, and sampling keeps every target derivable from
     its ROOT. ``dev`` and ``test`` pairs are only measured (their derivable share)."""
     if n_samples < 0:
-        raise UserError(f"--n must be >= 0 (got {n_samples})")
+        raise SettingError(f"`n` must be >= 0 (got {n_samples})")
     check_lengths(train, "training")
     phases = Phases()
     summary: dict = {"train_pairs": len(train), "test_pairs": len(test)}

@@ -8,7 +8,7 @@ from importlib import resources
 
 from compgen.configs import read_section
 from compgen.data import is_named_dataset
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
 
@@ -32,24 +32,24 @@ class GecaConfig:
     def validate(self) -> None:
         def need(ok: bool, msg: str) -> None:
             if not ok:
-                raise UserError(msg)
-        need(self.wug_size >= 1, f"--wug-size must be >= 1 (got {self.wug_size})")
-        need(self.wug_size <= 8, f"--wug-size must be <= 8 (got {self.wug_size})")
-        need(1 <= self.wug_count <= 3, f"--wug-count must be 1, 2 or 3 (got {self.wug_count})")
+                raise SettingError(msg)
+        need(self.wug_size >= 1, f"`wug_size` must be >= 1 (got {self.wug_size})")
+        need(self.wug_size <= 8, f"`wug_size` must be <= 8 (got {self.wug_size})")
+        need(1 <= self.wug_count <= 3, f"`wug_count` must be 1, 2 or 3 (got {self.wug_count})")
         need(self.wug_limit is None or self.wug_limit >= 1,
-             f"--wug-limit must be >= 1 (got {self.wug_limit})")
+             f"`wug_limit` must be >= 1 (got {self.wug_limit})")
         need(self.variants is None or self.variants >= 1,
-             f"--variants must be >= 1 or 'all' (got {self.variants})")
+             f"`variants` must be >= 1 or 'all' (got {self.variants})")
         need(self.n_sample is None or self.n_sample >= 1,
-             f"--n-sample must be >= 1 (got {self.n_sample})")
+             f"`n_sample` must be >= 1 (got {self.n_sample})")
         need(self.max_comp_len is None or self.max_comp_len >= 1,
-             f"--max-comp-len must be >= 1 (got {self.max_comp_len})")
+             f"`max_comp_len` must be >= 1 (got {self.max_comp_len})")
         need(self.template_sim in ("none", "window"),
-             f"--template-sim must be 'none' or 'window' (got {self.template_sim!r})")
+             f"`template_sim` must be 'none' or 'window' (got {self.template_sim!r})")
         need(0 <= self.sim_window_size <= 16,
-             f"--sim-window-size must be between 0 and 16 (got {self.sim_window_size})")
-        need(self.holdout >= 0, f"--holdout must be >= 0 (got {self.holdout})")
-        need(self.seed >= 0, f"--seed must be >= 0 (got {self.seed})")
+             f"`sim_window_size` must be between 0 and 16 (got {self.sim_window_size})")
+        need(self.holdout >= 0, f"`holdout` must be >= 0 (got {self.holdout})")
+        need(self.seed >= 0, f"`seed` must be >= 0 (got {self.seed})")
 
 
 def load_preset(name: str) -> dict:

@@ -11,7 +11,7 @@ import polars as pl
 from compgen.augment.geca.arrays import cross_chunks, segments, unique
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.hashing import U64
-from compgen.errors import UserError
+from compgen.errors import SettingError
 
 
 def reference_holdout(table: pl.DataFrame, holdout: int, seed: int) -> pl.DataFrame:
@@ -20,7 +20,7 @@ def reference_holdout(table: pl.DataFrame, holdout: int, seed: int) -> pl.DataFr
     if holdout <= 0:
         return table
     if holdout >= table.height:
-        raise UserError(f"--holdout {holdout} leaves no training examples ({table.height} in data)")
+        raise SettingError(f"`holdout` {holdout} leaves no training examples ({table.height} in data)")
     order = list(range(table.height))
     np.random.RandomState(seed).shuffle(order)
     return table[order[holdout:]]

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from compgen.augment.geca.candidates import JoinTables, draw, partition_candidates, proposal_order
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 # bytes the joins of one partition need per template of it (measured on documentation
 # text with the lm preset: about 600 B at 100k sentences; doubled for headroom)
@@ -83,10 +83,10 @@ def parse_memory_budget(text: str | None) -> int | None:
         return None
     match = _SIZE.match(text)
     if not match:
-        raise UserError(f"--memory-budget must be a size such as 4G, 512M or 'none' (got {text!r})")
+        raise SettingError(f"`memory_budget` must be a size such as 4G, 512M or 'none' (got {text!r})")
     value = float(match.group(1)) * 1024 ** "_kmgt".index((match.group(2) or "_").lower())
     if value < 64 * 1024 ** 2:
-        raise UserError(f"--memory-budget must be at least 64M (got {text!r})")
+        raise SettingError(f"`memory_budget` must be at least 64M (got {text!r})")
     return int(value)
 
 
@@ -260,18 +260,19 @@ def _check_reachable(address: str) -> None:
     target = address.split("://", 1)[-1]
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"--ray: expected 'local' or HOST:PORT (got {address!r})")
+        raise SettingError(f"`ray`: expected 'local' or HOST:PORT (got {address!r})")
     try:
         socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        raise UserError(f"--ray {address}: cannot connect within {RAY_CONNECT_TIMEOUT_S:.0f} s "
-                        f"({exc.strerror or exc})") from None
+        raise SettingError(f"`ray` {address}: cannot connect within {RAY_CONNECT_TIMEOUT_S:.0f} s "
+                           f"({exc.strerror or exc})") from None
 
 
 def check_execution(execution: Execution) -> None:
     """Option errors before any work: the budget, Ray importable, the address answering."""
     if execution.memory_budget is not None and execution.memory_budget < 64 * 1024 ** 2:
-        raise UserError(f"--memory-budget must be at least 64M (got {execution.memory_budget} bytes)")
+        raise SettingError(f"`memory_budget` must be at least 64M "
+                           f"(got {execution.memory_budget} bytes)")
     if execution.partitions is not None and execution.partitions < 1:
         raise UserError(f"partitions must be >= 1 (got {execution.partitions})")
     if execution.shards is not None and execution.shards < 1:

@@ -21,7 +21,7 @@ from compgen.augment.stem_corrupt.aligner import AlignerConfig, CrpAligner
 from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
 from compgen.configs.defaults import defaults_from
 from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
-from compgen.errors import UserError, read_text
+from compgen.errors import SettingError, UserError, read_text
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
 EPSILON_CLUSTER = ""            # an aligned position with nothing on that side
@@ -39,7 +39,7 @@ class StemCorruptConfig:
 
     def validate(self) -> None:
         if self.pool_size < 1:
-            raise UserError(f"--pool must be >= 1 (got {self.pool_size})")
+            raise SettingError(f"`pool_size` must be >= 1 (got {self.pool_size})")
         if not 0.0 <= self.theta <= 1.0:
             raise UserError(f"theta must be in [0, 1] (got {self.theta})")
         if self.min_run < 1:
