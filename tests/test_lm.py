@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compgen.errors import UserError
+from compgen.cli.common import flag_of
+from compgen.errors import SettingError, UserError
 from compgen.lm import perplexity as ppl
 from compgen.lm.experiment import run_experiment
 from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
@@ -137,7 +138,7 @@ def test_weight_zero_is_the_base_model_exactly(small_models, data_dir):
 
 def test_mixtures_of_a_model_with_itself_equal_the_model(small_models, data_dir):
     base, _ = small_models
-    scores = ppl.score_splits(base, {"test": data_dir / "lm" / "kin" / "test.txt"}, "--base")["test"]
+    scores = ppl.score_splits(base, {"test": data_dir / "lm" / "kin" / "test.txt"}, "base")["test"]
     reference = ppl.base_nll(scores)
     for weight in (0.1, 0.5, 0.9):
         np.testing.assert_allclose(ppl.mix_token(scores, scores, weight), reference, rtol=1e-5)
@@ -163,8 +164,9 @@ def test_mixture_formulas_on_hand_scores():
     np.testing.assert_allclose(ppl.mix_geca(b, a, r), -np.log(power_mean), rtol=1e-12)
     # ...which never exceeds the proper mixture with the same aug weight r/(1+r).
     assert np.all(ppl.mix_geca(b, a, r) >= ppl.mix_sentence(b, a, r / (1 + r)) - 1e-12)
-    with pytest.raises(UserError, match="--weights"):
+    with pytest.raises(SettingError, match="^weights: ") as refused:
         ppl.mix_token(b, a, 1.5)
+    assert refused.value.text(flag_of).startswith("--weights: ")
 
 
 def test_student_t_p_values_match_closed_forms():

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from compgen.errors import UserError
+from compgen.cli.common import flag_of
+from compgen.errors import SettingError, UserError
 from compgen.lm import perplexity as ppl
 from compgen.lm.scorer import NgramScorer, parse_lm_spec, side_text
 
@@ -136,8 +137,9 @@ def test_eval_goes_through_the_scorer(models, tmp_path):
 
 
 def test_missing_and_corrupt_models_are_user_errors(models, tmp_path):
-    with pytest.raises(UserError, match=r"--lm .*nope\.bin: no such file"):
+    with pytest.raises(SettingError, match=r"^lm .*nope\.bin: no such file") as refused:
         NgramScorer.from_spec(str(tmp_path / "nope.bin"))
+    assert refused.value.text(flag_of).startswith("--lm ")
     corrupt = tmp_path / "corrupt.bin"
     corrupt.write_bytes(b"\x00garbage, not a language model\n" * 20)
     with pytest.raises(UserError, match=r"corrupt\.bin: not a KenLM model"):
@@ -154,8 +156,9 @@ def test_side_text():
     assert side_text(["jump", "twice"], ["I_JUMP", "I_JUMP"], "y") == "I_JUMP I_JUMP"
     assert side_text(["jump"], ["I_JUMP"], "xy") == "jump <sep> I_JUMP"
     assert side_text(["a", " ", "b"], [], "x") == "a \u2581 b"
-    with pytest.raises(UserError, match="--lm-side z"):
+    with pytest.raises(SettingError, match="^lm_side z") as refused:
         side_text([], [], "z")
+    assert refused.value.text(flag_of).startswith("--lm-side z")
 
 
 def test_train_on_one_side_of_a_samples_tsv(tmp_path):

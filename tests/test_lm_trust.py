@@ -67,7 +67,7 @@ def test_a_model_with_nan_probabilities_is_refused_on_load(nan_model, corpus):
     good, bad = nan_model
     assert math.isfinite(load_model(good).score("compgen-probe-unknown-word"))
     with pytest.raises(UserError, match="non-finite log-probability"):
-        load_model(bad, "--base")
+        load_model(bad, "base")
     one_error_line(compgen("lm", "eval", "--base", bad, "--val", corpus, "--test", corpus),
                    "--base", "nan.bin", "corrupt")
     one_error_line(compgen("lm", "eval", "--base", good, "--aug", bad, "--val", corpus,

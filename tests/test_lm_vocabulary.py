@@ -58,7 +58,7 @@ def test_mapped_model_is_at_most_a_distribution(recipe_models, data_dir):
     base, aug = recipe_models
     corpora = {"test": data_dir / "lm" / "kin" / "test.txt"}
     _, mapped, _ = ppl.score_pair(base, aug, corpora)
-    raw = ppl.score_splits(aug, corpora, "--aug")["test"]
+    raw = ppl.score_splits(aug, corpora, "aug")["test"]
     known = ~raw.oov
     np.testing.assert_array_equal(mapped["test"].token_log10[known], raw.token_log10[known])
     assert (mapped["test"].token_log10[~known] < raw.token_log10[~known]).all()

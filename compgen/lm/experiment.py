@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.lm import perplexity as ppl
 from compgen.lm.kenlm_tools import resolve_corpus, train_lm
@@ -82,7 +82,7 @@ def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, 
     else:
         augmented = Path(augmented)
         if not augmented.is_file():
-            raise UserError(f"--augmented {augmented}: no such file")
+            raise SettingError(f"`augmented` {augmented}: no such file")
         stats["augmented_corpus"] = str(augmented)
 
     log(f"lmplz -o {order}: base and augmented models ...")
@@ -90,8 +90,8 @@ def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, 
     aug_model = train_lm(augmented, out_dir / "aug.bin", order, discount_fallback)
 
     log("scoring val/test and interpolating ...")
-    base_scores, aug_scores, oov = ppl.score_pair(base_model, aug_model, corpora,
-                                                  ("base model", "aug model"))
+    # the models this experiment trained (base.bin, aug.bin): named by their files
+    base_scores, aug_scores, oov = ppl.score_pair(base_model, aug_model, corpora, (None, None))
     stats["oov"] = {split: oov[split].describe(split) for split in ("val", "test")}
     rows, summary = [], []
     for mode in ppl.MIXES:

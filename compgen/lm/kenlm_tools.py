@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open, die_with_parent, user_cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
@@ -159,11 +159,11 @@ _MAX_ORDER: int | None = None
 def check_order(order: int) -> None:
     """``--order`` within 1 .. what the KenLM build loads, before any estimation."""
     if order < 1:
-        raise UserError(f"--order must be >= 1 (got {order})")
+        raise SettingError(f"`order` must be >= 1 (got {order})")
     limit = max_supported_order()
     if order > limit:
-        raise UserError(f"--order {order}: this KenLM build loads models of order <= {limit} "
-                        "(KENLM_MAX_ORDER); a larger model would be refused when used")
+        raise SettingError(f"`order` {order}: this KenLM build loads models of order <= {limit} "
+                           "(KENLM_MAX_ORDER); a larger model would be refused when used")
 
 
 def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:

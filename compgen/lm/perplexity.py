@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.lm.scores import (  # noqa: F401  (re-exported: the module's public names)
     DEFAULT_WEIGHTS,
     LN10,
@@ -126,9 +126,9 @@ def parse_weights(text: str | None, mode: str) -> list[float]:
     try:
         weights = [float(w) for w in text.split(",") if w.strip()]
     except ValueError:
-        raise UserError(f"--weights must be comma-separated numbers (got {text!r})") from None
+        raise SettingError(f"`weights` must be comma-separated numbers (got {text!r})") from None
     if not weights or any(not math.isfinite(w) for w in weights):
-        raise UserError(f"--weights must be comma-separated finite numbers (got {text!r})")
+        raise SettingError(f"`weights` must be comma-separated finite numbers (got {text!r})")
     return weights
 
 
@@ -137,7 +137,7 @@ def evaluate_scores(base: dict[str, CorpusScores], aug: dict[str, CorpusScores] 
     """Rows of val/test perplexity per weight from pre-computed scores (split -> scores).
     Without ``aug`` only the base row is produced."""
     if mode not in MIXES:
-        raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+        raise SettingError(f"`mix` must be one of {', '.join(MIXES)} (got {mode!r})")
     if aug is None:
         weights = [0.0]
     base_test = base_nll(base["test"])
@@ -162,12 +162,12 @@ def evaluate_scores(base: dict[str, CorpusScores], aug: dict[str, CorpusScores] 
 
 
 def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
-               options: tuple[str, str] = ("--base", "--aug")):
+               settings: tuple[str | None, str | None] = ("base", "aug")):
     """Scores of both models on every corpus over one vocabulary, the base model's
     (see ``vocabulary.py``): (base scores, mapped aug scores, split -> OovCounts)."""
     from compgen.lm.scorer import NgramScorer
 
-    scorer = NgramScorer(base_path, aug_path, options=options)
+    scorer = NgramScorer(base_path, aug_path, settings=settings)
     base_scores, aug_scores, oov = {}, {}, {}
     for split, path in corpora.items():
         base_scores[split], aug_scores[split], oov[split] = scorer.corpus_scores(
@@ -175,11 +175,11 @@ def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
     return base_scores, aug_scores, oov
 
 
-def score_splits(model_path, corpora: dict[str, str | os.PathLike], option: str
+def score_splits(model_path, corpora: dict[str, str | os.PathLike], setting: str
                  ) -> dict[str, CorpusScores]:
     from compgen.lm.scorer import NgramScorer
 
-    scorer = NgramScorer(model_path, options=(option, option))
+    scorer = NgramScorer(model_path, settings=(setting, setting))
     return {split: scorer.corpus_scores(read_sentences(path))[0]
             for split, path in corpora.items()}
 
@@ -192,10 +192,10 @@ def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.Pat
     from compgen.lm.kenlm_tools import resolve_corpus
 
     if mode not in MIXES:
-        raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+        raise SettingError(f"`mix` must be one of {', '.join(MIXES)} (got {mode!r})")
     corpora = {"val": resolve_corpus(val, "val", data_dir), "test": resolve_corpus(test, "test", data_dir)}
     if aug is None:
-        base_scores, aug_scores = score_splits(base, corpora, "--base"), None
+        base_scores, aug_scores = score_splits(base, corpora, "base"), None
         oov = {split: _base_oov(scores) for split, scores in base_scores.items()}
     else:
         base_scores, aug_scores, oov = score_pair(base, aug, corpora)

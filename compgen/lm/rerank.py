@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compgen.decoding.contract import rank_key
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
 
 RERANKS = ("model", "lm", "sum")
@@ -47,23 +47,23 @@ class LmRanking:
         """Check the options and load the models (a missing or corrupt file is a
         UserError here, before anything is decoded). None without ``--lm``."""
         if rerank not in RERANKS:
-            raise UserError(f"--rerank {rerank}: unknown (valid: {', '.join(RERANKS)})")
+            raise SettingError(f"`rerank` {rerank}: unknown (valid: {', '.join(RERANKS)})")
         if side not in SIDES:
-            raise UserError(f"--lm-side {side}: unknown (valid: {', '.join(SIDES)})")
+            raise SettingError(f"`lm_side` {side}: unknown (valid: {', '.join(SIDES)})")
         if lm is None:
-            for name, given in (("--lm-weight", weight is not None), ("--lm-val", val),
-                                ("--min-lm-logprob", min_logprob is not None),
-                                (f"--rerank {rerank}", rerank != "model")):
+            for name, given in (("`lm_weight`", weight is not None), ("`lm_val`", val),
+                                ("`min_lm_logprob`", min_logprob is not None),
+                                (f"`rerank` {rerank}", rerank != "model")):
                 if given:
-                    raise UserError(f"{name} needs --lm BASE[,AUG]")
+                    raise SettingError(f"{name} needs `lm` BASE[,AUG]")
             return None
         if min_logprob is not None and not math.isfinite(min_logprob):
-            raise UserError(f"--min-lm-logprob {min_logprob}: must be a finite log10 value")
+            raise SettingError(f"`min_lm_logprob` {min_logprob}: must be a finite log10 value")
         scorer = NgramScorer.from_spec(lm, mix, weight)
         if scorer.aug is not None and weight is None:
             if val is None:
-                raise UserError("--lm BASE,AUG: give the mixture weight (--lm-weight) or a "
-                                "validation corpus to choose it on (--lm-val)")
+                raise SettingError("`lm` BASE,AUG: give the mixture weight (`lm_weight`) or a "
+                                   "validation corpus to choose it on (`lm_val`)")
             sentences = validation_sentences(val, side, data_dir)
             table = scorer.choose_weight(sentences)
             source = ("one sentence per line" if Path(val).suffix == ".txt" else
@@ -74,8 +74,8 @@ class LmRanking:
                       + f" -> weight {scorer.weight:g}")
             return cls(scorer, side, rerank, min_logprob, weight_choice=choice)
         elif val is not None:
-            raise UserError("--lm-val chooses the weight of an augmented model: "
-                            "--lm BASE,AUG without --lm-weight")
+            raise SettingError("`lm_val` chooses the weight of an augmented model: "
+                               "`lm` BASE,AUG without `lm_weight`")
         return cls(scorer, side, rerank, min_logprob)
 
     def describe(self) -> str:

@@ -20,17 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.lm import scores as lm_scores
 
 LN10 = math.log(10.0)
 
 
-def parse_lm_spec(spec: str, option: str = "--lm") -> tuple[Path, Path | None]:
+def parse_lm_spec(spec: str, setting: str = "lm") -> tuple[Path, Path | None]:
     """``base.bin[,aug.bin]`` -> (base, aug or None)."""
     parts = [p.strip() for p in spec.split(",")]
     if not 1 <= len(parts) <= 2 or not all(parts):
-        raise UserError(f"{option} {spec}: expected BASE or BASE,AUG (model files)")
+        raise SettingError(f"`{setting}` {spec}: expected BASE or BASE,AUG (model files)")
     return Path(parts[0]), Path(parts[1]) if len(parts) == 2 else None
 
 
@@ -41,18 +41,18 @@ class NgramScorer:
 
     def __init__(self, base: str | os.PathLike, aug: str | os.PathLike | None = None,
                  mix: str = "token", weight: float | None = None,
-                 options: tuple[str, str] = ("--lm", "--lm")):
+                 settings: tuple[str | None, str | None] = ("lm", "lm")):
         from compgen.lm.vocabulary import model_vocabulary
 
         if mix not in lm_scores.MIXES:
-            raise UserError(f"--mix must be one of {', '.join(lm_scores.MIXES)} (got {mix!r})")
+            raise SettingError(f"`mix` must be one of {', '.join(lm_scores.MIXES)} (got {mix!r})")
         self.base_path, self.aug_path, self.mix = Path(base), aug and Path(aug), mix
-        self.base = lm_scores.load_model(self.base_path, options[0])
+        self.base = lm_scores.load_model(self.base_path, settings[0])
         self.aug = self.base_vocab = self.aug_vocab = None
         if self.aug_path is not None:   # the vocabularies matter only for a mixture
-            self.base_vocab = model_vocabulary(self.base_path, self.base, options[0])
-            self.aug = lm_scores.load_model(self.aug_path, options[1])
-            self.aug_vocab = model_vocabulary(self.aug_path, self.aug, options[1])
+            self.base_vocab = model_vocabulary(self.base_path, self.base, settings[0])
+            self.aug = lm_scores.load_model(self.aug_path, settings[1])
+            self.aug_vocab = model_vocabulary(self.aug_path, self.aug, settings[1])
         self.weight = 0.0
         if weight is not None:
             self.set_weight(weight)
@@ -61,9 +61,9 @@ class NgramScorer:
 
     @classmethod
     def from_spec(cls, spec: str, mix: str = "token", weight: float | None = None,
-                  option: str = "--lm") -> NgramScorer:
-        base, aug = parse_lm_spec(spec, option)
-        return cls(base, aug, mix, weight, (option, option))
+                  setting: str = "lm") -> NgramScorer:
+        base, aug = parse_lm_spec(spec, setting)
+        return cls(base, aug, mix, weight, (setting, setting))
 
     @property
     def order(self) -> int:
@@ -78,10 +78,10 @@ class NgramScorer:
 
     def set_weight(self, weight: float) -> None:
         if self.aug is None and weight != 0.0:
-            raise UserError(f"--lm-weight {weight:g}: needs an augmented model (--lm BASE,AUG)")
+            raise SettingError(f"`lm_weight` {weight:g}: needs an augmented model (`lm` BASE,AUG)")
         if not math.isfinite(weight) or weight < 0 or (self.mix != "geca" and weight > 1):
             bound = ">= 0" if self.mix == "geca" else "in [0, 1]"
-            raise UserError(f"--lm-weight {weight:g}: the {self.mix} mix needs a weight {bound}")
+            raise SettingError(f"`lm_weight` {weight:g}: the {self.mix} mix needs a weight {bound}")
         self.weight = float(weight)
 
     # ------------------------------------------------------------------ scoring
@@ -108,7 +108,7 @@ class NgramScorer:
             base, aug, _ = self.corpus_scores(sentences)
             result = -lm_scores.mix(self.mix, base, aug, self.weight) / LN10
         models = ",".join(str(p) for p in (self.base_path, self.aug_path) if p is not None)
-        lm_scores.check_finite(result, self.base, f"--lm {models}")
+        lm_scores.check_finite(result, self.base, lm_scores.model_name(models, "lm"))
         self.record(len(sentences), time.perf_counter() - start)
         return result
 
@@ -151,5 +151,5 @@ def side_text(x, y, side: str) -> str:
     elif side == "xy":
         words = [*x, SIDE_SEPARATOR, *y]
     else:
-        raise UserError(f"--lm-side {side}: unknown (valid: {', '.join(SIDES)})")
+        raise SettingError(f"`lm_side` {side}: unknown (valid: {', '.join(SIDES)})")
     return " ".join(_word(w) for w in words)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError, read_text
+from compgen.errors import SettingError, UserError, read_text
 
 LN10 = math.log(10.0)
 MIXES = ("token", "sentence", "geca")
@@ -25,13 +25,20 @@ DEFAULT_WEIGHTS = {"token": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
 
 # ---------------------------------------------------------------------------- scoring
 
-def load_model(path: str | os.PathLike, option: str = "model"):
-    """A ``kenlm.Model`` (ARPA or binary), or a UserError naming the file."""
+def model_name(path, setting: str | None = None) -> str:
+    """A model file as messages name it: with the setting that gave it (`lm` PATH), else
+    as ``model PATH``."""
+    return f"`{setting}` {path}" if setting else f"model {path}"
+
+
+def load_model(path: str | os.PathLike, setting: str | None = None):
+    """A ``kenlm.Model`` (ARPA or binary), or a SettingError naming the file (and the
+    ``setting`` that gave it)."""
     import kenlm
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{option} {path}: no such file")
+        raise SettingError(f"{model_name(path, setting)}: no such file")
     config = kenlm.Config()
     config.show_progress = False
     try:
@@ -39,9 +46,9 @@ def load_model(path: str | os.PathLike, option: str = "model"):
             model = kenlm.Model(str(path), config)
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{option} {path}: not a KenLM model ({reason})") from None
+        raise SettingError(f"{model_name(path, setting)}: not a KenLM model ({reason})") from None
     for sentence in PROBE_SENTENCES:
-        check_finite(model.score(sentence), model, f"{option} {path}", sentence)
+        check_finite(model.score(sentence), model, model_name(path, setting), sentence)
     return model
 
 
@@ -51,15 +58,16 @@ PROBE_SENTENCES = ("", "compgen-probe-unknown-word", "the a", "<unk> <unk> <unk>
 
 
 def check_finite(values, model, name: str | None = None, sentence: str | None = None) -> None:
-    """A UserError unless every log-probability in ``values`` is finite."""
+    """A SettingError unless every log-probability in ``values`` is finite (``name``: the
+    model as ``model_name`` writes it)."""
     array = np.asarray(values, dtype=np.float64)
     if np.isfinite(array).all():
         return
     name = name or f"model {model.path if hasattr(model, 'path') else ''}".strip()
     bad = float(array[~np.isfinite(array)].flat[0])
     where = f" on {sentence!r}" if sentence is not None else ""
-    raise UserError(f"{name}: gives a non-finite log-probability ({bad}){where}; the model "
-                    "file is corrupt: train or build it again")
+    raise SettingError(f"{name}: gives a non-finite log-probability ({bad}){where}; the model "
+                       "file is corrupt: train or build it again")
 
 
 @contextlib.contextmanager
@@ -128,7 +136,7 @@ def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarra
     """Per-sentence NLL (nats) of the per-token mixture (1 - weight) B + weight A.
     Weight 0 is exactly the base model, weight 1 exactly A."""
     if not 0.0 <= weight <= 1.0:
-        raise UserError(f"--weights: token mixture weights must be in [0, 1] (got {weight})")
+        raise SettingError(f"`weights`: token mixture weights must be in [0, 1] (got {weight})")
     if weight == 0.0:
         return base_nll(base)
     if weight == 1.0:
@@ -143,7 +151,7 @@ def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarra
 def mix_sentence(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
     """Per-sentence NLL (nats) of the sentence-level mixture (1 - weight) B + weight A."""
     if not 0.0 <= weight <= 1.0:
-        raise UserError(f"--weights: sentence mixture weights must be in [0, 1] (got {weight})")
+        raise SettingError(f"`weights`: sentence mixture weights must be in [0, 1] (got {weight})")
     if weight == 0.0:
         return base_nll(base)
     if weight == 1.0:
@@ -157,7 +165,7 @@ def mix_geca(base: CorpusScores, aug: CorpusScores, ratio: float) -> np.ndarray:
     ``lp = logaddexp(s_B + ln(1/(1+r)), s_A + ln(r/(1+r)))`` on log10 sentence scores
     ``s``, then ``nll = -lp ln 10``. Ratio 0 is the base model."""
     if ratio < 0:
-        raise UserError(f"--weights: geca ratios must be >= 0 (got {ratio})")
+        raise SettingError(f"`weights`: geca ratios must be >= 0 (got {ratio})")
     if ratio == 0.0:
         return base_nll(base)
     lp = np.logaddexp(base.sentence_log10 + math.log(1.0 / (1.0 + ratio)),
@@ -174,7 +182,7 @@ def mix(mode: str, base: CorpusScores, aug: CorpusScores | None, weight: float) 
         return mix_sentence(base, aug, weight)
     if mode == "geca":
         return mix_geca(base, aug, weight)
-    raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mode!r})")
+    raise SettingError(f"`mix` must be one of {', '.join(MIXES)} (got {mode!r})")
 
 
 def aug_weight(mode: str, weight: float) -> float:

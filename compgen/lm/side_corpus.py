@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.lm.scorer import SIDES, side_text
 
@@ -27,7 +27,7 @@ def write_side_corpus(data: str, side: str, path: str | os.PathLike,
     with ``geca`` (a GECA preset), GECA's synthesized pairs follow the original ones.
     Returns counts for the log."""
     if side not in SIDES:
-        raise UserError(f"--side {side}: unknown (valid: {', '.join(SIDES)})")
+        raise SettingError(f"`side` {side}: unknown (valid: {', '.join(SIDES)})")
     pairs = training_pairs(data, data_dir)
     synthetic: list = []
     if geca:

@@ -31,12 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
+from compgen.lm.scores import model_name
 
 SPECIAL = ("<unk>", "<s>", "</s>")
 
 
-def model_vocabulary(path: str | os.PathLike, model=None, option: str = "model") -> frozenset[str]:
+def model_vocabulary(path: str | os.PathLike, model=None,
+                     setting: str | None = None) -> frozenset[str]:
     """The words of a KenLM model (ARPA: its unigrams; binary: the word list build_binary
     stores at the end of the file), without ``<unk>`` and ``<s>``."""
     path = Path(path)
@@ -49,13 +51,14 @@ def model_vocabulary(path: str | os.PathLike, model=None, option: str = "model")
         data = path.read_bytes()
         start = data.rfind(b"<unk>\x00")
         if start < 0:
-            raise UserError(f"{option} {path}: no word list in this KenLM binary; "
-                            "give the ARPA file or rebuild it with build_binary")
+            raise SettingError(f"{model_name(path, setting)}: no word list in this KenLM "
+                               "binary; give the ARPA file or rebuild it with build_binary")
         words = [w.decode("utf-8", errors="replace") for w in data[start:].split(b"\x00") if w]
     vocab = frozenset(words) - {"<unk>", "<s>"}
     # A binary's word list is found by a search: check it against the model itself.
     if model is not None and ("</s>" not in vocab or any(w not in model for w in vocab)):
-        raise UserError(f"{option} {path}: could not read its vocabulary; give the ARPA file")
+        raise SettingError(f"{model_name(path, setting)}: could not read its vocabulary; "
+                           "give the ARPA file")
     return vocab
 
 
