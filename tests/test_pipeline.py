@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from compgen.cli import app, parse_seeds
-from compgen.errors import UserError
+from compgen.cli.common import flag_of
+from compgen.errors import SettingError, UserError
 from compgen.io import read_samples_tsv
 from compgen.pipelines.runs import RUNS, PipelineOptions, find_run, run_pipeline
 
@@ -229,7 +230,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert all("jump" in first + second for first, second in covering)
     everything = prototype_source(config, table, 2, 0, "rare", None)(300)
     assert any("jump" not in first + second for first, second in everything)
-    with pytest.raises(UserError, match="--rare-prototypes: needs --resample rare"):
+    with pytest.raises(UserError, match="rare_prototypes: needs resample rare"):
         prototype_source(config, table, 2, 0, "none", None, rare_prototypes=True)
     # --prototype-cut mean+std: Omega also draws prototypes longer than the mean cut
     at_mean = prototype_source(config, table, 2, 0)(2000)
@@ -239,7 +240,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     uncut = prototype_source(config, table, 2, 0, prototype_cut="none")(2000)
     assert (max(len(first) for first, _ in uncut)
             > max(len(first) for first, _ in at_mean_std))
-    with pytest.raises(UserError, match="--prototype-cut: only SCAN generators with prototypes"):
+    with pytest.raises(UserError, match="prototype_cut: only SCAN generators with prototypes"):
         prototype_source(config, table, 0, 0, prototype_cut="mean+std")
     with pytest.raises(UserError, match="prototype_cut median: unknown"):
         make_samples(run, 0, generator, tmp_path / "median-cut",
@@ -402,8 +403,10 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
         carried[name] = [set(x) & automatic for x, _ in read_samples_tsv(path)]
     assert carried["fixed"] and all(tags & {"PST", "FUT"} for tags in carried["fixed"])
     assert all(carried["auto"]) and any(not tags & {"PST", "FUT"} for tags in carried["auto"])
-    with pytest.raises(UserError, match="--rare PST,XYZ: XYZ is not a tag of sigmorphon/swahili"):
+    with pytest.raises(SettingError, match="^rare PST,XYZ: XYZ is not a tag of sigmorphon/swahili"
+                       ) as refused:
         sample_generator(generator, 5, data_dir=data_dir, rare="PST,XYZ", resample="rare")
+    assert refused.value.text(flag_of).startswith("--rare PST,XYZ: ")
     for argv, message in ((["swahili-h8-recomb1", "--rare", "XYZ"], "XYZ is not a tag"),
                           (["swahili-h8-baseline", "--rare", "fixed"], "not a SIGMORPHON row"),
                           (["jump-recomb2", "--rare", "fixed"], "not a SIGMORPHON row")):

@@ -43,6 +43,6 @@ def test_two_ray_workers_write_the_single_process_file(local_cluster, actors_tmp
 
 
 def test_the_c_plus_plus_backend_is_not_sharded(local_cluster, tmp_path):
-    with pytest.raises(UserError, match="--backend cpp is not sharded"):
+    with pytest.raises(UserError, match="backend cpp is not sharded"):
         sample_exported(SHIPPED, 4, backend="cpp", strategy="greedy", seed=0,
                         decoder_factory=ray_decoder_factory(None, 2), log=lambda m: None)

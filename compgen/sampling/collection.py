@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import rank_key
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
@@ -179,8 +179,8 @@ def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
     known = set(table["tags"].explode().drop_nulls().to_list())
     unknown = sorted(tags - known)
     if unknown:
-        raise UserError(f"--rare {rare}: {', '.join(unknown)} is not a tag of {data} "
-                        f"(its tags: {', '.join(sorted(known))})")
+        raise SettingError(f"`rare` {rare}: {', '.join(unknown)} is not a tag of {data} "
+                           f"(its tags: {', '.join(sorted(known))})")
 
 
 def scan_rare_phrase(split: str, rare: str | None) -> str:
@@ -213,7 +213,7 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
             choice, tags = sig_rare_choice(rare)
             rule = rare_tag_rule(tags if tags is not None else nb.rare_tags(train, choice))
     elif resample != "none":
-        raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
+        raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     novel = bool(config.get("sample", {}).get("novel", scan))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
 

@@ -35,7 +35,7 @@ from compgen.decoding.contract import (
     scores_of,
 )
 from compgen.decoding.search import BeamSearch, decode, search_for
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.models.recombine import StepWeights, collate_prototypes
 from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
     NoSamples,
@@ -210,11 +210,11 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     rng = np.random.default_rng(seed)
     scan = data_name.startswith("scan/")
     if rare_prototypes and (resample != "rare" or not scan or nproto == 0):
-        raise UserError("--rare-prototypes: needs --resample rare, a SCAN generator and "
-                        "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")
+        raise SettingError("`rare_prototypes`: needs `resample` rare, a SCAN generator and "
+                           "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")
     if prototype_cut != "mean" and (not scan or nproto == 0):
-        raise UserError("--prototype-cut: only SCAN generators with prototypes draw them by "
-                        "length (SIGMORPHON's Omega is drawn around rare tags)")
+        raise SettingError("`prototype_cut`: only SCAN generators with prototypes draw them by "
+                           "length (SIGMORPHON's Omega is drawn around rare tags)")
     if nproto == 0:
         return lambda k: [() for _ in range(k)]
     if scan:
@@ -226,9 +226,9 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
                                   rng=rng, threshold=prototype_cut,
                                   cover=phrase.split() if rare_prototypes else ())
         except ValueError as e:
-            raise UserError(f"--rare {phrase}: {e}") from None
+            raise SettingError(f"`rare` {phrase}: {e}") from None
         if len(omega) == 0:
-            raise UserError(f"--rare-prototypes: no prototype tuple contains '{phrase}'")
+            raise SettingError(f"`rare_prototypes`: no prototype tuple contains '{phrase}'")
         return omega.sample
     train = table.filter(pl.col("split") == "train")
     choice, _ = sig_rare_choice(rare)

@@ -16,7 +16,7 @@ import torch
 
 from compgen.data.vocab import Vocab
 from compgen.device import CPU, Device
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
 from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
@@ -44,7 +44,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
 
             stepper = PredictorStepper(load_predictor(folder / "predictor.pt")[0].to(device.torch))
     else:
-        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+        raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     return search_rows(stepper, manifest_rules(manifest), beam_width,
                        manifest["decoding"]["max_len"])
 
@@ -56,14 +56,14 @@ def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str =
     """Predicted token lists for ``sources`` (token lists) from an export folder, decoded
     on ``device`` (default: the CPU)."""
     if backend not in BACKENDS:
-        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+        raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
     manifest = load_manifest(folder)
     if manifest.get("kind") != "seq2seq":
         raise UserError(f"{folder}: a '{manifest.get('kind')}' export, not a predictor "
                         "(export a seq2seq checkpoint)")
     if batch_size < 1:
-        raise UserError("--batch-size must be >= 1")
+        raise SettingError("`batch_size` must be >= 1")
     check_predictor_backends(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
     decode = batch_decoder(folder, manifest, backend, beam_width, threads, device)

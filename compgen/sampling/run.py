@@ -24,7 +24,7 @@ from compgen.data.vocab import Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
 from compgen.sampling.collection import (
     NoSamples,
@@ -67,9 +67,9 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
     the CPU."""
     device = device or CPU
     if device.cuda and (precision != "fp32" or backend == "cpp"):
-        raise UserError(f"--device {device}: CUDA samples fp32 with --backend onnx, torchscript "
-                        f"or torch (not --backend {backend} --precision {precision}); or "
-                        "--device cpu")
+        raise SettingError(f"`device` {device}: CUDA samples fp32 with `backend` onnx, torchscript "
+                           f"or torch (not `backend` {backend} `precision` {precision}); or "
+                           "`device` cpu")
     if backend == "onnx":
         from compgen.sampling.backends.onnx import OnnxGenerator
 
@@ -97,7 +97,7 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
             model.to(device.torch)
         max_len = manifest["decoding"]["max_len"]
         return (lambda: EagerStepper(model, max_len)), str(device)
-    raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
 class ExportDecoder:
@@ -168,18 +168,18 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     options = replace(options, device=str(resolve_device(options.device, auto_cpu=(
         backend == "cpp" or options.precision != "fp32"))))
     if backend not in BACKENDS:
-        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+        raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if not exported and backend != "torch":
-        raise UserError(f"--backend {backend} runs on an export folder: "
-                        f"first run 'compgen export {source}'")
+        raise SettingError(f"`backend` {backend} runs on an export folder: "
+                           f"first run 'compgen export {source}'")
     if not exported and options.precision != "fp32":
-        raise UserError(f"--precision {options.precision} samples an export folder: "
-                        f"first run 'compgen export {source}'")
+        raise SettingError(f"`precision` {options.precision} samples an export folder: "
+                           f"first run 'compgen export {source}'")
     if exported:
         return sample_export(source, options, backend, out=out, log=log, lm=lm,
                              decoder_factory=decoder_factory, tally=tally)
     if decoder_factory is not None:
-        raise UserError(f"--ray samples an export folder: first run 'compgen export {source}'")
+        raise SettingError(f"`ray` samples an export folder: first run 'compgen export {source}'")
     from compgen.sampling import eager
 
     return eager.sample_generator(source, options=options, out=out, data_dir=data_dir, log=log,
@@ -211,7 +211,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     from compgen.io import write_samples_tsv
 
     if backend not in BACKENDS:
-        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+        raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
     manifest = load_manifest(folder)
     if manifest.get("kind", "recombine") != "recombine":
@@ -224,12 +224,12 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
 
     drawn_with = export_prototype_options(config).get("prototype_cut", "mean")
     if options.prototype_cut != drawn_with:
-        raise UserError(f"--prototype-cut {options.prototype_cut}: an export stores the "
-                        f"prototype tuples drawn at export time with the {drawn_with} cut; "
-                        "sample the checkpoint instead")
+        raise SettingError(f"`prototype_cut` {options.prototype_cut}: an export stores the "
+                           f"prototype tuples drawn at export time with the {drawn_with} cut; "
+                           "sample the checkpoint instead")
     if options.test_dropout:
-        raise UserError("--test-dropout: exported graphs are deterministic; sample the "
-                        "checkpoint instead")
+        raise SettingError("`test_dropout`: exported graphs are deterministic; sample the "
+                           "checkpoint instead")
     Contract.from_manifest(manifest["decoding"])  # an old contract: a clear error first
     table = shipped_training_table(folder)
     filt = make_filter(config, table, options.resample, options.rare)
@@ -243,8 +243,8 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     where = None
     if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
         if options.device != "cpu":
-            raise UserError(f"--device {options.device}: --backend cpp runs on the CPU; use "
-                            "--backend onnx, torchscript or torch (or --device cpu)")
+            raise SettingError(f"`device` {options.device}: `backend` cpp runs on the CPU; use "
+                               "`backend` onnx, torchscript or torch (or `device` cpu)")
         samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log,
                                               lm, selection, max_rows, tally)
         where = "cpu (C++ runner)"
@@ -281,8 +281,8 @@ def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
     tokens = getattr(filt.rule, "tokens", None)
     wanted = options.rare_prototypes
     if wanted and phrase is None and tokens is None:
-        raise UserError("--rare-prototypes: needs --resample rare with rare words or tokens; "
-                        "morphology exports are drawn around rare tags already")
+        raise SettingError("`rare_prototypes`: needs `resample` rare with rare words or tokens; "
+                           "morphology exports are drawn around rare tags already")
     chosen = wanted in (None, True)
     cover = tuple(phrase) if phrase is not None and chosen else ()
     any_of = tuple(sorted(tokens)) if tokens is not None and chosen else ()
@@ -375,7 +375,7 @@ def filter_spec(filt, vocab: Vocab) -> dict:
     elif getattr(rule, "tokens", None) is not None:   # any of these tokens, either side
         spec["rule"] = ["any"] + sorted(ids[t] for t in rule.tokens if t in ids)
     else:
-        raise UserError("--backend cpp: this resampling rule has no C++ form; use onnx")
+        raise SettingError("`backend` cpp: this resampling rule has no C++ form; use onnx")
     return spec
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 DETERMINISTIC = ("greedy", "beam")
 PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps
@@ -128,22 +128,22 @@ def select_tuples(array: np.ndarray | None, stored: int, vocab_index: dict,
     prototypes (its one empty tuple is every sample's)."""
     if array is None:
         if cover or any_of:
-            raise UserError("--rare-prototypes: this generator decodes without prototypes")
+            raise SettingError("`rare_prototypes`: this generator decodes without prototypes")
         return TupleSelection(np.arange(max(stored, 1)), max(stored, 1))
     chosen = first_occurrences(array)
     words = list(cover) or list(any_of)
     if words:
         unknown = [w for w in words if w not in vocab_index]
         if cover and unknown:
-            raise UserError(f"--rare {' '.join(cover)}: {' '.join(unknown)} is not in the "
-                            "generator's vocabulary, so no prototype tuple contains it")
+            raise SettingError(f"`rare` {' '.join(cover)}: {' '.join(unknown)} is not in the "
+                               "generator's vocabulary, so no prototype tuple contains it")
         table = token_table(array, len(vocab_index))
         wanted = [vocab_index[w] for w in words if w in vocab_index]
         hits = table[:, wanted]
         covered = hits.all(axis=1) if cover else hits.any(axis=1)
         chosen = chosen[covered[chosen]]
         if len(chosen) == 0:
-            raise UserError(f"--rare {' '.join(words)}: no prototype tuple stored in "
-                            f"{source} contains it ({len(array):,} tuples); sample with "
-                            "--all-prototypes or export with more --prototypes")
+            raise SettingError(f"`rare` {' '.join(words)}: no prototype tuple stored in "
+                               f"{source} contains it ({len(array):,} tuples); sample with "
+                               "--all-prototypes or export with more `prototypes`")
     return TupleSelection(chosen, len(array))

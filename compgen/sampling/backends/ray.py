@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.system.ray_cluster import start_ray
 
 RAY_BACKENDS = ("onnx", "torchscript")
@@ -92,8 +92,8 @@ class RayDecoder:
 
 def check_ray_sampling(manifest: dict, backend: str, strategy: str) -> None:
     if backend not in RAY_BACKENDS:
-        raise UserError(f"--ray: --backend {backend} is not sharded (valid: "
-                        f"{', '.join(RAY_BACKENDS)})")
+        raise SettingError(f"`ray`: `backend` {backend} is not sharded (valid: "
+                           f"{', '.join(RAY_BACKENDS)})")
 
 
 def export_files(folder: Path) -> dict[str, bytes]:
@@ -135,8 +135,8 @@ def actor_gpus(ray, device: str, workers: int) -> float:
         return 0
     gpus = ray.cluster_resources().get("GPU", 0)
     if gpus < 1:
-        raise UserError(f"--device {device} with --ray: the Ray cluster has no GPUs; use "
-                        "--device cpu")
+        raise SettingError(f"`device` {device} with `ray`: the Ray cluster has no GPUs; use "
+                           "`device` cpu")
     return min(1.0, int(gpus) / workers)
 
 
