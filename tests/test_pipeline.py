@@ -337,14 +337,15 @@ def test_rerun_with_other_settings_names_the_difference(tiny_run, tmp_path):
     (tmp_path / "pred2.toml").write_text(TINY_PREDICTOR.replace("hidden = 32", "hidden = 48"))
     (tmp_path / "gen2.toml").write_text(TINY_GENERATOR.replace("hidden = 32", "hidden = 48"))
     stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
-    changes = {"--predictor-config": {"predictor_preset": str(tmp_path / "pred2.toml")},
-               "--n": {"samples": 7},
-               "--generator-config": {"generator_preset": str(tmp_path / "gen2.toml")}}
-    for option, change in changes.items():
+    changes = {"predictor_config": {"predictor_preset": str(tmp_path / "pred2.toml")},
+               "n": {"samples": 7},
+               "generator_config": {"generator_preset": str(tmp_path / "gen2.toml")}}
+    for setting, change in changes.items():
         other = dataclasses.replace(opts, root=tmp_path, **change)
-        with pytest.raises(UserError, match=f"{option} .* -> ") as excinfo:
+        with pytest.raises(SettingError, match=rf"\({setting} .* -> ") as excinfo:
             run_pipeline("jump-recomb2", [0], other)
         assert "\n" not in str(excinfo.value)
+        assert f"({flag_of(setting)} " in excinfo.value.text(flag_of)
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps
     for name in ("generator.pt", "samples.tsv", "predictor.pt", "metrics.csv"):
         assert (folder / f"{name}.settings.json").is_file(), name

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path: re-exported)
     Timer,
@@ -197,7 +197,7 @@ def presets(run: Run, size: str) -> tuple[str, str]:
     """(generator preset, predictor preset) of a run at ``size`` (cpu | reference)."""
     suffix = "_cpu" if size == "cpu" else ""
     if size not in ("cpu", "reference"):
-        raise UserError(f"--size {size}: unknown (valid: cpu, reference)")
+        raise SettingError(f"`size` {size}: unknown (valid: cpu, reference)")
     if run.presets:
         return run.presets
     kind = "scan" if run.task == "scan" else "sig"
@@ -413,7 +413,7 @@ def _sample(run: Run, generator: Path, samples: int | None, seed: int, folder: P
         if not (source / "manifest.json").is_file():
             export_checkpoint(generator, source, data_dir=opts.data_dir, log=opts.log)
     elif opts.backend != "torch":
-        raise UserError(f"--backend {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
+        raise SettingError(f"`backend` {opts.backend}: unknown (valid: torch, onnx, torchscript, cpp)")
     options = SampleOptions.resolve(generator_config(run, seed, opts), n=samples,
                                     seed=seed, threads=opts.threads,
                                     test_dropout=opts.test_dropout, device=opts.device, **asked)
@@ -559,27 +559,27 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     run = find_run(name)
     opts = resolved_options(run, opts)
     if not seeds:
-        raise UserError("--seeds: give at least one seed")
+        raise SettingError("`seeds`: give at least one seed")
     if opts.test_dropout and opts.backend != "torch":
         recipe = (f" ({name} samples with dropout, as the reference; --no-test-dropout "
                   "departs from it)" if run.recipe.get("test_dropout") else "")
-        raise UserError(f"--test-dropout: exported graphs sample without dropout; "
-                        f"use --backend torch, not {opts.backend}{recipe}")
+        raise SettingError(f"`test_dropout`: exported graphs sample without dropout; "
+                           f"use `backend` torch, not {opts.backend}{recipe}")
     # options that change how Omega is drawn: only the checkpoint draws it (an export
     # decodes the tuples it stored), and only rows whose generator draws SCAN prototypes
     cut = opts.prototype_cut not in (None, "mean")
-    for option, given in (("--prototype-cut", cut), ("--rare-prototypes", opts.rare_prototypes)):
+    for setting, given in (("prototype_cut", cut), ("rare_prototypes", opts.rare_prototypes)):
         if given and opts.backend != "torch":
-            raise UserError(f"{option}: an export decodes the prototype tuples drawn "
-                            f"at export time; use --backend torch, not {opts.backend}")
+            raise SettingError(f"`{setting}`: an export decodes the prototype tuples drawn "
+                               f"at export time; use `backend` torch, not {opts.backend}")
     if cut and (run.augment != "generator" or run.task != "scan"
                 or not run.generator.get("model.nproto")):
-        raise UserError(f"--prototype-cut: {name} draws no SCAN prototypes by length")
+        raise SettingError(f"`prototype_cut`: {name} draws no SCAN prototypes by length")
     if opts.rare_prototypes and (run.sample.get("resample") != "rare" or run.task != "scan"):
-        raise UserError(f"--rare-prototypes: {name} is not a SCAN row with resampling")
+        raise SettingError(f"`rare_prototypes`: {name} is not a SCAN row with resampling")
     if opts.rare is not None:  # a tag the data lack would fail only after training
         if run.sample.get("resample") != "rare" or run.task != "morphology":
-            raise UserError(f"--rare: {name} is not a SIGMORPHON row with resampling")
+            raise SettingError(f"`rare`: {name} is not a SIGMORPHON row with resampling")
         from compgen.data import load_dataset
         from compgen.sampling.collection import check_sig_rare
 

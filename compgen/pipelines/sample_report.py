@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 
 ORACLE_TIMEOUT_S = 600
 
@@ -28,12 +28,12 @@ def oracle_command(oracle: str) -> list[str]:
     try:
         args = shlex.split(oracle)
     except ValueError as exc:
-        raise UserError(f"--oracle {oracle!r}: {exc}") from None
+        raise SettingError(f"`oracle` {oracle!r}: {exc}") from None
     if not args:
-        raise UserError("--oracle: empty command")
+        raise SettingError("`oracle`: empty command")
     if shutil.which(args[0]) is None:
-        raise UserError(f"--oracle {oracle!r}: no program '{args[0]}' (give a path or a "
-                        "command on PATH)")
+        raise SettingError(f"`oracle` {oracle!r}: no program '{args[0]}' (give a path or a "
+                           "command on PATH)")
     return args
 
 
@@ -45,15 +45,15 @@ def run_oracle(oracle: str, pairs: Sequence[tuple[Sequence[str], Sequence[str]]]
         done = subprocess.run(args, input=text, capture_output=True, text=True,
                               timeout=ORACLE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UserError(f"--oracle {oracle!r}: {exc}") from None
+        raise SettingError(f"`oracle` {oracle!r}: {exc}") from None
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or [""])[-1]
-        raise UserError(f"--oracle {oracle!r}: exit status {done.returncode} {tail}".rstrip())
+        raise SettingError(f"`oracle` {oracle!r}: exit status {done.returncode} {tail}".rstrip())
     answers = done.stdout.split()
     if len(answers) != len(pairs) or any(a not in ("0", "1") for a in answers):
         bad = next((f"line {i}: {a!r}" for i, a in enumerate(answers, 1) if a not in ("0", "1")),
                    f"{len(answers)} answers for {len(pairs)} lines")
-        raise UserError(f"--oracle {oracle!r}: expected one 1 or 0 per input line ({bad})")
+        raise SettingError(f"`oracle` {oracle!r}: expected one 1 or 0 per input line ({bad})")
     return [a == "1" for a in answers]
 
 
@@ -83,8 +83,8 @@ def check_report_options(source: Path, oracle: str | None) -> None:
     oracle_command(oracle)
     _, table = generator_training(source)
     if table is None:
-        raise UserError("--oracle: judges generators trained on your own data (SCAN samples "
-                        "are judged by the SCAN grammar)")
+        raise SettingError("`oracle`: judges generators trained on your own data (SCAN samples "
+                           "are judged by the SCAN grammar)")
 
 
 def user_sample_report(source: Path, pairs: Sequence[tuple[Sequence[str], Sequence[str]]],

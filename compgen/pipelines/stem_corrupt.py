@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compgen.augment.stem_corrupt.corrupt import StemCorruptConfig
 from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.models.inflection import InflectionConfig
 from compgen.training.inflection_config import InflectionTrainConfig
 
@@ -119,7 +119,7 @@ def pool_scores(rows: Sequence[Triple], scorer: Path | None, cache: Path | None,
                 raise UserError(f"{cache}: {len(values)} scores for a pool of {len(rows)} rows")
             return values
         if model is None:
-            raise UserError(f"--scores {cache}: {stale}; give --scorer to recompute it")
+            raise SettingError(f"`scores` {cache}: {stale}; give `scorer` to recompute it")
     if model is None:
         raise UserError("uncertainty scores need a scorer model")
     values = uncertainty(model, rows, mode)
@@ -223,9 +223,9 @@ def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -
 
     strategies = [check_strategy(s) for s in opts.strategies]
     if any(k < 1 for k in opts.sizes):
-        raise UserError("--sizes must be >= 1")
+        raise SettingError("`sizes` must be >= 1")
     if max(opts.sizes, default=0) > opts.pool_size:
-        raise UserError(f"--sizes {max(opts.sizes)} is larger than the pool ({opts.pool_size})")
+        raise SettingError(f"`sizes` {max(opts.sizes)} is larger than the pool ({opts.pool_size})")
     gold, dev = gold_and_dev(lang, opts.data_dir)
     folder = Path(opts.root) / f"stem-corrupt-{lang}"
     pool_path = folder / "pool.tsv"
@@ -310,20 +310,20 @@ def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: s
         try:
             given["sizes"] = tuple(int(s) for s in sizes.split(",") if s.strip())
         except ValueError:
-            raise UserError(f"--sizes must be comma-separated integers (got {sizes!r})") from None
+            raise SettingError(f"`sizes` must be comma-separated integers (got {sizes!r})") from None
     if strategies is not None:
         given["strategies"] = tuple(check_strategy(s) for s in strategies.split(",") if s.strip())
     if uncertainty is not None:
         given["uncertainty"] = uncertainty
     if updates is not None and updates < 3:
-        raise UserError("--updates must be >= 3")
+        raise SettingError("`updates` must be >= 3")
     if threads is not None:
         if threads < 1:
-            raise UserError("--threads must be >= 1")
+            raise SettingError("`threads` must be >= 1")
         torch.set_num_threads(threads)
     opts = StemCorruptRunOptions(root=root, data_dir=data_dir, log=log, **given)
     if opts.uncertainty not in ("hypothesis", "reference"):
-        raise UserError(f"--uncertainty must be hypothesis or reference (got {opts.uncertainty!r})")
+        raise SettingError(f"`uncertainty` must be hypothesis or reference (got {opts.uncertainty!r})")
     if updates is not None:   # keep the paper's warm-up share (4000 of 6000)
         opts.updates, opts.warmup = updates, max(1, updates * 2 // 3)
         opts.validate_every = max(1, updates // 8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.io import atomic_open
 
 
@@ -42,17 +42,19 @@ def settings_path(output: Path) -> Path:
 
 
 def check_settings(output: Path, settings: dict, run, seed: int) -> None:
-    """Stop when ``output`` exists and was made with other ``settings`` (option -> value)."""
+    """Stop when ``output`` exists and was made with other ``settings`` (option -> value;
+    the options are recorded by their flags, ``--n``, and named by their settings)."""
     recorded_path = settings_path(output)
     if not output.exists() or not recorded_path.is_file():
         return
     recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
-    changed = [f"{option} {_shown(recorded.get(option))} -> {_shown(value)}"
+    changed = [f"`{option.removeprefix('--').replace('-', '_')}` {_shown(recorded.get(option))} "
+               f"-> {_shown(value)}"
                for option, value in settings.items() if recorded.get(option) != value]
     if changed:
-        raise UserError(f"{run.name} seed {seed}: {output} was made with other settings "
-                        f"({'; '.join(changed)}); repeat the earlier options, use another "
-                        f"--root, or delete {output.name} to redo it")
+        raise SettingError(f"{run.name} seed {seed}: {output} was made with other settings "
+                           f"({'; '.join(changed)}); repeat the earlier options, use another "
+                           f"`root`, or delete {output.name} to redo it")
 
 
 def record_settings(output: Path, settings: dict) -> None:
