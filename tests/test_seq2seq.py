@@ -6,9 +6,10 @@ import math
 import pytest
 import torch
 
+from compgen.cli.common import flag_of
 from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, EOS_ID, Vocab
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.models.seq2seq import (
     Memory,
     Seq2Seq,
@@ -275,13 +276,15 @@ def test_keep_every_leaves_epoch_checkpoints_a_diverged_run_can_go_back_to(tmp_p
     meta_a, meta_b = load_predictor(out)[2], load_predictor(back)[2]
     assert [r["train_loss"] for r in meta_a["curve"]] == pytest.approx(
         [r["train_loss"] for r in meta_b["curve"]], abs=1e-6)
-    with pytest.raises(UserError, match="--keep-every"):
+    with pytest.raises(SettingError, match="^keep_every ") as refused:
         train_predictor(str(data), three, tmp_path / "x.pt", keep_every=-1)
+    assert refused.value.text(flag_of).startswith("--keep-every ")
 
 
 def test_bad_training_options_are_user_errors(tmp_path):
-    with pytest.raises(UserError, match="--p-aug"):
+    with pytest.raises(SettingError, match="^p_aug ") as refused:
         train_predictor("scan/jump", TINY, tmp_path / "x.pt", p_aug=1.0)
+    assert refused.value.text(flag_of).startswith("--p-aug ")
     with pytest.raises(UserError, match="preset"):
         train_predictor("scan/jump", "no_such_preset", tmp_path / "x.pt")
     with pytest.raises(UserError, match="unknown"):

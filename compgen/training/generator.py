@@ -36,7 +36,7 @@ from compgen.device import (
     training_precision,
     use_tf32,
 )
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models import native
 from compgen.models.recombine import RecombineConfig
@@ -108,11 +108,11 @@ def _saved_run(out: Path, config: dict, data: str) -> Checkpoint:
                for k, v in config.get("model", {}).items()
                if k != "variant" and saved.config["model"].get(k) != v]
     if saved.config.get("data") != data:
-        changed.insert(0, f"--data {saved.config.get('data')} -> {data}")
+        changed.insert(0, f"`data` {saved.config.get('data')} -> {data}")
     if changed:
-        raise UserError(f"{out}: --resume with a different model config or data set than "
-                        f"the checkpoint's ({'; '.join(changed)}); leave them out or write "
-                        "to another -o")
+        raise SettingError(f"{out}: `resume` with a different model config or data set than "
+                           f"the checkpoint's ({'; '.join(changed)}); leave them out or write "
+                           "to another -o")
     return saved
 
 
@@ -426,7 +426,7 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     # given epochs win over the config's, also on resume (train a finished run longer)
     if epochs is not None:
         if epochs < 1:
-            raise UserError(f"--epochs must be >= 1 (got {epochs})")
+            raise SettingError(f"`epochs` must be >= 1 (got {epochs})")
         settings = replace(settings, epochs=epochs)
     model_cfg = read_section(RecombineConfig, config.get("model", {}), "[model]",
                              skip=("vocab_size",))

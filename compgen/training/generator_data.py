@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from compgen.data.vocab import Vocab
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 
 @dataclass
@@ -91,9 +91,9 @@ def _user_generator_data(data: str, nproto: int, seed: int, dev_fraction: float,
     except ValueError as exc:
         raise UserError(f"[train] {exc}") from None
     if triples.height == 0:
-        raise UserError(f"--data {data}: no datum has a prototype with similarity > 0.5 "
-                        f"({neighborhood}, {similarity}); the data are too unlike each other "
-                        "for the recombination recipe")
+        raise SettingError(f"`data` {data}: no datum has a prototype with similarity > 0.5 "
+                           f"({neighborhood}, {similarity}); the data are too unlike each other "
+                           "for the recombination recipe")
     sets = prototype_sets(triples, nproto)
     train, dev = _split_items(list(zip(sets["x"].to_list(), sets["protos"].to_list())), seed,
                               dev_fraction)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from compgen.configs.defaults import defaults_from
 from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.models.inflection import InflectionConfig
 
 
@@ -30,4 +30,4 @@ class InflectionTrainConfig:
             if getattr(self, name) < 1:
                 raise UserError(f"{name.replace('_', '-')} must be >= 1 (got {getattr(self, name)})")
         if self.validate_every < 0:
-            raise UserError("--validate-every must be >= 0")
+            raise SettingError("`validate_every` must be >= 0")

@@ -49,7 +49,7 @@ from compgen.configs import PredictorTrainConfig
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
 from compgen.device import Device, to_device
-from compgen.errors import UserError, read_text
+from compgen.errors import SettingError, UserError, read_text
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
@@ -79,7 +79,7 @@ def load_preset(preset: str | Path | dict) -> tuple[dict, PredictorTrainConfig]:
             path = CONFIG_DIR / f"{preset}.toml"
         if not path.is_file():
             names = sorted(p.stem for p in CONFIG_DIR.glob("seq2seq*.toml"))
-            raise UserError(f"--config: no preset or file '{preset}' (presets: {', '.join(names)})")
+            raise SettingError(f"`config`: no preset or file '{preset}' (presets: {', '.join(names)})")
         source = str(path)
         try:
             doc = tomllib.loads(read_text(path))
@@ -223,12 +223,12 @@ def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morpholo
 
 def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
                   tcfg: PredictorTrainConfig) -> None:
-    """--resume continues the checkpoint's own run: name every setting this call changes."""
+    """``resume`` continues the checkpoint's own run: name every setting this call changes."""
     old = saved.config.get("run", {})
     changed = [f"{option} {old.get(key)} -> {value}"
-               for option, key, value in (("--data", "data", data),
-                                          ("--augment", "augment", str(augment) if augment else None),
-                                          ("--p-aug", "p_aug", p_aug))
+               for option, key, value in (("`data`", "data", data),
+                                          ("`augment`", "augment", str(augment) if augment else None),
+                                          ("`p_aug`", "p_aug", p_aug))
                if old.get(key) != value]
     changed += [f"model.{k} {saved.config['model'].get(k)} -> {v}" for k, v in model_opts.items()
                 if saved.config["model"].get(k) != v]
@@ -236,9 +236,9 @@ def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
     changed += [f"train.{k} {trained.get(k)} -> {v}" for k, v in dataclasses.asdict(tcfg).items()
                 if k not in RESUMABLE_CHANGES and k in trained and trained[k] != v]
     if changed:
-        raise UserError(f"{out}: --resume continues the checkpoint's own run; this call asks for "
-                        f"other settings ({'; '.join(changed)}); leave them out or write to "
-                        "another -o")
+        raise SettingError(f"{out}: `resume` continues the checkpoint's own run; this call asks for "
+                           f"other settings ({'; '.join(changed)}); leave them out or write to "
+                           "another -o")
 
 
 def update(model: Seq2Seq, optimizer: torch.optim.Optimizer, vocab: Vocab, batch: list[Pair],
@@ -372,7 +372,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
 
     device = resolve_device(device)
     if keep_every < 0:
-        raise UserError(f"--keep-every must be >= 0, not {keep_every}")
+        raise SettingError(f"`keep_every` must be >= 0, not {keep_every}")
     out = Path(out)
     saved = read_predictor(out) if resume and out.is_file() else None
     if saved is not None:   # a checkpoint describes its run: unset options come from it
@@ -381,7 +381,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         augment = augment if augment is not None else old.get("augment")
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
-        raise UserError("--data is required (unless --resume continues an existing -o checkpoint)")
+        raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
@@ -393,12 +393,12 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)
     if epochs is not None:
         if epochs < 1:
-            raise UserError("--epochs must be >= 1")
+            raise SettingError("`epochs` must be >= 1")
         tcfg = dataclasses.replace(tcfg, epochs=epochs)
     if p_aug is None:
         p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
     if not 0.0 <= p_aug < 1.0:
-        raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
+        raise SettingError(f"`p_aug` must be in [0, 1), not {p_aug}")
     table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
