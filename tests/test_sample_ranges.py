@@ -88,3 +88,17 @@ def test_extreme_seeds_give_the_same_samples_on_every_backend(seed, tmp_path):
         outputs[backend] = [line.split("\t")[:2] for line in out.read_text().splitlines()]
     assert outputs["onnx"] == outputs["cpp"]
     assert len(outputs["onnx"]) >= 12
+
+
+def test_the_command_line_writes_settings_as_flags_and_leaves_quoted_text_alone():
+    import typer.main
+
+    from compgen.cli.common import app, flags_in
+
+    error = SettingError("`oracle` 'judge.py': exit status 1 (NameError: `foo_bar` undefined); "
+                         "`nsamples` 10 must be >= `n` 20")
+    assert str(error) == ("oracle 'judge.py': exit status 1 (NameError: foo_bar undefined); "
+                          "nsamples 10 must be >= n 20")
+    assert flags_in(error, typer.main.get_command(app)) == (
+        "--oracle 'judge.py': exit status 1 (NameError: `foo_bar` undefined); "
+        "--nsamples 10 must be >= --n 20")

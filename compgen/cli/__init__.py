@@ -29,7 +29,7 @@ from compgen.cli.common import (
     check_seeds_first,
     err_console,
     fill_optional_values,
-    flag_of,
+    flags_in,
     out_of_memory,
 )
 from compgen.cli.pipeline import parse_seeds
@@ -85,7 +85,7 @@ def main() -> None:
         command(args=fill_optional_values(sys.argv[1:]), prog_name="compgen")
     except UserError as exc:
         # a setting is named by the flag that sets it
-        message = exc.text(flag_of) if isinstance(exc, SettingError) else str(exc)
+        message = flags_in(exc, command) if isinstance(exc, SettingError) else str(exc)
         err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except MemoryError as exc:

@@ -172,3 +172,22 @@ def flag_of(setting: str) -> str:
     """The command-line flag of a library setting: ``beam_width`` -> ``--beam-width``
     (every command names its options after the settings they set, but those of ``FLAGS``)."""
     return FLAGS.get(setting) or "--" + setting.replace("_", "-")
+
+
+def option_names(group) -> set[str]:
+    """The parameter names of every option of every command under ``group``."""
+    names: set[str] = set()
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            names |= option_names(command)
+        else:
+            names |= {param.name for param in command.params if param.name}
+    return names
+
+
+def flags_in(error, group) -> str:
+    """A SettingError's message with each setting written as its flag; a backquoted word
+    that no command has as an option (text quoted from a user's program, say) stays as
+    it is."""
+    known = option_names(group) | set(FLAGS)
+    return error.text(lambda name: flag_of(name) if name in known else f"`{name}`")
