@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from compgen.cli.common import flag_of
 from compgen.decoding.contract import MODES, Contract
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.export.reduced import bf16_sampler
 from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
 from compgen.sampling.run import sample_exported
@@ -94,9 +95,11 @@ def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):
     ("onnx", "fp16", "--precision fp16: unknown (valid: fp32, bf16, int8)"),
 ])
 def test_a_precision_the_backend_cannot_run_is_refused(backend, precision, message):
-    with pytest.raises(UserError) as refused:
+    with pytest.raises(SettingError) as refused:
         sample_exported(SHIPPED, 3, backend=backend, precision=precision, log=lambda m: None)
-    assert str(refused.value) == message
+    # the library names the settings, the command line their flags
+    assert str(refused.value) == message.replace("--", "")
+    assert refused.value.text(flag_of) == message
 
 
 def test_bf16_without_bf16_units_is_one_error_line(tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -74,10 +74,13 @@ def _no_bf16_units(option: str, instead: str) -> UserError:
 def check_sample_precision(precision: str, backend: str) -> None:
     """Refuse a sampling precision the backend or the CPU cannot run."""
     if precision not in SAMPLE_PRECISIONS:
-        raise UserError(f"--precision {precision}: unknown (valid: {', '.join(SAMPLE_PRECISIONS)})")
+        raise SettingError(f"`precision` {precision}: unknown (valid: "
+                           f"{', '.join(SAMPLE_PRECISIONS)})")
     backends = SAMPLE_PRECISIONS[precision]
     if backend not in backends:
-        raise UserError(f"--precision {precision} runs on --backend {' or '.join(backends)} "
-                        f"(not {backend})")
+        raise SettingError(f"`precision` {precision} runs on `backend` {' or '.join(backends)} "
+                           f"(not {backend})")
     if precision == "bf16" and not cpu_has_bf16():
-        raise _no_bf16_units("--precision", "fp32 or int8 (--backend onnx)")
+        raise SettingError(f"`precision` bf16: this CPU has no bf16 units (no "
+                           f"{' or '.join(BF16_FLAGS)} in the CPU flags); use `precision` fp32 "
+                           "or int8 (`backend` onnx)")
