@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.lm import parse_corpus
 from compgen.errors import UserError, read_text
 
 LN10 = math.log(10.0)
@@ -27,6 +28,7 @@ DEFAULT_WEIGHTS = {"token": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
 
 def load_model(path: str | os.PathLike, option: str = "model"):
     """A ``kenlm.Model`` (ARPA or binary), or a UserError naming the file."""
+    # optional: kenlm's Python module builds from source and may be missing
     import kenlm
 
     path = Path(path)
@@ -77,8 +79,6 @@ def quiet_stderr():
 
 def read_sentences(path: str | os.PathLike) -> list[str]:
     """Sentences of a corpus file, tokens joined by single spaces."""
-    from compgen.data.lm import parse_corpus
-
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
