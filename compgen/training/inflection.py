@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from compgen.data.vocab import SPECIALS, Vocab
 from compgen.device import CPU, Device, resolve_device, to_device
 from compgen.errors import UserError
 from compgen.io import keep_torch_compiler_cache
@@ -40,6 +41,7 @@ from compgen.models.inflection import (
     source_tokens,
 )
 from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
+from compgen.training.checkpoint import load_checkpoint, save_checkpoint
 
 Triple = tuple[str, str, str]
 KIND = "inflection"
@@ -124,9 +126,6 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
                      device: Device | None = None) -> dict:
     """Train on ``train`` on ``device`` (default: $COMPGEN_DEVICE, else auto), keep the best-dev-loss weights,
     write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set)."""
-    from compgen.data.vocab import Vocab
-    from compgen.training.checkpoint import save_checkpoint
-
     cfg.validate()
     device = resolve_device(device)
     if not train:
@@ -187,8 +186,6 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
 
 def _as_vocab_tokens(tokens: list[str]) -> list[str]:
     # compgen.data.vocab.Vocab wants its own six specials first (ours are its first four)
-    from compgen.data.vocab import SPECIALS
-
     return list(SPECIALS) + tokens[len(MODEL_SPECIALS):]
 
 
@@ -201,9 +198,6 @@ def _validate(net, dev_src, dev_tgt, cfg, step, best, best_state, best_step, cur
 
 
 def load_inflection(path: str | Path, device: Device | None = None) -> InflectionModel:
-    from compgen.data.vocab import SPECIALS
-    from compgen.training.checkpoint import load_checkpoint
-
     ckpt = load_checkpoint(path, kind=KIND)
     src_vocab = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])
     tgt_vocab = CharVocab(ckpt.config["target_vocab"])
