@@ -15,6 +15,7 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of sections"),
 ) -> None:
     """Kind, config, vocabulary, training state (checkpoints) or parity figures (exports)."""
+    # start-up: `compgen --help` loads no inspection code
     from compgen.evaluation.inspection import describe, sections_text
 
     console.print(sections_text(describe(path), as_json), highlight=False, markup=False,

@@ -11,6 +11,7 @@ import typer
 from compgen.cli.augment import augment_app
 from compgen.cli.common import DataDir, DeviceOption, app, console
 from compgen.cli.train import train_app
+from compgen.device import resolve_device
 from compgen.errors import UserError
 
 inflection_app = typer.Typer(no_args_is_help=True, help="The character Transformer inflection model (STEM-CORRUPT experiments).")
@@ -28,6 +29,7 @@ def augment_stem_corrupt(
     data_dir: Path | None = DataDir,
 ) -> None:
     """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
+    # start-up: `compgen --help` loads no polars
     from compgen.augment.stem_corrupt.aligner import AlignerConfig
     from compgen.augment.stem_corrupt.corrupt import (
         StemCorruptConfig,
@@ -51,6 +53,7 @@ def augment_stem_corrupt(
 
 
 def _threads(threads: int | None) -> None:
+    # start-up: `compgen --help` loads no torch
     import torch
 
     if threads is not None:
@@ -60,6 +63,7 @@ def _threads(threads: int | None) -> None:
 
 
 def _train_config(updates: int, warmup: int, validate_every: int, seed: int):
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.training.inflection import InflectionTrainConfig
 
     cfg = InflectionTrainConfig(updates=updates, warmup=warmup, validate_every=validate_every,
@@ -82,8 +86,8 @@ def train_inflection_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the character Transformer inflection model (gold train-low + augment files)."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.augment.stem_corrupt.corrupt import read_triples
-    from compgen.device import resolve_device
     from compgen.pipelines.stem_corrupt import gold_and_dev
     from compgen.training.inflection import train_inflection
 
@@ -114,6 +118,7 @@ def select_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
 ) -> None:
     """Choose SIZE synthetic triples of POOL with a selection strategy."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
     from compgen.augment.stem_corrupt.corrupt import read_triples, write_triples
     from compgen.pipelines.stem_corrupt import pool_scores, select_rows
@@ -148,7 +153,7 @@ def inflection_evaluate_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact-match accuracy of an inflection model (beam search)."""
-    from compgen.device import resolve_device
+    # start-up: `compgen --help` loads no torch
     from compgen.pipelines.stem_corrupt import evaluate_model
 
     if beam < 1:
