@@ -1,5 +1,6 @@
-"""The package layout: no import cycles, layers one way, no module over 600 lines
-(scripts/import_graph.py on compgen/, and on small packages built to break each rule)."""
+"""The package layout: no import cycles, layers one way, no module over 600 lines, no
+import inside a function without a reason (scripts/import_graph.py on compgen/, and on
+small packages built to break each rule)."""
 
 import json
 import subprocess
@@ -25,13 +26,29 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
     return package
 
 
+# modules whose imports inside functions are still to be hoisted or given a reason
+# (they change on other branches at present); remove each name once it is done
+DEFERRED_IMPORTS_PENDING = {
+    "compgen.augment.stem_corrupt.corrupt", "compgen.cli.export", "compgen.cli.presets",
+    "compgen.decoding.random_stream", "compgen.evaluation.direct_inference",
+    "compgen.evaluation.inspection", "compgen.evaluation.metrics", "compgen.export.artifact",
+    "compgen.export.compiled", "compgen.export.generator", "compgen.export.inflection",
+    "compgen.export.onnx_export", "compgen.export.predictor", "compgen.export.reduced",
+    "compgen.pipelines.stem_corrupt", "compgen.sampling.backends.compiled",
+    "compgen.sampling.backends.onnx", "compgen.sampling.backends.torchscript",
+    "compgen.sampling.eager", "compgen.sampling.predictor", "compgen.training.predictor",
+}
+
+
 def test_compgen_has_no_cycle_no_layer_violation_no_long_module():
     code, report = run_graph(ROOT / "compgen")
     assert report["cycles"] == []
     assert report["layer_violations"] == []
     assert report["unplaced_modules"] == []
     assert report["long_modules"] == {}
-    assert code == 0
+    unexplained = {d["module"] for d in report["deferred_imports_without_reason"]}
+    assert unexplained <= DEFERRED_IMPORTS_PENDING, sorted(unexplained - DEFERRED_IMPORTS_PENDING)
+    assert code == (1 if unexplained else 0)
     # the graph is real: the CLI package reaches the trainer and the export package
     assert report["modules"] > 50 and report["edges"] > report["modules"]
 
@@ -74,3 +91,28 @@ def test_a_module_over_600_lines_and_an_unplaced_module_fail(tmp_path):
     assert report["long_modules"] == {"compgen.io": 601}
     assert report["unplaced_modules"] == ["compgen.newthing"]
     assert code == 1
+
+
+def test_an_import_inside_a_function_needs_a_reason(tmp_path):
+    package = write_package(tmp_path, {
+        "io.py": "def f():\n    import json\n    return json\n",
+        "errors.py": ("def f():\n"
+                      "    # start-up: the CLI's help loads no json\n"
+                      "    import json\n\n    import csv\n\n"
+                      "    # no tag on this one\n    import re\n"
+                      "    import ast  # optional: ast is an extra\n"
+                      "    return json, csv, re, ast\n\n\n"
+                      "import os  # a module-level import needs no reason\n"),
+    })
+    code, report = run_graph(package)
+    assert report["deferred_imports_without_reason"] == [
+        {"module": "compgen.errors", "line": 8, "import": "import re"},
+        {"module": "compgen.io", "line": 2, "import": "import json"}]
+    assert report["deferred_imports_by_reason"] == {"optional": 1, "start-up": 2, "cycle": 0}
+    assert report["cycles"] == [] and report["layer_violations"] == []
+    assert code == 1
+    (package / "io.py").write_text("def f():\n    import json  # cycle: io <-> json\n")
+    (package / "errors.py").write_text("import re\n\n\ndef f():\n    return re\n")
+    code, report = run_graph(package)
+    assert report["deferred_imports_without_reason"] == []
+    assert code == 0
