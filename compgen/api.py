@@ -33,10 +33,9 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
     Parquet, Arrow), a folder of train/dev/test files, or a DataFrame whose columns hold
     text or token lists (input: x/input/source/src, output: y/output/target/tgt, or
     ``x_field``/``y_field``; a ``split`` column, else every row is ``split``)."""
-    # start-up: `import compgen` loads no polars; the call does
+    # start-up: `import compgen` loads no polars or numpy; the call does
     import polars as pl
 
-    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.data import load_dataset
     from compgen.data.files import Fields, parse_columns, reading_fields, records_table
 
@@ -99,10 +98,9 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int = 10_000, *, seed: int
     triples from gold ones. ``data``: a table with ``lemma``, ``form`` and ``tags`` columns
     (tags as ``V;PST`` text or a list), a ``lemma<TAB>form<TAB>tags`` file or a SIGMORPHON
     language (its train-low file). Returns ``lemma``, ``form``, ``tags`` (text)."""
-    # start-up: `import compgen` loads no polars; the call does
+    # start-up: `import compgen` loads no polars or numpy; the call does
     import polars as pl
 
-    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.augment.stem_corrupt import AlignerConfig, StemCorruptConfig, stem_corrupt_pool
     from compgen.augment.stem_corrupt.corrupt import read_triples, training_file
 
@@ -222,10 +220,9 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
              beam: int = 0, data_dir: PathLike | None = None) -> pl.DataFrame:
     """Exact match (and F1) of a predictor checkpoint or export folder on the test split
     of ``data`` (default: the data it was trained on): one row per evaluation set."""
-    # start-up: `import compgen` loads no polars; the call does
+    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     import polars as pl
 
-    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.evaluation.evaluate import evaluate_predictor
 
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:

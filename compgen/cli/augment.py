@@ -121,7 +121,7 @@ def augment_csl(
     columns: str | None = Columns,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
-    # start-up: `compgen --help` loads no torch, polars or CSL report (nor the logging module)
+    # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
     from compgen.data import is_named_dataset

@@ -44,10 +44,9 @@ def evaluate_cmd(
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
-    # start-up: `compgen --help` loads no torch
+    # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:

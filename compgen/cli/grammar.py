@@ -26,7 +26,7 @@ def evaluate_grammar_cmd(
 ) -> None:
     """Share of train and test pairs the grammar derives, and exact match of the Viterbi
     parse under the latent-state model fitted on train."""
-    # start-up: `compgen --help` loads no torch, polars or CSL report (nor the logging module)
+    # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.rules import read_grammar
     from compgen.augment.csl.run import evaluate_grammar, preset
     from compgen.cli.csl_report import csl_progress, print_csl_summary

@@ -44,10 +44,9 @@ def train_predictor_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
-    # start-up: `compgen --help` loads no torch
+    # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    # start-up: `compgen --help` loads no torch or polars
     from compgen.training.predictor import train_predictor
 
     dev = resolve_device(device)

@@ -95,7 +95,6 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
         # start-up: `compgen sample --backend onnx` loads no torch
         import torch
 
-        # start-up: `compgen sample --backend onnx` loads no torch
         from compgen.export.graphs import deterministic
         from compgen.sampling.eager import EagerStepper
 

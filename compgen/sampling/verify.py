@@ -88,10 +88,9 @@ def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> No
 
 def check_predictor_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
     # start-up: `compgen sample --backend onnx` loads no torch
+    # start-up: a generator's check loads no predictor backend
     import torch
 
-    # start-up: `compgen sample --backend onnx` loads no torch
-    # start-up: a generator's check loads no predictor backend
     from compgen.models.seq2seq import collate
     from compgen.sampling.backends.onnx_predictor import OnnxPredictor
 
