@@ -79,7 +79,8 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
     # start-up: `import compgen` loads no torch, polars, numpy or dataclasses; the call does
     import dataclasses
 
-    from compgen.augment.csl.run import csl_augment, preset
+    from compgen.augment.csl.presets import preset
+    from compgen.augment.csl.run import csl_augment
     from compgen.data.table import make_table
 
     cfg = preset(config)
@@ -91,19 +92,25 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
     return make_table([x for x, _ in result.samples], [y for _, y in result.samples], "csl")
 
 
-def stem_corrupt(data: PathLike | pl.DataFrame, pool: int = 10_000, *, seed: int = 0,
-                 iterations: int = 10, compat: bool = False,
+def stem_corrupt(data: PathLike | pl.DataFrame, pool: int | None = None, *,
+                 seed: int | None = None, iterations: int | None = None,
+                 compat: bool | None = None, config: PathLike | None = None,
                  data_dir: PathLike | None = None) -> pl.DataFrame:
     """STEM-CORRUPT (``compgen augment stem-corrupt``): ``pool`` synthetic inflection
     triples from gold ones. ``data``: a table with ``lemma``, ``form`` and ``tags`` columns
     (tags as ``V;PST`` text or a list), a ``lemma<TAB>form<TAB>tags`` file or a SIGMORPHON
-    language (its train-low file). Returns ``lemma``, ``form``, ``tags`` (text)."""
+    language (its train-low file). ``config``: a STEM-CORRUPT preset file read over the
+    bundled one; a setting left None is the preset's (``compgen presets stem_corrupt``).
+    Returns ``lemma``, ``form``, ``tags`` (text)."""
     # start-up: `import compgen` loads no polars or numpy; the call does
     import polars as pl
 
-    from compgen.augment.stem_corrupt import AlignerConfig, StemCorruptConfig, stem_corrupt_pool
+    from compgen.augment.stem_corrupt import stem_corrupt_pool
     from compgen.augment.stem_corrupt.corrupt import read_triples, training_file
+    from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
 
+    settings = corrupt_config(stem_corrupt_preset(config), pool_size=pool, seed=seed,
+                              iterations=iterations, compat=compat)
     if isinstance(data, pl.DataFrame):
         missing = [c for c in ("lemma", "form", "tags") if c not in data.columns]
         if missing:
@@ -117,9 +124,7 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int = 10_000, *, seed: int
         triples = [tuple(map(str, row)) for row in rows.iter_rows()]
     else:
         triples = read_triples(training_file(str(data), None if data_dir is None else Path(data_dir)))
-    config = StemCorruptConfig(pool_size=pool, seed=seed,
-                               aligner=AlignerConfig(iterations=iterations, compat=compat))
-    made = stem_corrupt_pool(triples, config)
+    made = stem_corrupt_pool(triples, settings)
     return pl.DataFrame(made, schema=["lemma", "form", "tags"], orient="row")
 
 
@@ -197,7 +202,7 @@ def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict
     """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
     manifest); returns the manifest."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
 
     return export_checkpoint(Path(checkpoint), Path(output), **options)
 

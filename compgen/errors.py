@@ -1,11 +1,31 @@
 """User-facing errors: the CLI prints them as one line and exits with status 2."""
 
+import re
+
 
 class UserError(Exception):
     """A mistake in the user's input (file, option, data); never a bug in compgen.
 
     The message is printed as ``error: <message>``; name the file, line or option.
     """
+
+
+class SettingError(UserError, ValueError):
+    """A setting out of range, unknown, or at odds with another. The message names each
+    setting in backquotes (`temperature`): the library's text says the setting
+    (``temperature``), the command line's the flag that sets it (``--temperature``), and a
+    preset file's reader (a ValueError) the key under the file's name."""
+
+    def __init__(self, template: str):
+        self.template = template
+        super().__init__(self.text(lambda name: name))
+
+    def text(self, name_of) -> str:
+        """The message with every `setting` written as ``name_of(setting)``."""
+        return _SETTING.sub(lambda match: name_of(match.group(1)), self.template)
+
+
+_SETTING = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 class Terminated(BaseException):

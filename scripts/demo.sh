@@ -76,7 +76,7 @@ section "3. the shipped R&R generator: sampling on every backend" \
   "full SCAN grammar maps its command to its actions. samples/s counts the samples kept, with" \
   "model loading excluded and filtering included. The C++ runner is built once (~1 min)."
 t=$(date +%s)
-python scripts/demo_backends.py "$shipped" --n "$n_samples" --nsamples $(( n_samples * 2 )) \
+python scripts/analyze/demo_backends.py "$shipped" --n "$n_samples" --nsamples $(( n_samples * 2 )) \
   --resample rare --out-dir "$out" --json "$out/backends.json"
 record "sample $shipped ($n_samples per backend)" \
   "$(python -c "import json; r=json.load(open('$out/backends.json')); print(', '.join(f\"{x['backend']} {x['samples_per_second']:.1f}/s\" for x in r) + f\"; correct {min(x['correct_share'] for x in r):.0%}-{max(x['correct_share'] for x in r):.0%}\")")" \

@@ -259,7 +259,7 @@ file_edits = st.tuples(st.sampled_from(["vocab.json", "prototypes.txt", "vocab.t
 
 def fuzz_exports(n: int, work: Path) -> dict:
     from compgen.export.artifact import load_manifest, sha256
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
     from compgen.sampling.verify import check_generator_backends
 
     source = work / "export"

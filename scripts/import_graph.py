@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     # what reads and writes an export folder: its format, the graphs traced into it
     ("graphs", {"graphs": ("compgen.export.artifact", "compgen.export.card",
                            "compgen.export.graphs", "compgen.export.predictor_graphs",
+                           "compgen.export.inflection_graphs",
                            "compgen.export.torchscript", "compgen.export.onnx_export",
                            "compgen.export.ties",
                            "compgen.export.reduced", "compgen.export.compiled")}),

@@ -11,7 +11,7 @@ from pathlib import Path
 import kenlm
 import pytest
 
-from compgen.decoding.core import Contract, rank_key
+from compgen.decoding.contract import Contract, rank_key
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest
 from compgen.lm.rerank import LmRanking

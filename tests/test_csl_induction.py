@@ -9,11 +9,11 @@ import pytest
 from compgen.augment.csl.chart import RuleIndex, derivable, parse
 from compgen.augment.csl.derive import PenaltyStats, SideIndex, can_maybe_derive
 from compgen.augment.csl.induction import (
-    INDUCTION_PRESETS,
     induce,
     partition_bounds,
     sorted_examples,
 )
+from compgen.augment.csl.presets import preset
 from compgen.augment.csl.rules import canonical, parse_rule, read_grammar, write_grammar
 from compgen.augment.csl.unify import UnifyConfig, unify
 from compgen.errors import UserError
@@ -199,7 +199,7 @@ def test_partitions_and_sorting():
 def test_induction_on_a_toy_language():
     pairs = [("walk", "W"), ("run", "R"), ("walk twice", "W W"), ("run twice", "R R"),
              ("walk and run", "W R"), ("run and walk twice", "R W W"), ("walk twice and run", "W W R")]
-    cfg = INDUCTION_PRESETS["scan"]
+    cfg = preset("scan").induction
     result = induce([(x.split(), y.split()) for x, y in pairs], cfg)
     assert {str(x) for x in result.rules} == {"walk ### W", "run ### R", "NT_1 twice ### NT_1 NT_1",
                                                "NT_1 and NT_2 ### NT_1 NT_2"}
@@ -217,7 +217,7 @@ def test_every_action_of_a_step_is_chosen_against_the_same_grammar():
              ("walk after jump", "J W"), ("jump after walk", "W J"), ("walk after run", "R W"),
              ("turn left after run", "R L"), ("turn right after run", "R R"),
              ("walk after turn left", "L W"), ("jump after turn right", "R J")]
-    cfg = dataclasses.replace(INDUCTION_PRESETS["scan"], num_partitions=1)
+    cfg = dataclasses.replace(preset("scan").induction, num_partitions=1)
     result = induce([(x.split(), y.split()) for x, y in pairs], cfg)
     assert {str(x) for x in result.rules} == {
         "walk ### W", "jump ### J", "look ### K", "run ### R", "turn left ### L", "turn right ### R",
@@ -237,7 +237,7 @@ def test_refinement_drops_the_rule_no_pair_needs():
              ("walk after jump", "J W"), ("jump after walk", "W J"), ("walk after run", "R W"),
              ("turn left after run", "R L"), ("turn right after run", "R R"),
              ("walk after turn left", "L W"), ("jump after turn right", "R J")]
-    cfg = dataclasses.replace(INDUCTION_PRESETS["scan"], num_partitions=1, refine=True)
+    cfg = dataclasses.replace(preset("scan").induction, num_partitions=1, refine=True)
     result = induce([(x.split(), y.split()) for x, y in pairs], cfg)
     assert {str(x) for x in result.rules} == {
         "walk ### W", "jump ### J", "look ### K", "run ### R", "turn left ### L", "turn right ### R",
@@ -260,7 +260,7 @@ def test_scan_induction_gives_the_twenty_rules(split, refine, data_dir: Path):
 
     table = load_scan(split, data_dir)
     train = pairs(select_split(table, "train"))
-    result = induce(train, dataclasses.replace(INDUCTION_PRESETS["scan"], refine=refine))
+    result = induce(train, dataclasses.replace(preset("scan").induction, refine=refine))
     assert result.rules == scan_rules()
     index = RuleIndex(result.rules)
     for x, y in pairs(select_split(table, "test"))[::50] + train[::50]:

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from compgen.decoding.core import MODES, Contract, decode, prior_z
+from compgen.decoding.contract import Contract, prior_z
+from compgen.decoding.search import decode, search_for
 from compgen.device import (
     CPU,
     DEVICE_ENV,
@@ -166,10 +167,11 @@ def test_the_gpu_steppers_io_binding_decodes_as_the_cpu_stepper():
     protos = pad_tuples(tuples, 2, len(tuples), contract.prototype_width).numpy()
     ids = np.arange(len(tuples), dtype=np.int64)
     z = prior_z(contract, 0, ids)
-    for mode, beam in ((MODES["greedy"], 1), (MODES["beam"], 3)):
+    for strategy, beam in (("greedy", 1), ("beam", 3)):
         c = replace(contract, beam_width=beam)
-        cpu = decode(gen.stepper(), c, protos, z, mode, 1.0, 0, ids)
-        bound = decode(OnnxCudaStepper(gen, ("cpu", 0)), c, protos, z, mode, 1.0, 0, ids)
+        cpu = decode(gen.stepper(), c, protos, z, search_for(strategy, beam_width=beam), ids)
+        bound = decode(OnnxCudaStepper(gen, ("cpu", 0)), c, protos, z,
+                       search_for(strategy, beam_width=beam), ids)
         np.testing.assert_array_equal(cpu[0], bound[0])
         np.testing.assert_allclose(cpu[1], bound[1], rtol=0, atol=1e-6)
 

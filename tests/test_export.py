@@ -10,15 +10,18 @@ import torch
 
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import MODES, Contract, decode
+from compgen.decoding.contract import Contract
+from compgen.decoding.samplers import Temperature
+from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.generator import export_checkpoint, pad_tuples
 from compgen.export.graphs import deterministic
+from compgen.export.kinds import export_checkpoint
 from compgen.sampling.backends.cpp import build_runner
 from compgen.sampling.backends.onnx import OnnxGenerator
 from compgen.sampling.backends.torchscript import TorchScriptGenerator
 from compgen.sampling.eager import banned_mask
+from compgen.sampling.load_check import pad_tuples
 from compgen.training.checkpoint import (
     build_recombine,
     load_generator,
@@ -109,7 +112,7 @@ def test_temperature_sampling_matches_the_model_distribution(exported):
     p_np, z_np = protos.numpy(), z.numpy()
 
     def first_tokens(gen, seed):
-        return decode(gen.stepper(), contract, p_np, z_np, MODES["temperature"], 1.0, seed,
+        return decode(gen.stepper(), contract, p_np, z_np, GreedySearch(Temperature(1.0, seed)),
                       max_len=1)[0][:, 0]
 
     ts = TorchScriptGenerator(folder, manifest)

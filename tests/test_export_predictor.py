@@ -13,10 +13,18 @@ from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import LOGP_FLOOR, TOLERANCE, load_manifest
-from compgen.export.generator import export_checkpoint
+from compgen.export.kinds import export_checkpoint
 from compgen.export.predictor import steps_read
-from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate, cut_prediction, greedy_search
+from compgen.models.seq2seq import (
+    Seq2Seq,
+    Seq2SeqConfig,
+    collate,
+    cut_prediction,
+    greedy_search,
+    run_greedy,
+)
 from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 from compgen.sampling.predictor import predict_exported
 from compgen.training.predictor import conditional_pairs, load_predictor, save_predictor
 
@@ -92,7 +100,8 @@ def test_backends_agree_with_the_eager_model(exported, test_sources):
     onnx = OnnxPredictor(folder, manifest)
     scripted = torch.jit.load(str(folder / "model.ts"))
     cut = [cut_prediction(r) for r in eager.tolist()]
-    assert [cut_prediction(r) for r in scripted.greedy(source, 45)[0].tolist()] == cut
+    scripted_greedy = run_greedy(TorchScriptPredictor(scripted), onnx.rules, source, 45)
+    assert [cut_prediction(r) for r in scripted_greedy[0].tolist()] == cut
     assert [cut_prediction(r) for r in onnx.greedy(source.numpy(), 45)[0].tolist()] == cut
 
     # teacher-forced per-step log-probs of the greedy rows, on the steps up to each

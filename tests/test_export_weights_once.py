@@ -8,7 +8,7 @@ from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.generator import export_checkpoint
+from compgen.export.kinds import export_checkpoint
 from compgen.sampling.run import eager_model, sample_exported
 from compgen.training.checkpoint import (
     build_recombine,

@@ -1,6 +1,6 @@
 """Reduced-precision sampling of an export is opt-in (``--precision bf16|int8``): it runs
 where the backend and the CPU can run it, is refused in one line elsewhere, and its samples
-are its own (measured against fp32 by scripts/bench_sampling.py, not equal to them)."""
+are its own (measured against fp32 by scripts/bench/bench_sampling.py, not equal to them)."""
 
 import json
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.decoding.core import MODES, Contract
+from compgen.decoding.contract import MODES, Contract
 from compgen.errors import UserError
 from compgen.export.reduced import bf16_sampler
 from compgen.sampling.backends.cpp import build_runner, job_text, run_harness

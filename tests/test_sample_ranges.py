@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compgen.cli.common import flag_of
 from compgen.decoding.random_stream import SEED_MAX, SEED_MIN, check_seed, uniform
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import sample_exported
 
@@ -29,16 +30,19 @@ def compgen(*args):
 
 @pytest.mark.parametrize("temperature", [math.nan, math.inf, -math.inf, 1e-320, 0.0, -1.0])
 def test_bad_temperatures_are_refused_where_options_are_built(temperature):
-    with pytest.raises(UserError, match="--temperature"):
+    # the library names the setting, the command line its flag
+    with pytest.raises(SettingError, match="^temperature ") as refused:
         SampleOptions.resolve({}, strategy="temperature", temperature=temperature)
+    assert refused.value.text(flag_of).startswith("--temperature ")
 
 
 @pytest.mark.parametrize("seed", [2**63, 2**64, 2**70, -(2**63) - 1])
 def test_seeds_outside_64_bits_are_refused(seed):
-    with pytest.raises(UserError, match="--seed"):
+    with pytest.raises(SettingError, match="^seed "):
         check_seed(seed)
-    with pytest.raises(UserError, match="--seed"):
+    with pytest.raises(SettingError, match="^seed ") as refused:
         SampleOptions.resolve({}, seed=seed)
+    assert refused.value.text(flag_of).startswith("--seed ")
 
 
 def test_every_seed_in_range_has_its_own_stream():

@@ -177,5 +177,5 @@ def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monk
     assert len(capped) == 4 and len(rows_seen) == 2 * MAX_ROUNDS
     options = SampleOptions.resolve({}, max_rounds=0)
     assert options.max_rounds == NO_ROUND_CAP
-    with pytest.raises(UserError, match="--max-rounds must be >= 0"):
+    with pytest.raises(UserError, match="max_rounds must be >= 0"):
         SampleOptions.resolve({}, max_rounds=-1)

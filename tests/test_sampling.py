@@ -20,7 +20,7 @@ from compgen.data.resample import (
     valid_morph,
 )
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
-from compgen.decoding.core import rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
 from compgen.sampling.eager import beam_search, collect_samples, sample_batch, sample_generator
@@ -184,7 +184,7 @@ def test_sample_cli_bad_input(tmp_path):
     good = tmp_path / "good.pt"
     save_checkpoint(good, model, {"model": {"variant": "scan", "nproto": 2}, "data": "scan/jump"},
                     vocab, kind="recombine")
-    with pytest.raises(UserError, match="--strategy nucleus"):
+    with pytest.raises(UserError, match="strategy nucleus"):
         sample_generator(good, 5, strategy="nucleus")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint at all")
     with pytest.raises(UserError, match="not a compgen checkpoint"):

@@ -129,9 +129,9 @@ def test_options_are_resolved_once_from_the_preset_and_the_caller():
     assert (options.strategy, options.beam_width, options.rare) == ("beam", 6, "jump")
     assert (options.n, options.nsamples, options.temperature) == (800, 1000, 0.9)
     assert SampleOptions.resolve({}, strategy="mixed").strategy == "mixed"
-    with pytest.raises(UserError, match="--beam-width must be >= 1"):
+    with pytest.raises(UserError, match="beam_width must be >= 1"):
         SampleOptions.resolve(config, beam_width=0)
-    with pytest.raises(UserError, match="--nsamples 10 must be >= --n 20"):
+    with pytest.raises(UserError, match="nsamples 10 must be >= n 20"):
         SampleOptions.resolve(config, n=20, nsamples=10)
 
 

@@ -90,7 +90,7 @@ def test_table_of_one_strategy_and_one_seed_has_no_empty_comparison():
 
 def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
     from compgen.errors import UserError
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
     from compgen.pipelines.stem_corrupt import evaluate_model
 
     opts = StemCorruptRunOptions(root=tmp_path, strategies=("random",), sizes=(4,), pool_size=20,

@@ -33,11 +33,12 @@ from compgen.cli.common import (
     check_seeds_first,
     err_console,
     fill_optional_values,
+    flag_of,
     out_of_memory,
 )
 from compgen.cli.pipeline import parse_seeds
 from compgen.device import cuda_out_of_memory
-from compgen.errors import Terminated, UserError
+from compgen.errors import SettingError, Terminated, UserError
 from compgen.system.memory import address_space_limit, check_address_space
 
 __all__ = ["app", "main", "parse_seeds"]
@@ -80,7 +81,9 @@ def main() -> None:
         # prog_name: also under `python -m compgen`, for completion and usage
         command(args=fill_optional_values(sys.argv[1:]), prog_name="compgen")
     except UserError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        # a setting is named by the flag that sets it
+        message = exc.text(flag_of) if isinstance(exc, SettingError) else str(exc)
+        err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except MemoryError as exc:
         _out_of_memory_exit(exc)

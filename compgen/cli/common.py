@@ -157,3 +157,9 @@ def _size(n: int) -> str:
             return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
+
+
+def flag_of(setting: str) -> str:
+    """The command-line flag of a library setting: ``beam_width`` -> ``--beam-width``
+    (every command names its options after the settings they set)."""
+    return "--" + setting.replace("_", "-")

@@ -13,7 +13,7 @@ from compgen.errors import UserError
 
 @app.command("export")
 def export_cmd(
-    checkpoint: Path = typer.Argument(..., help="generator or predictor checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
+    checkpoint: Path = typer.Argument(..., help="generator, predictor or inflection checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
     parity_sets: int = typer.Option(256, "--parity-sets", help="prototype sets (generator) or test sources (predictor) the parity check decodes"),
     cpp: bool = typer.Option(True, "--cpp/--no-cpp", help="also build the C++ runner and check it (generators only)"),
@@ -23,7 +23,7 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
-    from compgen.export.generator import export_checkpoint
+    from compgen.export.kinds import export_checkpoint
     from compgen.sampling.backends.cpp import build_runner
 
     card_text = None

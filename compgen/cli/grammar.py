@@ -27,8 +27,9 @@ def evaluate_grammar_cmd(
     """Share of train and test pairs the grammar derives, and exact match of the Viterbi
     parse under the latent-state model fitted on train."""
     # start-up: `compgen --help` loads no torch, polars or CSL report code
+    from compgen.augment.csl.presets import preset
     from compgen.augment.csl.rules import read_grammar
-    from compgen.augment.csl.run import evaluate_grammar, preset
+    from compgen.augment.csl.run import evaluate_grammar
     from compgen.cli.csl_report import csl_progress, print_csl_summary
     from compgen.data import load_dataset, split_of
     from compgen.data.table import pairs as table_pairs

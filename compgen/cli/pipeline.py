@@ -41,10 +41,10 @@ def pipeline_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     device: str | None = DeviceOption,
     list_runs: bool = typer.Option(False, "--list", help="list the runs and exit"),
-    strategies: str = typer.Option("random,umt+loss", "--strategies", help="stem-corrupt-LANG: comma-separated selection strategies"),
-    sizes: str = typer.Option("128,256,512,1024,2048", "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes"),
-    updates: int | None = typer.Option(None, "--updates", help="stem-corrupt-LANG: inflection model updates (default 6000, warm-up 2/3 of them)"),
-    uncertainty: str = typer.Option("hypothesis", "--uncertainty", help="stem-corrupt-LANG: pool scores = hypothesis (beam output's score, the reference code) | reference (NLL of the pool's form, the paper)"),
+    strategies: str | None = typer.Option(None, "--strategies", help="stem-corrupt-LANG: comma-separated selection strategies (default: the stem_corrupt preset's)"),
+    sizes: str | None = typer.Option(None, "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes (default: the stem_corrupt preset's)"),
+    updates: int | None = typer.Option(None, "--updates", help="stem-corrupt-LANG: inflection model updates (default: the stem_corrupt preset's; given: warm-up 2/3 of them)"),
+    uncertainty: str | None = typer.Option(None, "--uncertainty", help="stem-corrupt-LANG: pool scores = hypothesis (beam output's score, the reference code) | reference (NLL of the pool's form, the paper); default: the stem_corrupt preset's"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
@@ -127,5 +127,5 @@ def parse_seeds(text: str) -> list[int]:
         raise UserError(f"--seeds {text!r}: expected e.g. 0,1,2 or 0-4") from None
     if not seeds or min(seeds) < 0:
         raise UserError(f"--seeds {text!r}: expected non-negative seeds such as 0,1,2 or 0-4")
-    check_seed(max(seeds), "--seeds")
+    check_seed(max(seeds), "seeds")
     return seeds

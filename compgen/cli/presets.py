@@ -17,6 +17,10 @@ def presets_cmd(
     if name:
         console.print(preset_text(name), highlight=False, markup=False, soft_wrap=True, end="")
         return
-    for row in preset_table():
-        console.print(f"{row['name']:26s} {row['kind']:10s} {row['about']}", highlight=False,
-                      markup=False, soft_wrap=True)
+    rows = preset_table()
+    # columns as wide as their longest entry
+    name_width = max(len(row["name"]) for row in rows)
+    kind_width = max(len(row["kind"]) for row in rows)
+    for row in rows:
+        console.print(f"{row['name']:{name_width}s} {row['kind']:{kind_width}s} {row['about']}",
+                      highlight=False, markup=False, soft_wrap=True)

@@ -3,6 +3,7 @@ strategies that choose which synthetic triples to train on."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from compgen.cli.train import train_app
 from compgen.device import resolve_device
 from compgen.errors import UserError
 
+StemCorruptConfigOption = typer.Option(
+    None, "--config", help="a STEM-CORRUPT preset file read over the bundled one (compgen presets stem_corrupt); the options given here override it")
+
 inflection_app = typer.Typer(no_args_is_help=True, help="The character Transformer inflection model (STEM-CORRUPT experiments).")
 app.add_typer(inflection_app, name="inflection")
 
@@ -22,31 +26,31 @@ app.add_typer(inflection_app, name="inflection")
 def augment_stem_corrupt(
     lang: str = typer.Argument(..., help="SIGMORPHON language (its train-low file is used) or a lemma<TAB>form<TAB>tags file"),
     output: Path = typer.Option(..., "-o", "--output", help="pool to write (lemma<TAB>form<TAB>tags)"),
-    pool: int = typer.Option(10_000, "--pool", help="synthetic triples to make"),
-    seed: int = typer.Option(0, "--seed", help="seeds the aligner and the substitution"),
-    iterations: int = typer.Option(10, "--iterations", help="Gibbs sweeps of the aligner"),
-    compat: bool = typer.Option(False, "--compat/--paper", help="the reference aligner's count quirks and unseeded stream (default: the paper's sampler, seeded)"),
+    pool: int | None = typer.Option(None, "--pool", help="synthetic triples to make (default: the preset's)"),
+    seed: int | None = typer.Option(None, "--seed", help="seeds the aligner and the substitution (default: the preset's)"),
+    iterations: int | None = typer.Option(None, "--iterations", help="Gibbs sweeps of the aligner (default: the preset's)"),
+    compat: bool | None = typer.Option(None, "--compat/--paper", help="the reference aligner's count quirks and unseeded stream (default: the preset's: the paper's sampler, seeded)"),
+    config_file: Path | None = StemCorruptConfigOption,
     data_dir: Path | None = DataDir,
 ) -> None:
     """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.augment.stem_corrupt.aligner import AlignerConfig
+    # start-up: `compgen --help` loads no torch (the preset's model settings)
     from compgen.augment.stem_corrupt.corrupt import (
-        StemCorruptConfig,
         read_triples,
         stem_corrupt_pool,
         training_file,
         write_triples,
     )
+    from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
 
-    config = StemCorruptConfig(pool_size=pool, seed=seed,
-                               aligner=AlignerConfig(iterations=iterations, compat=compat))
+    config = corrupt_config(stem_corrupt_preset(config_file), pool_size=pool, seed=seed,
+                            iterations=iterations, compat=compat)
     config.validate()
     triples = read_triples(training_file(lang, data_dir))
     start = time.perf_counter()
     with console.status("STEM-CORRUPT ...") as status:
         rows = stem_corrupt_pool(triples, config,
-                                 progress=lambda n: status.update(f"STEM-CORRUPT: {n:,}/{pool:,}"))
+                                 progress=lambda n: status.update(f"STEM-CORRUPT: {n:,}/{config.pool_size:,}"))
     write_triples(output, rows)
     console.print(f"wrote {len(rows):,} synthetic triples from {len(triples)} gold ones to {output} "
                   f"in {time.perf_counter() - start:.1f} s", highlight=False, markup=False)
@@ -62,12 +66,13 @@ def _threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _train_config(updates: int, warmup: int, validate_every: int, seed: int):
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.training.inflection import InflectionTrainConfig
+def _train_config(config_file: Path | None, **given: int | None):
+    """The preset's ``[train]`` (and ``[model]``) with the options given on the command line."""
+    # start-up: `compgen --help` loads no torch (the preset's model settings)
+    from compgen.training.stem_corrupt_preset import stem_corrupt_preset
 
-    cfg = InflectionTrainConfig(updates=updates, warmup=warmup, validate_every=validate_every,
-                                seed=seed)
+    train = stem_corrupt_preset(config_file).train
+    cfg = dataclasses.replace(train, **{k: v for k, v in given.items() if v is not None})
     cfg.validate()
     return cfg
 
@@ -77,10 +82,11 @@ def train_inflection_cmd(
     lang: str = typer.Argument(..., help="SIGMORPHON language: trains on its train-low, validates on its dev"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint to write (safetensors)"),
     augment: list[Path] = typer.Option([], "--augment", help="synthetic triples added to the gold ones (lemma<TAB>form<TAB>tags); repeatable"),
-    updates: int = typer.Option(6000, "--updates", help="optimizer updates of 16 sentences"),
-    warmup: int = typer.Option(4000, "--warmup", help="inverse-sqrt warm-up updates"),
-    validate_every: int = typer.Option(0, "--validate-every", help="dev loss every N updates (0 = after an epoch, spaced to cost at most ~10 % of training)"),
-    seed: int = typer.Option(0, "--seed", help="random seed of initialisation, batches and dropout"),
+    updates: int | None = typer.Option(None, "--updates", help="optimizer updates (default: the preset's)"),
+    warmup: int | None = typer.Option(None, "--warmup", help="inverse-sqrt warm-up updates (default: the preset's)"),
+    validate_every: int | None = typer.Option(None, "--validate-every", help="dev loss every N updates (0 = after an epoch, spaced to cost at most ~10 % of training; default: the preset's)"),
+    seed: int | None = typer.Option(None, "--seed", help="random seed of initialisation, batches and dropout (default: the preset's)"),
+    config_file: Path | None = StemCorruptConfigOption,
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
@@ -92,7 +98,8 @@ def train_inflection_cmd(
     from compgen.training.inflection import train_inflection
 
     dev = resolve_device(device)
-    cfg = _train_config(updates, warmup, validate_every, seed)
+    cfg = _train_config(config_file, updates=updates, warmup=warmup,
+                        validate_every=validate_every, seed=seed)
     gold, dev_rows = gold_and_dev(lang, data_dir)
     extra = [row for path in augment for row in read_triples(path)]
     _threads(threads)
@@ -113,7 +120,7 @@ def select_cmd(
     size: int = typer.Option(..., "--size", help="rows to select"),
     scorer: Path | None = typer.Option(None, "--scorer", help="inflection model trained on the gold rows (needed by the loss strategies)"),
     scores: Path | None = typer.Option(None, "--scores", help="cache of the pool's uncertainty scores (read if present, else written)"),
-    uncertainty: str = typer.Option("hypothesis", "--uncertainty", help="hypothesis (score of the beam's best output, the reference code) | reference (NLL of the pool's form, the paper)"),
+    uncertainty: str | None = typer.Option(None, "--uncertainty", help="hypothesis (score of the beam's best output, the reference code) | reference (NLL of the pool's form, the paper); default: the preset's"),
     seed: int = typer.Option(0, "--seed", help="random seed of the random and tag-drawing strategies"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
 ) -> None:
@@ -124,6 +131,11 @@ def select_cmd(
     from compgen.pipelines.stem_corrupt import pool_scores, select_rows
 
     key = check_strategy(strategy)
+    if uncertainty is None:
+        # start-up: `compgen --help` reads no preset file
+        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
+
+        uncertainty = StemCorruptRunConfig.uncertainty
     if uncertainty not in ("hypothesis", "reference"):
         raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
     if key in LOSS_STRATEGIES and scorer is None and (scores is None or not scores.is_file()):
@@ -146,7 +158,7 @@ def inflection_evaluate_cmd(
     model: Path = typer.Argument(..., help="inflection checkpoint"),
     lang: str = typer.Option(..., "--lang", help="SIGMORPHON language"),
     test: str = typer.Option("lemma-split", "--test", help="lemma-split (1000 rows, seed 0) | test (the shared-task test file)"),
-    beam: int = typer.Option(5, "--beam", help="beam width (the reference decodes with 5)"),
+    beam: int | None = typer.Option(None, "--beam", help="beam width (default: the preset's, the reference's)"),
     predictions: Path | None = typer.Option(None, "--predictions", help="write lemma<TAB>gold<TAB>predicted<TAB>tags"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     device: str | None = DeviceOption,
@@ -156,6 +168,11 @@ def inflection_evaluate_cmd(
     # start-up: `compgen --help` loads no torch
     from compgen.pipelines.stem_corrupt import evaluate_model
 
+    if beam is None:
+        # start-up: `compgen --help` reads no preset file
+        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
+
+        beam = StemCorruptRunConfig.beam
     if beam < 1:
         raise UserError("--beam must be >= 1")
     dev = resolve_device(device)

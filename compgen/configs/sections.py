@@ -14,7 +14,13 @@ T = TypeVar("T")
 _KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
-def _checked(value, hint, where: str, key: str):
+def _kind_name(kind) -> str:
+    if typing.get_origin(kind) is list:
+        return {int: "a list of integers", str: "a list of strings"}.get(typing.get_args(kind)[0], "a list")
+    return _KIND_NAMES.get(kind, "nothing" if kind is type(None) else str(kind))
+
+
+def checked_value(value, hint, where: str, key: str):
     """``value`` as the field's type (an int is a valid float); a UserError otherwise."""
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     if value is None and type(None) in allowed:
@@ -28,8 +34,10 @@ def _checked(value, hint, where: str, key: str):
             return float(value)
         if kind is str and isinstance(value, str):
             return value
-    wanted = " or ".join(_KIND_NAMES.get(k, "nothing" if k is type(None) else str(k))
-                         for k in allowed)
+        if typing.get_origin(kind) is list and isinstance(value, list):   # a TOML array
+            item = typing.get_args(kind)[0]
+            return [checked_value(v, item, where, key) for v in value]
+    wanted = " or ".join(_kind_name(k) for k in allowed)
     raise UserError(f"{where}: option '{key}' must be {wanted}, not {value!r}")
 
 
@@ -49,7 +57,7 @@ def read_section(cls: type[T], values: Mapping, where: str, *, skip: tuple[str, 
         raise UserError(f"{where}: unknown option{'s' if len(unknown) > 1 else ''} {names} "
                         f"(valid: {', '.join(valid)})")
     hints = typing.get_type_hints(cls)
-    checked = {k: _checked(v, hints[k], where, k) for k, v in values.items()}
+    checked = {k: checked_value(v, hints[k], where, k) for k, v in values.items()}
     try:
         return cls(**checked)
     except ValueError as exc:  # a range check of the dataclass

@@ -1,2 +1,9 @@
-"""The decoding core: the Stepper protocol, search strategies and samplers, the decoding
-contract written into every manifest, and the counter-based random stream."""
+"""The decoding core: the ``Stepper`` protocol every backend implements (``stepper``), the
+search strategies (``search``: greedy and beam; ``fairseq_beam``: the inflection model's)
+and, as a separate axis, the samplers a greedy search picks tokens with (``samplers``:
+argmax, temperature, mixed); the decoding contract written into every generator export's
+manifest (``contract``), the prototype encodings kept across batches (``prototypes``) and
+the counter-based random stream (``random_stream``).
+
+Nothing is imported here: callers name the module, so that the command line's start-up
+(which reads ``random_stream``) stays light."""

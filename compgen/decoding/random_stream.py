@@ -31,13 +31,13 @@ _MASK = (1 << 64) - 1
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def check_seed(seed: int, option: str = "--seed") -> int:
-    """``seed`` if it is a signed 64-bit integer, else a UserError (no silent wrapping)."""
-    from compgen.errors import UserError
+def check_seed(seed: int, setting: str = "seed") -> int:
+    """``seed`` if it is a signed 64-bit integer, else a SettingError (no silent wrapping)."""
+    from compgen.errors import SettingError
 
     if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
-        raise UserError(f"{option} {seed}: must be an integer from -2^63 to 2^63-1 "
-                        "(a signed 64-bit seed)")
+        raise SettingError(f"`{setting}` {seed}: must be an integer from -2^63 to 2^63-1 "
+                           "(a signed 64-bit seed)")
     return seed
 
 

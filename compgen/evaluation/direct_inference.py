@@ -56,10 +56,13 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from torch import Tensor
 
-from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID
+from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
+from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
+from compgen.decoding.samplers import ForcedPrefix
+from compgen.decoding.search import GreedySearch
 from compgen.errors import UserError
 from compgen.models.recombine import Memory, State, collate_prototypes, collate_targets, pad_2d
-from compgen.sampling.eager import NEG, banned_mask
+from compgen.sampling.eager import EagerStepper
 
 LABEL = "direct inference"
 TOP_K = 5           # first prototypes per input, second prototypes per first prototype
@@ -166,29 +169,19 @@ def _encode_pairs(model, protos: Tensor, rows: Tensor, steps: int) -> tuple[Memo
             State(*[t.index_select(0, rows) for t in state]))
 
 
-@torch.no_grad()
 def forced_greedy(model, memory: Memory, state: State, prefix: Tensor,
                   max_steps: int) -> tuple[Tensor, Tensor]:
     """Decode every row with its first tokens forced to ``prefix`` ``(B, P)`` (padded with
-    <pad>), greedily afterwards. Returns the tokens ``(B, steps)`` (<pad> after </s>) and
-    whether each row ended with </s>."""
-    B = prefix.size(0)
-    prefix_len = (prefix != PAD_ID).sum(1)
-    banned = banned_mask(model.vocab_size, first=False)  # the first free step follows <sep>
-    token = torch.full((B,), BOS_ID, dtype=torch.long)
-    out = torch.full((B, max_steps), PAD_ID, dtype=torch.long)
-    done = torch.zeros(B, dtype=torch.bool)
-    for t in range(max_steps):
-        logp, state = model.decode_step(token, state, memory)
-        greedy = logp.masked_fill(banned, NEG).argmax(1)
-        forced = prefix[:, t] if t < prefix.size(1) else greedy
-        nxt = torch.where(t < prefix_len, forced, greedy).masked_fill(done, PAD_ID)
-        out[:, t] = nxt
-        done |= nxt == EOS_ID
-        token = nxt
-        if bool(done.all()):
-            return out[:, : t + 1], done
-    return out, done
+    <pad>), greedily afterwards (the decoding core's greedy search with a forced-prefix
+    sampler). Returns the tokens ``(B, steps)`` (<pad> after </s>) and whether each row
+    ended with </s>."""
+    prefix = prefix.numpy()
+    sampler = ForcedPrefix(prefix, (prefix != PAD_ID).sum(1))
+    # every step masks as a later one: the first free step follows <sep>
+    rules = StepRules(model.vocab_size, first_step_masked=LATER_STEPS_MASKED)
+    stepper = EagerStepper(model, max_steps).started(memory, state)
+    tokens, _ = GreedySearch(sampler, compact=False).best(stepper, rules, len(prefix), max_steps)
+    return torch.from_numpy(tokens), torch.from_numpy((tokens == EOS_ID).any(1))
 
 
 @torch.no_grad()

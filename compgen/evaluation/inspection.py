@@ -12,16 +12,6 @@ from compgen.errors import UserError, read_text
 # listing them takes a fraction of a second
 PRESET_DIR = Path(__file__).parents[1] / "configs"
 
-CSL_ABOUT = {
-    "scan": "CSL as the reference runs it on SCAN: rules of up to 2 nonterminals, 4 latent states "
-            "(compgen augment csl --config scan).",
-    "cogs": "CSL as the reference runs it on COGS: IBM-1 seed rules, the COGS target CFG, 64 "
-            "latent states (compgen augment csl --config cogs).",
-    "generic": "CSL for data that is not the papers' (the default for a data file or folder): "
-               "SCAN's settings with up to 3 nonterminals a rule (compgen augment csl).",
-}
-
-
 def first_sentence(comment: str) -> str:
     """The leading comment's first sentence, however many lines it spans."""
     for end in range(len(comment)):
@@ -31,8 +21,8 @@ def first_sentence(comment: str) -> str:
 
 
 def preset_table() -> list[dict]:
-    """Every bundled preset (the TOML files and the CSL configs): name, kind and the first
-    sentence of what it is for."""
+    """Every bundled preset (the TOML files): name, kind and the first sentence of what it
+    is for."""
     import tomllib
 
     rows = []
@@ -47,35 +37,16 @@ def preset_table() -> list[dict]:
             block.append(line.lstrip("# ").strip())
         kind = tomllib.loads(text).get("kind", "geca" if path.stem.startswith("geca") else "")
         rows.append({"name": path.stem, "kind": kind, "about": first_sentence(" ".join(block))})
-    rows += [{"name": f"csl_{name}", "kind": "csl", "about": about}
-             for name, about in CSL_ABOUT.items()]
     return rows
 
 
 def preset_text(name: str) -> str:
-    """The TOML text of a bundled preset (for a CSL config, its settings written as TOML)."""
-    if name.removeprefix("csl_") in CSL_ABOUT and name.startswith("csl_"):
-        return _csl_text(name.removeprefix("csl_"))
+    """The TOML text of a bundled preset."""
     path = PRESET_DIR / f"{name}.toml"
     if not path.is_file():
-        names = sorted(p.stem for p in PRESET_DIR.glob("*.toml")) + [f"csl_{n}" for n in CSL_ABOUT]
+        names = sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
         raise UserError(f"unknown preset '{name}' (presets: {', '.join(names)})")
     return read_text(path)
-
-
-def _csl_text(name: str) -> str:
-    import dataclasses
-
-    from compgen.augment.csl.run import preset
-
-    cfg = preset(name)
-    out = [f"# {CSL_ABOUT[name]}", 'kind = "csl"']
-    for section in ("induction", "model", "sampler"):
-        out.append(f"\n[{section}]")
-        for key, value in dataclasses.asdict(getattr(cfg, section)).items():
-            if value is not None:
-                out.append(f"{key} = {str(value).lower() if isinstance(value, bool) else repr(value)}")
-    return "\n".join(out) + "\n"
 
 
 def _training_state(state: dict) -> dict:

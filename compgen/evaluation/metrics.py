@@ -28,7 +28,12 @@ import math
 import unicodedata
 from collections.abc import Sequence
 
-import torch
+from compgen.models.seq2seq import (
+    PredictorStepper,
+    predict_sources,
+    predictor_rules,
+    search_rows,
+)
 
 # ------------------------------------------------------------------ metrics
 
@@ -90,21 +95,7 @@ def predict(model, vocab, sources: Sequence[Sequence[str]], batch_size: int = 25
             beam_width: int = 0) -> list[list[str]]:
     """Greedy (or beam, ``beam_width > 1``) predictions as token lists. Sources are
     batched by length (the encoder is batch-independent, so order does not matter)."""
-    from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
-
     model.eval()
-    device = next(model.parameters()).device
-    ids = [vocab.encode(s) for s in sources]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[list[str]] = [[] for _ in ids]
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            source = collate([ids[i] for i in chunk], model.cfg.max_len).to(device)
-            if beam_width > 1:
-                best, _ = beam_search(model, source, beam_width)
-            else:
-                best = greedy_search(model, source)
-            for i, row in zip(chunk, best.tolist()):
-                out[i] = [vocab.tokens[t] for t in cut_prediction(row)]
-    return out
+    decode = search_rows(PredictorStepper(model), predictor_rules(model.vocab_size), beam_width,
+                         model.cfg.max_len)
+    return predict_sources(decode, vocab, sources, batch_size, model.cfg.max_len)

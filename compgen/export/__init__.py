@@ -1,5 +1,7 @@
-"""``compgen export``: one exporter per model kind (``generator.py`` for recombination
-generators, ``predictor.py`` for the conditional predictor, ``inflection.py`` for the
-inflection model); the folder format shared by all of them, its checksums and manifest
-checks in ``artifact.py``. Nothing is imported here, so that reading an export folder
+"""``compgen export``: building and validating export folders. One ``export_checkpoint``
+(``kinds.py``) reads a checkpoint's kind and runs that kind's registered spec
+(``generator.py`` for recombination generators, ``predictor.py`` for the conditional
+predictor, ``inflection.py`` for the inflection model); the steps and the parity check
+every kind shares are in ``spec.py``; the folder format, its checksums and manifest checks
+in ``artifact.py``. Nothing is imported here, so that reading an export folder
 (``artifact``) does not load torch."""

@@ -1,6 +1,6 @@
 """The bf16 encoder and decoder step compiled ahead of time by TorchInductor
 (AOTInductor): built from the eager model of an export, run by ``--backend torch
---precision bf16`` (here, a step function of the shared decode loop ``compgen.decoding.core``)
+--precision bf16`` (here, a step function of the shared decode loop ``compgen.decoding``)
 and by ``--backend cpp --precision bf16`` (the C++ runner loads the same libraries);
 prototypes are encoded by the bf16 TorchScript sampler's graph in both (its fused LSTM:
 AOTInductor unrolls the LSTM into per-step products, 2.4x slower).
@@ -9,7 +9,7 @@ Why a compiler: the bf16 TorchScript sampler runs op by op, so at batch 256 its 
 to casts between fp32 and bf16, elementwise ops on bf16 tensors and matrix products that
 re-lay out their weights on every call. Inductor with frozen weights fuses the elementwise
 ops and casts into generated C++ loops and keeps every weight pre-packed for oneDNN's bf16
-(AMX) kernels (scripts/bench_sampling.py measures the gain). The graphs are the
+(AMX) kernels (scripts/bench/bench_sampling.py measures the gain). The graphs are the
 ``EncoderGraph`` / ``StepGraph`` wrappers the exports are made of, over a bf16 copy of the
 weights, under CPU bf16 autocast, as the bf16 TorchScript sampler
 (``compgen.export.torchscript``) is traced from; their floating outputs are fp32 except

@@ -1,9 +1,7 @@
-"""``compgen export CHECKPOINT``: a self-contained, validated artifact of a checkpoint.
-
-``export_checkpoint`` reads the checkpoint's kind: a conditional predictor ("seq2seq") is
-exported by ``compgen.export.predictor`` (same folder layout, ``predictor.pt`` instead of
-``generator.pt``, no prototypes); a generator ("recombine") as described below. Pieces
-shared by both (checksums, vocabulary files, staging, tolerance) are in ``artifact.py``.
+"""The export kind of a recombination generator ("recombine"; ``GeneratorExport``), also of
+a generator export folder (exported again in the current format: same weights, same
+prototype order). The steps every kind shares are in ``spec.py``, the folder format in
+``artifact.py``.
 
 A generator's folder holds
 * ``model.ts``: TorchScript module with the sampler's graphs (prototype encoder, encoder,
@@ -20,41 +18,37 @@ A generator's folder holds
   outputs with dynamic axes, the decoding contract, sha256 of every file, and the
   parity figures measured before the artifact was written.
 
-Export validates first, in a temporary folder: greedy outputs of every exported backend
-must equal the eager model's on ``parity_sets`` prototype sets, and the per-step
-log-probabilities must agree within ``tolerance``. A failed check raises an error and
+Export validates first, in a temporary folder: greedy and beam outputs of every exported
+backend must equal the eager model's on ``parity_sets`` prototype sets (near-ties within
+the tolerance are not failures), and the per-step log-probabilities must agree within
+the tolerance, relative to |log p|. A failed check raises an error and
 no artifact is written. Exported graphs are deterministic: test-time dropout
 (``outdrop_test``) is off; sampling randomness lives in the runtimes.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocab
-from compgen.decoding.core import MODES, Contract, beam, decode
+from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from compgen.decoding.contract import Contract
+from compgen.decoding.search import BeamSearch, GreedySearch, decode
 from compgen.errors import UserError
 from compgen.export.artifact import (
     FORMAT,
     LOGP_FLOOR,
-    TOLERANCE,
     TRAINING_PAIRS,
-    default_output,
     eager_model,
     load_manifest,
-    logp_diff,
-    logp_rel_diff,
     read_prototypes,
-    seal,
-    staged_folder,
     write_vocab,
 )
 from compgen.export.graphs import deterministic
-from compgen.export.onnx_export import OPSET, export_onnx
+from compgen.export.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
+from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.export.ties import compare_outputs
 from compgen.export.torchscript import export_torchscript
 from compgen.models.recombine import format_prototype
@@ -107,186 +101,156 @@ def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch
     return torch.stack(steps, 1)
 
 
-def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
-                 cpp_binary: Path | None = None) -> dict:
-    """Greedy and beam outputs and per-step log-probs of every backend against the eager
-    model, all through the shared decode loop with the manifest's contract."""
-    from compgen.sampling.backends.onnx import OnnxGenerator
-    from compgen.sampling.backends.torchscript import TorchScriptGenerator
-
-    B = protos.size(0)
-    z = torch.zeros(B, model.latent)
-    contract = Contract.from_manifest(manifest["decoding"])
-    width = contract.beam_width
+def _eager_parity(model, protos: torch.Tensor, z: torch.Tensor, width: int, max_len: int):
+    """The eager model's greedy and beam outputs, and its per-step log-probs teacher-forced
+    on the greedy rows: (outputs, target, the steps compared)."""
     with torch.no_grad():
-        eager = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
-        eager_beam = _trim(beam_search(model, protos, width, max_len, z)[0][:, 0].numpy())
+        greedy = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
+        best = _trim(beam_search(model, protos, width, max_len, z)[0][:, 0].numpy())
     # teacher-force the eager greedy outputs (padded) through every backend
-    steps = max(len(r) for r in eager) + 1
-    target = torch.full((B, steps), PAD_ID, dtype=torch.long)
+    target = torch.full((protos.size(0), max(len(r) for r in greedy) + 1), PAD_ID,
+                        dtype=torch.long)
     target[:, 0] = BOS_ID
-    for b, r in enumerate(eager):
+    for b, r in enumerate(greedy):
         target[b, 1: len(r) + 1] = torch.tensor(r, dtype=torch.long)
     with torch.no_grad():
         ref = _eager_step_logp(model, protos, z, target).numpy()
     # the steps a decoder takes: each row's tokens and its </s>; teacher forcing a short
     # row beside a long one feeds it padding after that, a state no decoder reaches, where
     # the recurrent state drifts and two runtimes' rounding grows step after step
-    lengths = np.array([len(r) for r in eager])
+    lengths = np.array([len(r) for r in greedy])
     reached = np.arange(ref.shape[1])[None, :] <= lengths[:, None]
+    return ParityOutputs({"greedy": greedy, "beam": best}, ref), target, reached
 
-    figures = {"sets": B, "tolerance": TOLERANCE, "logp_floor": LOGP_FLOOR, "backends": {}}
-    vocab = Vocab.load(folder / "vocab.json")
 
-    def outputs_agree(greedy, beam_best) -> dict:
-        """Greedy and beam outputs against the eager model's; near-ties are not failures."""
-        found = {mode: compare_outputs(model, protos, z, mine, theirs, TOLERANCE, mode, vocab)
-                 for mode, mine, theirs in (("greedy", eager, greedy),
-                                            ("beam", eager_beam, beam_best))}
-        figures = {}
-        for mode, f in found.items():
-            figures[f"{mode}_identical"] = not f["disagreements"]
-            figures[f"{mode}_near_ties"] = f["near_ties"]
-            if f["disagreements"]:
-                figures[f"{mode}_disagreements"] = f["disagreements"][:3]
-                figures[f"{mode}_disagreement_count"] = len(f["disagreements"])
+def _near_ties_allowed(model, protos, z, vocab: Vocab, tolerance: float):
+    """Compare outputs as ``ParityRun.compare``: a backend that parts from the eager model
+    only where two continuations are within the tolerance is not failed (``ties.py``)."""
+
+    def compare(search: str, eager: list, theirs: list) -> dict:
+        found = compare_outputs(model, protos, z, eager, theirs, tolerance, search, vocab)
+        figures = {f"{search}_identical": not found["disagreements"],
+                   f"{search}_near_ties": found["near_ties"]}
+        if found["disagreements"]:
+            figures[f"{search}_disagreements"] = found["disagreements"][:3]
+            figures[f"{search}_disagreement_count"] = len(found["disagreements"])
         return figures
 
+    return compare
+
+
+def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
+                 cpp_binary: Path | None, tolerance: float) -> ParityRun:
+    """Greedy and beam outputs and per-step log-probs of every backend against the eager
+    model's, all through the shared decode loop with the manifest's contract."""
+    from compgen.sampling.backends.onnx import OnnxGenerator
+    from compgen.sampling.backends.torchscript import TorchScriptGenerator
+
+    z = torch.zeros(protos.size(0), model.latent)
+    contract = Contract.from_manifest(manifest["decoding"])
+    width = contract.beam_width
+    eager, target, reached = _eager_parity(model, protos, z, width, max_len)
     p_np, z_np = protos.numpy(), z.numpy()
 
-    def run(stepper_of) -> tuple:
-        greedy = decode(stepper_of(), contract, p_np, z_np, MODES["greedy"], max_len=max_len)[0]
-        best = beam(stepper_of(), contract, p_np, z_np, width, max_len)[0][:, 0]
-        return _trim(greedy), _trim(best)
+    def decoded(stepper_of) -> dict:
+        greedy = decode(stepper_of(), contract, p_np, z_np, GreedySearch(), max_len=max_len)[0]
+        best = decode(stepper_of(), contract, p_np, z_np, BeamSearch(width), max_len=max_len)[0]
+        return {"greedy": _trim(greedy), "beam": _trim(best)}
 
-    scripted = TorchScriptGenerator(folder, manifest)
-    with torch.no_grad():
-        ts_logp = scripted.module.score(protos, z, target).numpy()
-    figures["backends"]["torchscript"] = {
-        **outputs_agree(*run(scripted.stepper)),
-        "max_abs_logp_diff": logp_diff(ts_logp, ref, reached),
-        "max_rel_logp_diff": logp_rel_diff(ts_logp, ref, reached)}
+    def torchscript() -> ParityOutputs:
+        scripted = TorchScriptGenerator(folder, manifest)
+        with torch.no_grad():
+            logp = scripted.module.score(protos, z, target).numpy()
+        return ParityOutputs(decoded(scripted.stepper), logp)
 
-    onnx = OnnxGenerator(folder, manifest)
-    ort_logp = onnx.score(p_np, z_np, target.numpy())
-    figures["backends"]["onnx"] = {
-        **outputs_agree(*run(onnx.stepper)),
-        "max_abs_logp_diff": logp_diff(ort_logp, ref, reached),
-        "max_rel_logp_diff": logp_rel_diff(ort_logp, ref, reached)}
+    def onnx() -> ParityOutputs:
+        graphs = OnnxGenerator(folder, manifest)
+        return ParityOutputs(decoded(graphs.stepper), graphs.score(p_np, z_np, target.numpy()))
 
-    if cpp_binary is not None:
+    def cpp() -> ParityOutputs:
         from compgen.sampling.backends.cpp import decode_with_runner
 
         greedy, best = (decode_with_runner(cpp_binary, folder, manifest, p_np, z_np, mode,
                                            max_len) for mode in ("greedy", "beam"))
-        figures["backends"]["cpp"] = outputs_agree(_trim(greedy), _trim(best))
-    return figures
+        return ParityOutputs({"greedy": _trim(greedy), "beam": _trim(best)})
+
+    backends = {"torchscript": torchscript, "onnx": onnx}
+    if cpp_binary is not None:
+        backends["cpp"] = cpp
+    vocab = Vocab.load(folder / "vocab.json")
+    return ParityRun({"sets": protos.size(0), "tolerance": tolerance, "logp_floor": LOGP_FLOOR},
+                     eager, reached, backends, _near_ties_allowed(model, protos, z, vocab, tolerance))
 
 
-def _as_pair(vocab: Vocab, ids) -> tuple[list[str], list[str]]:
-    toks = vocab.decode(ids, strip=True)
-    if SEP_ID < len(vocab) and vocab.tokens[SEP_ID] in toks:
-        i = toks.index(vocab.tokens[SEP_ID])
-        return toks[:i], toks[i + 1:]
-    return toks, []
+class GeneratorExport(KindSpec):
+    """A generator checkpoint, or a generator export folder. Validates the TorchScript and
+    ONNX graphs (and the C++ runner, given ``cpp_binary``) on ``parity_sets`` prototype
+    sets; ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
 
+    kind = "recombine"
+    name = "generator"
+    relative_logp = True
+    onnx_graphs = GENERATOR_GRAPHS
+    re_exports = True
 
-def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
-                      data_dir=None, cpp_binary: Path | None = None, log=print,
-                      max_prototypes: int = MAX_PROTOTYPES) -> dict:
-    """Export a generator or predictor checkpoint to ``out`` (default
-    ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
-    prototype sets (generator) or test sources (predictor) the validation decodes."""
-    from compgen.training.checkpoint import load_checkpoint
+    def __init__(self, checkpoint: Path, options: ExportOptions):
+        from compgen.neighborhoods.user_data import export_prototype_options, training_table
+        from compgen.sampling.eager import prototype_source
+        from compgen.training.checkpoint import load_generator
 
-    if Path(checkpoint).is_dir():  # an export folder: exported again in the current format
-        kind = load_manifest(checkpoint).get("kind", "recombine")
-        if kind != "recombine":
-            raise UserError(f"{checkpoint}: re-exporting a '{kind}' export folder is not "
-                            "supported; export its checkpoint")
-    else:
-        kind = load_checkpoint(checkpoint).kind
-    if kind == "seq2seq":
-        from compgen.export.predictor import export_predictor
-
-        # the C++ runner only runs generators: nothing to check it against here
-        return export_predictor(checkpoint, out, parity_sources=parity_sets,
-                                data_dir=data_dir, log=log)
-    if kind == "inflection":
-        from compgen.export.inflection import export_inflection
-
-        return export_inflection(checkpoint, out, parity_sources=parity_sets, data_dir=data_dir,
-                                 log=log)
-    if kind != "recombine":
-        raise UserError(f"{checkpoint}: a '{kind}' checkpoint; export takes generator "
-                        "('recombine') and predictor ('seq2seq') checkpoints")
-    return export_generator(checkpoint, out, parity_sets=parity_sets, seed=seed,
-                            data_dir=data_dir, cpp_binary=cpp_binary, log=log,
-                            max_prototypes=max_prototypes)
-
-
-def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
-                     data_dir=None, cpp_binary: Path | None = None, log=print,
-                     max_prototypes: int = MAX_PROTOTYPES) -> dict:
-    """Export a generator checkpoint to ``out`` (default ``exported/<name>``); returns the
-    manifest. Validates every backend before the folder is moved into place.
-    ``max_prototypes`` caps ``prototypes.txt`` (the runtimes cycle through it)."""
-    from compgen.neighborhoods.user_data import export_prototype_options, training_table
-    from compgen.sampling.eager import prototype_source
-    from compgen.training.checkpoint import load_generator
-
-    if max_prototypes < 1:
-        raise UserError(f"--prototypes {max_prototypes}: must be >= 1")
-    checkpoint = Path(checkpoint)
-    out = Path(out) if out else default_output(checkpoint)
-    earlier = None  # re-exporting an export folder: its weights and its prototype order
-    if checkpoint.is_dir():
-        earlier = load_manifest(checkpoint)
-        model, vocab, config = eager_model(checkpoint, earlier)
-        stored = (checkpoint / "prototypes.txt").read_text(encoding="utf-8")
-    else:
-        model, vocab, config = load_generator(checkpoint)
-    finite_weights(model, checkpoint)
-    model = deterministic(model)
-    cfg = model.cfg
-    variant, max_len = cfg.variant, cfg.max_len
-    start = time.perf_counter()
-
-    table = training_table(config, data_dir)  # user data: the pairs the checkpoint records
-    tuples = []
-    if earlier is None and model.nproto:
-        draw = prototype_source(config, table, model.nproto, seed,
-                                **export_prototype_options(config))
-        tuples = draw(min(max_prototypes, MAX_PROTOTYPES, _omega_size(draw)))
-
-    with staged_folder(out) as tmp:
-        torch.manual_seed(seed)
-        export_torchscript(model, tmp / "model.ts", max_len)
-        graphs = export_onnx(model, tmp, max_len)
-        write_vocab(tmp, vocab)
-        if earlier is None:
-            n_written = write_prototypes(tmp / "prototypes.txt", tuples, vocab, variant, max_len)
+        if options.max_prototypes < 1:
+            raise UserError(f"--prototypes {options.max_prototypes}: must be >= 1")
+        self.checkpoint, self.options = checkpoint, options
+        self.earlier = None  # re-exporting an export folder: its weights and its prototype order
+        if checkpoint.is_dir():
+            self.earlier = load_manifest(checkpoint)
+            model, self.vocab, self.config = eager_model(checkpoint, self.earlier)
+            self.stored = (checkpoint / "prototypes.txt").read_text(encoding="utf-8")
         else:
-            (tmp / "prototypes.txt").write_text(stored, encoding="utf-8")
-            n_written = earlier["decoding"]["prototypes"]
-        width = max((len(p) for tup in read_prototypes(tmp / "prototypes.txt", model.nproto)
-                     for p in tup), default=0)
-        write_training_pairs(tmp / TRAINING_PAIRS, table)
+            model, self.vocab, self.config = load_generator(checkpoint)
+        finite_weights(model, checkpoint)
+        self.model = deterministic(model)
+        # user data: the pairs the checkpoint records
+        self.table = training_table(self.config, options.data_dir)
+        self.tuples = []
+        if self.earlier is None and model.nproto:
+            draw = prototype_source(self.config, self.table, model.nproto, options.seed,
+                                    **export_prototype_options(self.config))
+            self.tuples = draw(min(options.max_prototypes, MAX_PROTOTYPES, _omega_size(draw)))
+
+    def write(self, folder: Path) -> dict:
+        model, vocab, config, earlier = self.model, self.vocab, self.config, self.earlier
+        cfg = model.cfg
+        variant, max_len = cfg.variant, cfg.max_len
+        torch.manual_seed(self.options.seed)
+        export_torchscript(model, folder / "model.ts", max_len)
+        export_onnx(model, folder, max_len)
+        write_vocab(folder, vocab)
+        if earlier is None:
+            self.prototypes = write_prototypes(folder / "prototypes.txt", self.tuples, vocab,
+                                               variant, max_len)
+        else:
+            (folder / "prototypes.txt").write_text(self.stored, encoding="utf-8")
+            self.prototypes = earlier["decoding"]["prototypes"]
+        self.width = max((len(p) for tup in read_prototypes(folder / "prototypes.txt",
+                                                            model.nproto) for p in tup),
+                         default=0)
+        write_training_pairs(folder / TRAINING_PAIRS, self.table)
         beam_width = int(config.get("sample", {}).get("beam_width", BEAM_WIDTH))
-        manifest = {
+        return {
             "format": FORMAT,
-            "kind": "recombine",
-            "source_checkpoint": earlier["source_checkpoint"] if earlier else checkpoint.name,
+            "kind": self.kind,
+            "source_checkpoint": earlier["source_checkpoint"] if earlier else self.checkpoint.name,
             "config": config,
             "model": {"variant": variant, "nproto": model.nproto, "copy": cfg.copy,
                       "vae": cfg.vae, "hidden": model.hidden, "feed_dim": model.feed_dim,
                       "latent": model.latent, "max_norm": cfg.max_norm,
                       "vocab_size": len(vocab)},
             "opset": OPSET,
-            "graphs": graphs,
+            "graphs": self.graph_ios(folder),
             "decoding": {
-                **Contract.for_model(model, beam_width=beam_width, prototypes=n_written,
-                                     prototype_width=width).to_manifest(),
+                **Contract.for_model(model, beam_width=beam_width, prototypes=self.prototypes,
+                                     prototype_width=self.width).to_manifest(),
                 "prototype_format": "ids + </s>" if variant == "scan" else "<s> + ids",
                 "latent_prior": ("direction ~ uniform on the sphere, norm ~ U(0, max_norm)"
                                  if cfg.vae else "zeros"),
@@ -294,15 +258,19 @@ def export_generator(checkpoint, out=None, *, parity_sets: int = 256, seed: int 
             },
             "training_pairs": TRAINING_PAIRS,
         }
-        k = min(parity_sets, n_written) if model.nproto else parity_sets
-        protos = pad_tuples(read_prototypes(tmp / "prototypes.txt", model.nproto)[:k],
-                            model.nproto, k, width)
-        figures = check_parity(model, tmp, manifest, protos, max_len, cpp_binary)
-        manifest["load_check"] = as_manifest(greedy_rows(tmp, manifest))
-        if earlier is not None and earlier.get("card"):   # the card's own text stays
-            manifest["card"] = earlier["card"]
-        seal(tmp, manifest, figures, checkpoint, start)
-    return manifest
+
+    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+        nproto, sets = self.model.nproto, self.options.parity_sets
+        k = min(sets, self.prototypes) if nproto else sets
+        protos = pad_tuples(read_prototypes(folder / "prototypes.txt", nproto)[:k], nproto, k,
+                            self.width)
+        return check_parity(self.model, folder, manifest, protos, self.model.cfg.max_len,
+                            self.options.cpp_binary, self.tolerance)
+
+    def finish(self, folder: Path, manifest: dict) -> None:
+        manifest["load_check"] = as_manifest(greedy_rows(folder, manifest))
+        if self.earlier is not None and self.earlier.get("card"):   # the card's own text stays
+            manifest["card"] = self.earlier["card"]
 
 
 def _omega_size(draw) -> int:

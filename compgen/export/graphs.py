@@ -14,7 +14,7 @@ exported graphs compute exactly what the eager model computes (``PrototypeGraph`
 (``outdrop_test``) is switched off in exported graphs: they are deterministic functions,
 and all randomness (temperature sampling, the latent prior) lives in the runtimes.
 
-The state layout is the decoding contract's (``compgen.decoding.core.state_layout``): the
+The state layout is the decoding contract's (``compgen.decoding.contract.state_layout``): the
 runtimes create the initial state from the manifest, ``STATE_NAMES`` in that order.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from compgen.decoding.core import STATE_NAMES, state_layout
+from compgen.decoding.contract import STATE_NAMES, state_layout
 from compgen.models.recombine import Memory, Recombine, State
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")

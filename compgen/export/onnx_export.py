@@ -1,6 +1,6 @@
 """ONNX export: ``prototypes.onnx`` (generators), ``encoder.onnx`` and ``decoder_step.onnx``
-with dynamic batch and length axes, for generators (``export_onnx``) and predictors
-(``export_predictor_onnx``).
+with dynamic batch and length axes, for generators (``export_onnx``), predictors
+(``export_predictor_onnx``) and inflection models (``export_inflection_onnx``).
 
 The decoding loop is not in the graph: the runtime (ONNX Runtime from Python) runs it,
 so any strategy (greedy, temperature, mixed, beam) works on the same two graphs.
@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 import torch
 
-from compgen.export import predictor_graphs
+from compgen.export import inflection_graphs, predictor_graphs
 from compgen.export.graphs import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
@@ -52,7 +52,8 @@ PROTOTYPE_AXES = {"seqs": {0: "sequences", 1: "proto_len"},
 GENERATOR_GRAPHS = ("prototypes.onnx", "encoder.onnx", "decoder_step.onnx")
 
 
-def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
+def export_graph(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
+    """Trace ``module`` on the example ``args`` into the ONNX file ``path``; check it."""
     from compgen.io import quiet_native_stderr
 
     # tracer warnings about constant sizes, and torch's C++ shape-inference notes on fd 2
@@ -68,11 +69,11 @@ def _export(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> N
 def export_onnx(model, folder: Path, max_len: int) -> dict:
     """Write the ``GENERATOR_GRAPHS`` into ``folder``; return their IO."""
     proto_args, enc_args, step_args = example_inputs(model, max_steps=max_len)
-    _export(PrototypeGraph(model), proto_args, folder / "prototypes.onnx", PROTOTYPE_INPUTS,
+    export_graph(PrototypeGraph(model), proto_args, folder / "prototypes.onnx", PROTOTYPE_INPUTS,
             PROTOTYPE_OUTPUTS, PROTOTYPE_AXES)
-    _export(EncoderGraph(model), enc_args, folder / "encoder.onnx", ENCODER_INPUTS,
+    export_graph(EncoderGraph(model), enc_args, folder / "encoder.onnx", ENCODER_INPUTS,
             ENCODER_OUTPUTS)
-    _export(StepGraph(model), step_args, folder / "decoder_step.onnx", STEP_INPUTS, STEP_OUTPUTS)
+    export_graph(StepGraph(model), step_args, folder / "decoder_step.onnx", STEP_INPUTS, STEP_OUTPUTS)
     model.eval()  # torch.onnx.export restores the wrapper's mode recursively
     return {name: graph_io(folder / name) for name in GENERATOR_GRAPHS}
 
@@ -81,14 +82,24 @@ def export_predictor_onnx(model, folder: Path) -> dict:
     """The predictor's ``encoder.onnx`` and ``decoder_step.onnx`` in ``folder``; their IO."""
     g = predictor_graphs
     enc_args, step_args = g.example_inputs(model)
-    _export(g.PredictorEncoder(model, with_onehot=model.copy), enc_args,
+    export_graph(g.PredictorEncoder(model, with_onehot=model.copy), enc_args,
             folder / "encoder.onnx", g.ENCODER_INPUTS, g.encoder_outputs(model.copy),
             g.DYNAMIC_AXES)
-    _export(g.PredictorStep(model), step_args, folder / "decoder_step.onnx", g.STEP_INPUTS,
+    export_graph(g.PredictorStep(model), step_args, folder / "decoder_step.onnx", g.STEP_INPUTS,
             g.STEP_OUTPUTS, g.DYNAMIC_AXES)
     model.eval()  # torch.onnx.export restores the wrapper's mode recursively
     return {"encoder.onnx": graph_io(folder / "encoder.onnx"),
             "decoder_step.onnx": graph_io(folder / "decoder_step.onnx")}
+
+
+def export_inflection_onnx(net, folder: Path, vocab_size: int) -> None:
+    """The inflection model's ``encoder.onnx`` and ``decoder_step.onnx`` in ``folder``."""
+    g = inflection_graphs
+    encoder_args, step_args = g.example_inputs(net, vocab_size)
+    export_graph(g.EncoderGraph(net), encoder_args, folder / "encoder.onnx", g.ENCODER_INPUTS,
+                 g.ENCODER_OUTPUTS, g.DYNAMIC_AXES)
+    export_graph(g.StepGraph(net), step_args, folder / "decoder_step.onnx", g.STEP_INPUTS,
+                 g.STEP_OUTPUTS, g.DYNAMIC_AXES)
 
 
 def graph_io(path: Path) -> dict:

@@ -1,22 +1,22 @@
-"""Export of a conditional predictor checkpoint (kind "seq2seq"; ``models/seq2seq.py``).
+"""The export kind of a conditional predictor checkpoint (kind "seq2seq";
+``models/seq2seq.py``; ``PredictorExport``). The steps every kind shares are in ``spec.py``.
 
 The folder has the generator export's layout (see ``compgen/export/__init__.py``):
-``model.ts`` (greedy, beam, per-step log-probs; ``predictor_torchscript.py``),
+``model.ts`` (encoder, decoder step, per-step log-probs; ``predictor_torchscript.py``),
 ``encoder.onnx`` + ``decoder_step.onnx`` (``predictor_graphs.py``), ``predictor.pt`` (the
 weights, for ``--backend torch``), ``vocab.json`` / ``vocab.txt`` and ``manifest.json``
 with the decoding contract, checksums and parity figures. There is no prototype list:
 a predictor's input is the source sequence.
 
-Validation, before the folder is moved into place: on up to ``parity_sources`` sources of
+Validation, before the folder is moved into place: on up to ``parity_sets`` sources of
 the checkpoint's data set (test split), decoded as one batch by every backend, greedy and
 beam predictions must equal the eager ``greedy_search`` / ``beam_search`` ones and the
-teacher-forced per-step log-probs must agree within ``TOLERANCE`` on the steps the
-predictions are made of (``steps_read``).
+teacher-forced per-step log-probs must agree within the tolerance (absolute) on the steps
+the predictions are made of (``steps_read``).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,19 +24,11 @@ import torch
 
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from compgen.errors import UserError
-from compgen.export.artifact import (
-    FORMAT,
-    LOGP_FLOOR,
-    TOLERANCE,
-    default_output,
-    logp_diff,
-    seal,
-    staged_folder,
-    write_vocab,
-)
+from compgen.export.artifact import FORMAT, LOGP_FLOOR, write_vocab
 from compgen.export.onnx_export import OPSET, export_predictor_onnx
 from compgen.export.predictor_graphs import STATE_NAMES
 from compgen.export.predictor_torchscript import export_predictor_torchscript
+from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.models.seq2seq import (
     MASKED,
     Seq2Seq,
@@ -44,7 +36,9 @@ from compgen.models.seq2seq import (
     collate,
     cut_prediction,
     greedy_search,
-    step_masks,
+    predictor_rules,
+    run_beam,
+    run_greedy,
 )
 from compgen.sampling.load_check import finite_weights
 
@@ -94,48 +88,50 @@ def eager_step_logp(model: Seq2Seq, source: torch.Tensor, target: torch.Tensor) 
     return torch.stack(steps, 1)
 
 
-def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict,
-                           source: torch.Tensor) -> dict:
+def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source: torch.Tensor,
+                           tolerance: float) -> ParityRun:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
-    against the eager model, all on the same batch ``source``."""
+    against the eager model's, all on the same batch ``source``."""
     from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():
         greedy_ids = greedy_search(model, source, max_len)
-        eager_greedy = predictions(greedy_ids)
-        eager_beam = predictions(beam_search(model, source, width, max_len)[0])
+        eager = {"greedy": predictions(greedy_ids),
+                 "beam": predictions(beam_search(model, source, width, max_len)[0])}
         # teacher-force the eager greedy rows through every backend; compare the steps
         # the predictions are made of
         target = torch.cat([torch.full((source.size(0), 1), BOS_ID), greedy_ids], 1)
         read = steps_read(greedy_ids)
-        reference = eager_step_logp(model, source, target).numpy()[read]
+        reference = eager_step_logp(model, source, target).numpy()
 
-    figures = {"sources": source.size(0), "beam_width": width, "tolerance": TOLERANCE,
+    def torchscript() -> ParityOutputs:
+        module = torch.jit.load(str(folder / "model.ts"))
+        scripted, rules = TorchScriptPredictor(module), predictor_rules(model.vocab_size)
+        with torch.no_grad():
+            return ParityOutputs(
+                {"greedy": predictions(run_greedy(scripted, rules, source, max_len)[0]),
+                 "beam": predictions(run_beam(scripted, rules, source, width, max_len)[0])},
+                module.score(source, target).numpy())
+
+    def onnx() -> ParityOutputs:
+        graphs, src = OnnxPredictor(folder, manifest), source.numpy()
+        return ParityOutputs({"greedy": predictions(graphs.greedy(src, max_len)[0]),
+                              "beam": predictions(graphs.beam(src, max_len, width)[0])},
+                             graphs.score(src, target.numpy()))
+
+    figures = {"sources": source.size(0), "beam_width": width, "tolerance": tolerance,
                "logp_floor": LOGP_FLOOR, "logp_steps": int(read.sum()),
-               "logp_compared": "teacher-forced eager greedy rows, up to each row's </s>",
-               "backends": {}}
-    scripted = torch.jit.load(str(folder / "model.ts"))
-    with torch.no_grad():
-        figures["backends"]["torchscript"] = {
-            "greedy_identical": predictions(scripted.greedy(source, max_len)[0]) == eager_greedy,
-            "beam_identical": predictions(scripted.beam(source, max_len, width)[0]) == eager_beam,
-            "max_abs_logp_diff": logp_diff(scripted.score(source, target).numpy()[read],
-                                           reference)}
-
-    onnx = OnnxPredictor(folder, manifest)
-    src = source.numpy()
-    figures["backends"]["onnx"] = {
-        "greedy_identical": predictions(onnx.greedy(src, max_len)[0]) == eager_greedy,
-        "beam_identical": predictions(onnx.beam(src, max_len, width)[0]) == eager_beam,
-        "max_abs_logp_diff": logp_diff(onnx.score(src, target.numpy())[read], reference)}
-    return figures
+               "logp_compared": "teacher-forced eager greedy rows, up to each row's </s>"}
+    return ParityRun(figures, ParityOutputs(eager, reference), read,
+                     {"torchscript": torchscript, "onnx": onnx})
 
 
 def decoding_contract(model: Seq2Seq) -> dict:
     """How a runtime must drive the two graphs to reproduce ``greedy_search`` and
     ``beam_search`` (``OnnxPredictor`` is the reference implementation)."""
-    first, later = step_masks(model.vocab_size)
+    rules = predictor_rules(model.vocab_size)
     return {
         "bos": BOS_ID, "eos": EOS_ID, "pad": PAD_ID, "unk": UNK_ID, "copy": COPY_ID,
         "max_len": model.cfg.max_len,
@@ -144,8 +140,8 @@ def decoding_contract(model: Seq2Seq) -> dict:
         "initial_state": {"h": "h0", "c": "c0", "feed": "zeros (batch, hidden)"},
         "state_order": list(STATE_NAMES),
         "mask_value": MASKED,
-        "first_step_masked": torch.nonzero(first).flatten().tolist(),
-        "later_steps_masked": torch.nonzero(later).flatten().tolist(),
+        "first_step_masked": sorted(rules.first_step_masked),
+        "later_steps_masked": sorted(rules.later_steps_masked),
         "masking": "add the step's mask to log p before argmax / top-k (step 0: first, "
                    "later steps: later)",
         "greedy": "argmax for max_len steps; stop once every row has emitted </s>",
@@ -157,45 +153,52 @@ def decoding_contract(model: Seq2Seq) -> dict:
     }
 
 
-def export_predictor(checkpoint, out=None, *, parity_sources: int = 256, data_dir=None,
-                     log=print) -> dict:
-    """Export a predictor checkpoint to ``out`` (default ``exported/<name>``); returns the
-    manifest. Validates every backend before the folder is moved into place."""
-    from compgen.training.predictor import load_predictor, read_predictor, save_predictor
+class PredictorExport(KindSpec):
+    """A conditional predictor checkpoint; validated on up to ``parity_sets`` sources of
+    its data set."""
 
-    checkpoint = Path(checkpoint)
-    out = Path(out) if out else default_output(checkpoint)
-    start = time.perf_counter()
-    config = read_predictor(checkpoint).config
-    model, vocab, info = load_predictor(checkpoint)  # eval mode: dropout off
-    finite_weights(model, checkpoint)
-    cfg = model.cfg
-    if "data" not in info:
-        raise UserError(f"{checkpoint}: the checkpoint names no data set to validate on")
-    split, sources = validation_sources(info["data"], vocab, data_dir, parity_sources)
-    # one batch for every backend: the check compares backends, not batchings
-    source = collate(sources, cfg.max_len)
+    kind = "seq2seq"
+    name = "predictor"
 
-    with staged_folder(out) as tmp:
-        export_predictor_torchscript(model, tmp / "model.ts")
-        graphs = export_predictor_onnx(model, tmp)
-        write_vocab(tmp, vocab)
+    def __init__(self, checkpoint: Path, options: ExportOptions):
+        from compgen.training.predictor import load_predictor, read_predictor
+
+        self.checkpoint, self.log = checkpoint, options.log
+        self.config = read_predictor(checkpoint).config
+        self.model, self.vocab, self.info = load_predictor(checkpoint)  # eval mode: dropout off
+        finite_weights(self.model, checkpoint)
+        if "data" not in self.info:
+            raise UserError(f"{checkpoint}: the checkpoint names no data set to validate on")
+        self.split, self.sources = validation_sources(self.info["data"], self.vocab,
+                                                      options.data_dir, options.parity_sets)
+
+    def write(self, folder: Path) -> dict:
+        from compgen.training.predictor import save_predictor
+
+        model, vocab, config, cfg = self.model, self.vocab, self.config, self.model.cfg
+        export_predictor_torchscript(model, folder / "model.ts")
+        export_predictor_onnx(model, folder)
+        write_vocab(folder, vocab)
         # the weights without optimizer state, so `--backend torch` runs on the folder too
-        save_predictor(tmp / "predictor.pt", model, vocab, config.get("run", {}),
-                       config.get("train", {}), train_state={"curve": info["curve"]})
-        manifest = {
+        save_predictor(folder / "predictor.pt", model, vocab, config.get("run", {}),
+                       config.get("train", {}), train_state={"curve": self.info["curve"]})
+        return {
             "format": FORMAT,
-            "kind": "seq2seq",
-            "source_checkpoint": checkpoint.name,
+            "kind": self.kind,
+            "source_checkpoint": self.checkpoint.name,
             "config": config,
             "model": {"hidden": cfg.hidden, "embed": cfg.embed, "copy": cfg.copy,
                       "max_len": cfg.max_len, "vocab_size": len(vocab)},
             "opset": OPSET,
-            "graphs": graphs,
+            "graphs": self.graph_ios(folder),
             "decoding": decoding_contract(model),
         }
-        log(f"checking the export on {len(sources)} '{split}' sources of {info['data']}")
-        figures = check_predictor_parity(model, tmp, manifest, source)
-        figures["split"] = split
-        seal(tmp, manifest, figures, checkpoint, start)
-    return manifest
+
+    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+        self.log(f"checking the export on {len(self.sources)} '{self.split}' sources of "
+                 f"{self.info['data']}")
+        # one batch for every backend: the check compares backends, not batchings
+        source = collate(self.sources, self.model.cfg.max_len)
+        run = check_predictor_parity(self.model, folder, manifest, source, self.tolerance)
+        run.figures.update(backends={}, split=self.split)   # the split after the backends
+        return run

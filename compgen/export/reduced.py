@@ -13,7 +13,7 @@ library version, and for bf16 the model code it is traced from), never in the ex
   ``quantize_dynamic``), for the onnx backend.
 
 Neither is checked equal to fp32: their samples differ where bf16 or int8 rounding moves
-a choice; ``scripts/bench_sampling.py`` measures how often, and the sample quality.
+a choice; ``scripts/bench/bench_sampling.py`` measures how often, and the sample quality.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The prototype encoder, the encoder and the decoder step are traced (straight-line tensor
 code) and kept as the submodules ``prototypes``, ``encoder`` and ``step``; the decode
-loop around them is the one of ``compgen.decoding.core`` (Python) and
+loop around them is the one of ``compgen.decoding`` (Python) and
 ``cpp_runner/src/decode.hpp`` (C++), both reading the decoding contract from the
 manifest. Methods:
 
@@ -82,7 +82,7 @@ class ScriptedSampler(nn.Module):
         self.pad = PAD_ID
 
     def _initial(self, h: Tensor, c: Tensor, max_steps: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        # the contract's state layout (compgen.decoding.core.state_layout), for score() only
+        # the contract's state layout (compgen.decoding.contract.state_layout), for score() only
         B = h.size(0)
         L = max_steps + 1 if self.sig else 0
         width = self.hidden if self.sig else 0

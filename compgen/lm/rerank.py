@@ -9,7 +9,7 @@ the order in which the N most probable candidates are kept.
 * ``--rerank``: ``model`` keeps the N of highest generator log-probability (natural log,
   the default, unchanged), ``lm`` those of highest ``lm_logprob``, ``sum`` those of
   highest ``logprob + lm_logprob * ln 10`` (both in nats: the product of the two
-  probabilities). Scores are compared rounded to 1e-4 (``compgen.decoding.core.rank_key``);
+  probabilities). Scores are compared rounded to 1e-4 (``compgen.decoding.contract.rank_key``);
   ties keep the decoding order.
 
 The Python backends score with the kenlm module through this class; the C++ runner does
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compgen.decoding.core import rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
 from compgen.lm.scores import read_sentences

@@ -9,7 +9,8 @@ Dropout follows fairseq's three knobs: ``dropout`` on embeddings and residual br
 
 :func:`beam_search` is batched beam search with fairseq's scoring: a finished hypothesis
 scores (sum of token log-probabilities including EOS) / length; a sentence is done when
-``beam`` hypotheses have finished.
+``beam`` hypotheses have finished (``compgen.decoding.fairseq_beam``, over the model as a
+step function, ``InflectionStepper``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import nn
+
+from compgen.configs.defaults import defaults_from
+from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
+from compgen.decoding.fairseq_beam import FairseqBeamSearch
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -27,16 +33,17 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 
 
 @dataclass(frozen=True)
+@defaults_from(STEM_CORRUPT_PRESET, "model")
 class InflectionConfig:
-    embed_dim: int = 256
-    ffn_dim: int = 512
-    heads: int = 4
-    encoder_layers: int = 4
-    decoder_layers: int = 4
-    dropout: float = 0.3
-    attention_dropout: float = 0.1
-    activation_dropout: float = 0.0
-    max_positions: int = 256
+    embed_dim: int
+    ffn_dim: int
+    heads: int
+    encoder_layers: int
+    decoder_layers: int
+    dropout: float
+    attention_dropout: float
+    activation_dropout: float
+    max_positions: int
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -213,95 +220,44 @@ def pad_batch(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = Fals
     return out
 
 
+def fairseq_search(beam: int) -> FairseqBeamSearch:
+    """The reference's beam search (fairseq's) over this model's target vocabulary."""
+    return FairseqBeamSearch(beam, BOS_ID, EOS_ID, masked=(PAD_ID, BOS_ID))
+
+
+class InflectionStepper:
+    """The eager model as a step function of the decoding core (``compgen.decoding``):
+    ``start(source, copies)`` encodes the sources, each repeated ``copies`` times (one row
+    per hypothesis of a beam); ``step`` returns logits (the search normalises them). On a
+    GPU the steps run there and the search's bookkeeping stays on the CPU."""
+
+    def __init__(self, model: InflectionTransformer):
+        self.model, self.device = model, model.positions.device
+
+    def start(self, source: torch.Tensor, copies: int = 1) -> None:
+        # under the caller's grad mode: PyTorch's fused encoder path (no grad) rounds
+        # differently from the plain one
+        memory, pad = self.model.encode(source.to(self.device))
+        self.decoder = IncrementalDecoder(self.model, memory.repeat_interleave(copies, 0),
+                                          pad.repeat_interleave(copies, 0))
+
+    @torch.no_grad()
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        return self.decoder.step(torch.from_numpy(tokens).to(self.device)).float().cpu().numpy()
+
+    def take(self, rows: np.ndarray, memory: bool = True) -> None:
+        self.decoder.reorder(torch.from_numpy(rows).to(self.device))
+
+
 @torch.no_grad()
 def beam_search(model: InflectionTransformer, src: torch.Tensor, beam: int = 5,
                 max_len: int = 100) -> tuple[list[list[int]], list[float]]:
     """Best hypothesis (token ids without EOS) and its score (mean log-probability per
     token including EOS, natural log) for every row of ``src``."""
     model.eval()
-    device = model.positions.device
-    memory, pad = model.encode(src.to(device))
-    decoder = IncrementalDecoder(model, memory.repeat_interleave(beam, 0),
-                                 pad.repeat_interleave(beam, 0))
-    if device.type != "cpu":
-        decoder = _HostSide(decoder, device)
-    return beam_over(decoder, src.shape[0], beam, max_len)
-
-
-class _HostSide:
-    """A decoder on a GPU seen from ``beam_over``, whose bookkeeping stays on the CPU."""
-
-    def __init__(self, decoder, device: torch.device):
-        self.decoder, self.device = decoder, device
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.decoder.step(tokens.to(self.device)).float().cpu()
-
-    def reorder(self, rows: torch.Tensor) -> None:
-        self.decoder.reorder(rows.to(self.device))
-
-
-@torch.no_grad()
-def beam_over(decoder, n: int, beam: int, max_len: int) -> tuple[list[list[int]], list[float]]:
-    """The beam search itself over any ``decoder`` with ``step(last tokens [n*beam]) ->
-    logits`` and ``reorder(rows)`` (eager :class:`IncrementalDecoder`, or an exported
-    graph's runner): the search is the same code whatever computes the logits."""
-    tokens = torch.full((n * beam, 1), BOS_ID, dtype=torch.long)
-    scores = torch.zeros(n, beam)
-    scores[:, 1:] = float("-inf")          # all beams start identical: expand one
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n)]
-    done = torch.zeros(n, dtype=torch.bool)
-    for step in range(max_len + 1):
-        logp = torch.log_softmax(decoder.step(tokens[:, -1]).float(), dim=-1)
-        logp[:, PAD_ID] = float("-inf")
-        logp[:, BOS_ID] = float("-inf")
-        if step == max_len:                # force EOS at the length limit
-            keep = logp[:, EOS_ID].clone()
-            logp.fill_(float("-inf"))
-            logp[:, EOS_ID] = keep
-        vocab = logp.shape[1]
-        cand = (scores.view(-1, 1) + logp).view(n, beam * vocab)
-        top_scores, top_idx = cand.topk(2 * beam, dim=1)
-        origin = top_idx // vocab
-        token = top_idx % vocab
-        new_scores = torch.full((n, beam), float("-inf"))
-        new_rows = torch.zeros(n, beam, dtype=torch.long)
-        new_tokens = torch.full((n, beam), EOS_ID, dtype=torch.long)
-        length = step + 1
-        ts, orig, tok = top_scores.tolist(), origin.tolist(), token.tolist()
-        for i in range(n):
-            if done[i]:
-                continue
-            kept = 0
-            for j in range(2 * beam):
-                if ts[i][j] == float("-inf"):
-                    break
-                if tok[i][j] == EOS_ID:
-                    if j < beam:           # fairseq: only EOS among the top beam finish
-                        hyp = tokens[i * beam + orig[i][j], 1:].tolist()
-                        finished[i].append((ts[i][j] / length, hyp))
-                elif kept < beam:
-                    new_scores[i, kept] = ts[i][j]
-                    new_rows[i, kept] = i * beam + orig[i][j]
-                    new_tokens[i, kept] = tok[i][j]
-                    kept += 1
-                if len(finished[i]) >= beam:
-                    break
-            if len(finished[i]) >= beam or kept == 0:
-                done[i] = True
-        if bool(done.all()):
-            break
-        rows = new_rows.view(-1)
-        rows = torch.where(done.repeat_interleave(beam), torch.arange(n * beam), rows)
-        tokens = torch.cat([tokens[rows], new_tokens.view(-1, 1)], dim=1)
-        decoder.reorder(rows)
-        scores = new_scores
-    best_ids, best_scores = [], []
-    for i in range(n):
-        score, hyp = max(finished[i], key=lambda t: t[0]) if finished[i] else (float("-inf"), [])
-        best_ids.append(hyp)
-        best_scores.append(score)
-    return best_ids, best_scores
+    stepper = InflectionStepper(model)
+    stepper.start(src, beam)
+    return fairseq_search(beam).best(stepper, src.shape[0], max_len)
 
 
 @torch.no_grad()

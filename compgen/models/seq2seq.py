@@ -14,7 +14,10 @@ measured with).
   normalised distribution, so training, greedy and beam search all read one thing.
 
 Pieces, top to bottom: config, batch formatting, the model (``encode``, ``decode_step``,
-``loss``), then batched search (``greedy_search``, ``beam_search``) and ``cut_prediction``.
+``loss``), then the model as a step function of the decoding core (``PredictorStepper``,
+``predictor_rules``, ``predictor_search``; ``run_greedy``, ``run_beam`` and
+``search_rows`` run them over any backend's step function; ``greedy_search`` and
+``beam_search`` over the eager model), ``predict_sources`` and ``cut_prediction``.
 
 One deliberate difference from the reference: the encoder runs on *packed* sequences, so
 a prediction does not depend on how much padding its batch has (the reference runs the
@@ -25,16 +28,19 @@ made one by one and in batches are therefore the same.
 
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
+from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, SPECIALS, UNK_ID
+from compgen.decoding.contract import StepRules
+from compgen.decoding.search import BeamSearch, GreedySearch
 
 MASKED = -1e18   # score of a masked position / token (written inline in decode_step:
 COPY_EPS = 1e-7  # TorchScript does not read module-level floats)
@@ -177,73 +183,119 @@ class Seq2Seq(nn.Module):
 
 # ------------------------------------------------------------------ search
 
-def step_masks(vocab_size: int, device=None) -> tuple[Tensor, Tensor]:
-    """Additive masks for decoding: the first step may not emit any special token; later
-    steps may not emit <pad>, <unk>, <s> or <copy> (so ``</s>`` can end a sequence)."""
-    first = torch.zeros(vocab_size, device=device)
-    first[: len(SPECIALS)] = MASKED
-    later = torch.zeros(vocab_size, device=device)
-    later[[PAD_ID, UNK_ID, BOS_ID, COPY_ID]] = MASKED
-    return first, later
+def predictor_rules(vocab_size: int) -> StepRules:
+    """The predictor's step rules: the first step may not emit any special token; later
+    steps may not emit <pad>, <unk>, <s> or <copy> (so ``</s>`` can end a sequence); a
+    masked entry scores ``MASKED``, as in the reference."""
+    return StepRules(vocab_size, BOS_ID, EOS_ID, PAD_ID, SEP_ID,
+                     first_step_masked=tuple(range(len(SPECIALS))),
+                     later_steps_masked=(PAD_ID, UNK_ID, BOS_ID, COPY_ID), masked_value=MASKED)
 
 
-@torch.no_grad()
+def predictor_beam(width: int) -> BeamSearch:
+    """The reference's beam search: scores in single precision, a finished hypothesis
+    proposes only ``</s>`` at +0."""
+    return BeamSearch(width, finished_token=EOS_ID, score_dtype=np.float32)
+
+
+def predictor_search(beam_width: int = 0) -> GreedySearch | BeamSearch:
+    """Greedy search (``beam_width`` <= 1; every row decoded until all have ended, as the
+    reference) or ``predictor_beam``."""
+    if beam_width > 1:
+        return predictor_beam(beam_width)
+    return GreedySearch(compact=False, finished_token=EOS_ID)
+
+
+class PredictorStepper:
+    """The eager predictor as a step function of the decoding core (``compgen.decoding``);
+    ``record`` (a list) receives every step's attention weights ``(B, T)``."""
+
+    def __init__(self, model: Seq2Seq, record: list | None = None):
+        self.model, self.record = model, record
+        self.device = next(model.parameters()).device
+
+    @torch.no_grad()
+    def start(self, source: Tensor) -> None:
+        self.memory, self.state = self.model.encode(torch.as_tensor(source).to(self.device))
+
+    @torch.no_grad()
+    def step(self, token: np.ndarray) -> np.ndarray:
+        logp, self.state, alpha = self.model.decode_step(
+            torch.from_numpy(token).to(self.device), self.state, self.memory)
+        if self.record is not None:
+            self.record.append(alpha)
+        return logp.cpu().numpy()
+
+    def take(self, rows: np.ndarray, memory: bool = True) -> None:
+        index = torch.from_numpy(rows).to(self.device)
+        self.state = State(*(s[index] for s in self.state))
+        if memory:
+            self.memory = Memory(*(m[index] for m in self.memory))
+
+
+def run_greedy(stepper, rules: StepRules, source, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy search over a predictor's step function (eager, TorchScript or ONNX Runtime)
+    started on source ids ``(B, T)``: tokens ``(B, L)`` (``</s>`` after a row's first one)
+    and each token's log p ``(B, L)``."""
+    stepper.start(source)
+    return predictor_search().best(stepper, rules, len(source), max_len)
+
+
+def run_beam(stepper, rules: StepRules, source, width: int, max_len: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """``predictor_beam`` over a predictor's step function: the best hypothesis ``(B, L)``
+    and its log-probability ``(B,)`` float32."""
+    stepper.start(source)
+    tokens, _, scores = predictor_beam(width).hypotheses(stepper, rules, len(source), max_len)
+    return tokens[:, 0], scores[:, 0]
+
+
+def search_rows(stepper, rules: StepRules, beam_width: int, max_len: int
+                ) -> Callable[[Tensor], list[list[int]]]:
+    """``decode(source ids (B, T)) -> rows of output ids``: greedy search, or beam search
+    with ``beam_width > 1``, over a predictor's step function."""
+    if beam_width > 1:
+        return lambda source: run_beam(stepper, rules, source, beam_width, max_len)[0].tolist()
+    return lambda source: run_greedy(stepper, rules, source, max_len)[0].tolist()
+
+
 def greedy_search(model: Seq2Seq, source: Tensor, max_len: int | None = None,
                   return_attention: bool = False):
     """Batched argmax decoding for ``max_len`` steps -> ids ``(B, steps)`` (and, if asked,
     attention ``(B, steps, T)``). Stops early once every row has produced ``</s>``; what
     follows a ``</s>`` is never read (see ``cut_prediction``)."""
-    max_len = model.cfg.max_len if max_len is None else max_len
-    memory, state = model.encode(source)
-    first, later = step_masks(model.vocab_size, source.device)
-    token = torch.full((source.size(0),), BOS_ID, dtype=torch.long, device=source.device)
-    done = torch.zeros_like(token, dtype=torch.bool)
-    out, attention = [], []
-    for t in range(max_len):
-        logp, state, alpha = model.decode_step(token, state, memory)
-        token = (logp + (first if t == 0 else later)).argmax(1)
-        out.append(token)
-        attention.append(alpha)
-        done = done | (token == EOS_ID)
-        if bool(done.all()):
-            break
-    ids = torch.stack(out, 1)
-    return (ids, torch.stack(attention, 1)) if return_attention else ids
+    record = [] if return_attention else None
+    tokens, _ = run_greedy(PredictorStepper(model, record), predictor_rules(model.vocab_size),
+                           source, max_len or model.cfg.max_len)
+    ids = torch.from_numpy(tokens).to(source.device)
+    return (ids, torch.stack(record, 1)) if return_attention else ids
 
 
-@torch.no_grad()
 def beam_search(model: Seq2Seq, source: Tensor, width: int = 4,
                 max_len: int | None = None) -> tuple[Tensor, Tensor]:
     """Batched beam search -> best ids ``(B, steps)`` and their log-probabilities ``(B,)``.
     As the reference: the first step expands the start into the top ``width`` tokens, a
     finished beam proposes only ``</s>`` at +0, no length normalisation."""
-    max_len = model.cfg.max_len if max_len is None else max_len
-    B, V = source.size(0), model.vocab_size
-    memory, state = model.encode(source)
-    memory = Memory(*(m.repeat_interleave(width, 0) for m in memory))
-    state = State(*(s.repeat_interleave(width, 0) for s in state))
-    first, later = step_masks(V, source.device)
-    only_eos = torch.full((V,), float("-inf"), device=source.device)
-    only_eos[EOS_ID] = 0.0
-    scores = torch.full((B, width), float("-inf"), device=source.device)
-    scores[:, 0] = 0.0  # one live hypothesis before the first step
-    token = torch.full((B * width,), BOS_ID, dtype=torch.long, device=source.device)
-    done = torch.zeros_like(token, dtype=torch.bool)
-    history = token.new_zeros(B * width, 0)
-    rows = torch.arange(B, device=source.device)[:, None] * width
-    for t in range(max_len):
-        logp, state, _ = model.decode_step(token, state, memory)
-        logp = torch.where(done[:, None], only_eos, logp + (first if t == 0 else later))
-        candidates = (scores.reshape(-1, 1) + logp).view(B, width * V)
-        scores, index = candidates.topk(width, dim=1)
-        parent = (rows + torch.div(index, V, rounding_mode="floor")).reshape(-1)
-        token = (index % V).reshape(-1)
-        state = State(*(s[parent] for s in state))
-        history = torch.cat([history[parent], token[:, None]], 1)
-        done = done[parent] | (token == EOS_ID)
-        if bool(done.all()):
-            break
-    return history.view(B, width, -1)[:, 0], scores[:, 0]
+    tokens, scores = run_beam(PredictorStepper(model), predictor_rules(model.vocab_size), source,
+                              width, max_len or model.cfg.max_len)
+    return torch.from_numpy(tokens).to(source.device), torch.from_numpy(scores).to(source.device)
+
+
+def predict_sources(decode: Callable[[Tensor], list[list[int]]], vocab,
+                    sources: Sequence[Sequence[str]], batch_size: int, max_len: int
+                    ) -> list[list[str]]:
+    """Predicted token lists for ``sources`` (token lists); ``decode(source ids (B, T))``
+    returns rows of output ids. Sources are batched by length (the encoder is
+    batch-independent, so the order does not change a prediction)."""
+    ids = [vocab.encode(s) for s in sources]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out: list[list[str]] = [[] for _ in ids]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        rows = decode(collate([ids[i] for i in chunk], max_len))
+        for i, row in zip(chunk, rows):
+            out[i] = [vocab.tokens[t] for t in cut_prediction(row)]
+    return out
 
 
 def cut_prediction(ids: Sequence[int]) -> list[int]:

@@ -49,7 +49,7 @@ from compgen.device import resolve_device
 from compgen.errors import UserError
 from compgen.evaluation.direct_inference import evaluate_direct
 from compgen.evaluation.evaluate import evaluate_predictor, write_results
-from compgen.export.generator import export_checkpoint
+from compgen.export.kinds import export_checkpoint
 from compgen.io import atomic_open
 from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path: re-exported)
     Timer,

@@ -21,25 +21,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compgen.augment.stem_corrupt.corrupt import StemCorruptConfig
+from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
 from compgen.errors import UserError
 from compgen.models.inflection import InflectionConfig
+from compgen.training.inflection_config import InflectionTrainConfig
 
 Triple = tuple[str, str, str]
 BASELINE = "none"   # strategy name of the gold-only model
 
 
 @dataclass
-class StemCorruptRunOptions:
+class StemCorruptRunOptions(StemCorruptRunConfig):
+    """The preset's ``[run]`` (strategies, sizes, uncertainty, beam), the pool and the
+    training it uses (defaults: the preset's ``[corrupt]``, ``[train]`` and ``[model]``),
+    and where it reads and writes."""
     root: Path = Path("runs/pipeline")
-    strategies: tuple[str, ...] = ("random", "umt+loss")
-    sizes: tuple[int, ...] = (128, 256, 512, 1024, 2048)
-    pool_size: int = 10_000
-    pool_seed: int = 0
-    updates: int = 6000
-    warmup: int = 4000
-    validate_every: int = 0
-    uncertainty: str = "hypothesis"
-    beam: int = 5
+    pool_size: int = StemCorruptConfig.pool_size
+    pool_seed: int = StemCorruptConfig.seed
+    updates: int = InflectionTrainConfig.updates
+    warmup: int = InflectionTrainConfig.warmup
+    validate_every: int = InflectionTrainConfig.validate_every
     model: InflectionConfig = field(default_factory=InflectionConfig)
     data_dir: Path | None = None
     log: Callable[[str], None] = field(default=lambda line: None)
@@ -91,7 +93,7 @@ def _read_scores(cache: Path) -> tuple[dict | None, list[float]]:
 
 
 def pool_scores(rows: Sequence[Triple], scorer: Path | None, cache: Path | None,
-                mode: str = "hypothesis") -> list[float]:
+                mode: str = StemCorruptRunConfig.uncertainty) -> list[float]:
     """Uncertainty of every pool row under ``scorer``; read from / written to ``cache``.
 
     The cache's first line records what the scores were computed from (the pool, the
@@ -152,7 +154,8 @@ def test_rows(lang: str, test: str, data_dir: Path | None) -> list[Triple]:
     raise UserError(f"unknown --test '{test}' (valid: lemma-split, test)")
 
 
-def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int = 5,
+def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
+                   beam: int = StemCorruptRunConfig.beam,
                    data_dir: Path | None = None, predictions: Path | None = None,
                    device=None) -> dict:
     """Exact match of an inflection checkpoint or export folder on ``device`` (a
@@ -167,7 +170,10 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
     if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
         from functools import partial
 
-        from compgen.export.inflection import load_exported_inflection, onnx_beam_search
+        from compgen.sampling.backends.onnx_inflection import (
+            load_exported_inflection,
+            onnx_beam_search,
+        )
         from compgen.training.inflection import InflectionModel
 
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
@@ -186,7 +192,7 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split", beam: int 
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
            opts: StemCorruptRunOptions, lang: str) -> dict:
-    from compgen.training.inflection import InflectionTrainConfig, train_inflection
+    from compgen.training.inflection import train_inflection
 
     cfg = InflectionTrainConfig(updates=opts.updates, warmup=opts.warmup,
                                 validate_every=opts.validate_every, seed=seed, model=opts.model)
@@ -213,12 +219,7 @@ def _result(lang: str, strategy: str, size: int, seed: int, model: Path, out: Pa
 def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -> list[dict]:
     """Every (seed, strategy, size) of one language; returns the result rows."""
     from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
-    from compgen.augment.stem_corrupt.corrupt import (
-        StemCorruptConfig,
-        read_triples,
-        stem_corrupt_pool,
-        write_triples,
-    )
+    from compgen.augment.stem_corrupt.corrupt import read_triples, stem_corrupt_pool, write_triples
 
     strategies = [check_strategy(s) for s in opts.strategies]
     if any(k < 1 for k in opts.sizes):
@@ -293,30 +294,36 @@ def write_report(root: Path) -> dict[str, Path]:
     return written
 
 
-def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: str, sizes: str,
-                      updates: int | None, threads: int | None, data_dir: Path | None,
-                      log: Callable[[str], None], uncertainty: str = "hypothesis") -> dict[str, Path]:
-    """``compgen pipeline stem-corrupt-LANG``: parse the options, run, write the report."""
+def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: str | None,
+                      sizes: str | None, updates: int | None, threads: int | None,
+                      data_dir: Path | None, log: Callable[[str], None],
+                      uncertainty: str | None = None) -> dict[str, Path]:
+    """``compgen pipeline stem-corrupt-LANG``: parse the options, run, write the report
+    (an option left None is the STEM-CORRUPT preset's)."""
     import torch
 
     from compgen.augment.selection import check_strategy
 
     lang = name.removeprefix("stem-corrupt-")
-    try:
-        size_list = tuple(int(s) for s in sizes.split(",") if s.strip())
-    except ValueError:
-        raise UserError(f"--sizes must be comma-separated integers (got {sizes!r})") from None
-    strategy_list = tuple(check_strategy(s) for s in strategies.split(",") if s.strip())
+    given = {}
+    if sizes is not None:
+        try:
+            given["sizes"] = tuple(int(s) for s in sizes.split(",") if s.strip())
+        except ValueError:
+            raise UserError(f"--sizes must be comma-separated integers (got {sizes!r})") from None
+    if strategies is not None:
+        given["strategies"] = tuple(check_strategy(s) for s in strategies.split(",") if s.strip())
+    if uncertainty is not None:
+        given["uncertainty"] = uncertainty
     if updates is not None and updates < 3:
         raise UserError("--updates must be >= 3")
     if threads is not None:
         if threads < 1:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(threads)
-    if uncertainty not in ("hypothesis", "reference"):
-        raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
-    opts = StemCorruptRunOptions(root=root, strategies=strategy_list, sizes=size_list,
-                                 data_dir=data_dir, log=log, uncertainty=uncertainty)
+    opts = StemCorruptRunOptions(root=root, data_dir=data_dir, log=log, **given)
+    if opts.uncertainty not in ("hypothesis", "reference"):
+        raise UserError(f"--uncertainty must be hypothesis or reference (got {opts.uncertainty!r})")
     if updates is not None:   # keep the paper's warm-up share (4000 of 6000)
         opts.updates, opts.warmup = updates, max(1, updates * 2 // 3)
         opts.validate_every = max(1, updates // 8)

@@ -16,7 +16,7 @@ from compgen.data.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import check_strategy, rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.neighborhoods.user_data import user_filter
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
@@ -81,7 +81,6 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     deterministic decoder has nothing new to say past one pass over its prototype tuples.
     ``tally`` (updated in place) counts what was decoded and accepted.
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
-    check_strategy(strategy)
     asked = (strategy, temperature)
     nsamples = max(nsamples or n, n)
     accept = accept or (lambda toks: None)

@@ -1,9 +1,9 @@
 """Sampling from the eager model, and the loop that collects augmentation data.
 
 Strategies (spec §5.1) and everything else that happens between two decoder steps are
-the decoding contract of ``compgen.decoding.core`` (greedy, temperature, mixed, beam of width
+the decoding contract of ``compgen.decoding`` (greedy, temperature, mixed, beam of width
 ``beam_width``; token masks; the counter-based random stream): the eager model is one
-more step function (``EagerStepper``) of its one decode loop, so every backend gives the
+more step function (``EagerStepper``) of its searches, so every backend gives the
 same samples for the same seed.
 
 ``collect_samples`` draws prototype tuples from Omega in batches, decodes, filters
@@ -27,19 +27,14 @@ import torch
 from torch import Tensor
 
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import (  # noqa: F401 (STRATEGIES, check_strategy: re-exported)
+from compgen.decoding.contract import (
     BEAM_WIDTH,
-    MODES,
-    STRATEGIES,
     Contract,
-    beam,
-    check_strategy,
-    decode,
     mask_ids,
     prior_z,
-    rank_key,
     scores_of,
 )
+from compgen.decoding.search import BeamSearch, decode, search_for
 from compgen.errors import UserError
 from compgen.models.recombine import StepWeights, collate_prototypes
 from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
@@ -54,8 +49,6 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
     sig_rare_choice,
 )
 from compgen.sampling.options import MAX_ROUNDS, SampleOptions
-
-NEG = float("-inf")
 
 
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
@@ -75,7 +68,7 @@ def _select(tup, index: Tensor):
 
 
 class EagerStepper:
-    """The eager model as a step function of the shared decode loop (``compgen.decoding.core``).
+    """The eager model as a step function of the shared searches (``compgen.decoding``).
     ``record`` (a list) receives every step's StepWeights (attention and copy)."""
 
     def __init__(self, model, max_len: int, record: list | None = None):
@@ -90,6 +83,11 @@ class EagerStepper:
     @torch.no_grad()
     def start(self, protos: np.ndarray, z: np.ndarray) -> None:
         self.memory, self.state = self.model.encode(self._on(protos), self._on(z), self.max_len)
+
+    def started(self, memory, state) -> EagerStepper:
+        """This stepper on an encoding made elsewhere (Memory and State of the model)."""
+        self.memory, self.state = memory, state
+        return self
 
     @torch.no_grad()
     def step(self, token: np.ndarray) -> np.ndarray:
@@ -128,14 +126,13 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
     stream; zeros without VAE); ``sample_ids`` key the random draws (default 0..B-1).
     ``record`` (a list) receives every step's StepWeights (rows are then never
     compacted, for figures)."""
-    check_strategy(strategy)
     contract = replace(model_contract(model, max_len), beam_width=beam_width)
     B = protos.size(0)
     ids = np.arange(B, dtype=np.int64) if sample_ids is None else np.asarray(sample_ids, np.int64)
     latent = _latent(model, contract, z, seed, ids)
     stepper = EagerStepper(model, max_len, record)
-    tokens, token_logp = decode(stepper, contract, protos.numpy(), latent, MODES[strategy],
-                                temperature, seed, ids, max_len, compact=record is None)
+    search = search_for(strategy, temperature, seed, beam_width, compact=record is None)
+    tokens, token_logp = decode(stepper, contract, protos.numpy(), latent, search, ids, max_len)
     return Decoded(torch.from_numpy(tokens), torch.from_numpy(scores_of(token_logp)).float())
 
 
@@ -157,8 +154,9 @@ def beam_search(model, protos: Tensor, width: int = BEAM_WIDTH, max_len: int = 4
     contract = model_contract(model, max_len)
     B = protos.size(0)
     latent = _latent(model, contract, z, 0, np.arange(B))
-    tokens, _, scores = beam(EagerStepper(model, max_len), contract, protos.numpy(), latent,
-                             width, max_len)
+    stepper = EagerStepper(model, max_len)
+    stepper.start(protos.numpy(), latent)
+    tokens, _, scores = BeamSearch(width).hypotheses(stepper, contract.rules(), B, max_len)
     pad = np.full((B, width, max_len), contract.pad, np.int64)
     pad[:, :, :tokens.shape[2]] = tokens
     return torch.from_numpy(pad), torch.from_numpy(scores).float()

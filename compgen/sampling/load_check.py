@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.vocab import EOS_ID, PAD_ID
-from compgen.decoding.core import MODES, Contract, decode, prior_z
+from compgen.decoding.contract import Contract, prior_z
+from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
 from compgen.export.artifact import TOLERANCE, load_torchscript, read_prototypes
 
@@ -90,7 +91,7 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
                                 ("onnx", "the ONNX graphs", OnnxGenerator)):
         stepper = run(folder, what, lambda backend=backend: backend(folder, manifest, threads).stepper)
         tokens, logp = run(folder, what, lambda stepper=stepper: decode(
-            stepper(), contract, protos, z, MODES["greedy"], 1.0, 0, ids))
+            stepper(), contract, protos, z, GreedySearch(), ids))
         rows[name] = trimmed(tokens, logp, EOS_ID)
     return rows
 

@@ -14,9 +14,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, fields
 
-from compgen.decoding.core import BEAM_WIDTH, check_strategy
+from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.system.precision import SAMPLE_PRECISIONS
 
 MAX_ROUNDS = 200  # batches decoded at most before the sampler gives up with fewer accepted
@@ -37,16 +37,16 @@ DEFAULTS = {"strategy": "greedy", "n": 400, "temperature": 1.0, "beam_width": BE
             "precision": "fp32", "device": "cpu"}
 
 
-class OptionError(UserError, ValueError):
-    """A sampling setting out of range or unknown; a ValueError too, so that a preset's
-    reader names the file and section before it (``compgen.configs.read_section``)."""
+class OptionError(SettingError):
+    """A sampling setting out of range or unknown (a ValueError too: a preset's reader,
+    ``compgen.configs.read_section``, names the file and section before it)."""
 
 
-def check_temperature(temperature: float, option: str = "--temperature") -> float:
-    """A finite temperature >= MIN_TEMPERATURE, else a UserError."""
+def check_temperature(temperature: float, setting: str = "temperature") -> float:
+    """A finite temperature >= MIN_TEMPERATURE, else an OptionError."""
     if not (isinstance(temperature, int | float) and math.isfinite(temperature)
             and temperature >= MIN_TEMPERATURE):
-        raise OptionError(f"{option} {temperature}: must be a finite number >= "
+        raise OptionError(f"`{setting}` {temperature}: must be a finite number >= "
                           f"{MIN_TEMPERATURE:g}")
     return float(temperature)
 
@@ -104,34 +104,31 @@ class SampleOptions:
         return cls(config.get("sample", {}), **asked)
 
     def _check(self) -> None:
-        try:
-            check_strategy(self.strategy)
-            check_seed(self.seed)
-        except UserError as exc:
-            raise OptionError(str(exc)) from None
+        check_strategy(self.strategy)
+        check_seed(self.seed)
         for name in ("n", "batch_size", "beam_width"):
             if getattr(self, name) < 1:
-                raise OptionError(f"--{name.replace('_', '-')} must be >= 1")
+                raise OptionError(f"`{name}` must be >= 1")
         check_max_rounds(self.max_rounds)
         if self.threads is not None and self.threads < 1:
-            raise OptionError("--threads must be >= 1")
+            raise OptionError("`threads` must be >= 1")
         if self.nsamples < self.n:
-            raise OptionError(f"--nsamples {self.nsamples} must be >= --n {self.n} (the n "
+            raise OptionError(f"`nsamples` {self.nsamples} must be >= `n` {self.n} (the n "
                               "most probable of nsamples are kept)")
         check_temperature(self.temperature)
         if self.precision not in SAMPLE_PRECISIONS:
-            raise OptionError(f"--precision {self.precision}: unknown (valid: "
+            raise OptionError(f"`precision` {self.precision}: unknown (valid: "
                               f"{', '.join(SAMPLE_PRECISIONS)})")
         if self.prototype_cut not in PROTOTYPE_CUTS:
-            raise OptionError(f"--prototype-cut {self.prototype_cut}: unknown (valid: "
+            raise OptionError(f"`prototype_cut` {self.prototype_cut}: unknown (valid: "
                               f"{', '.join(PROTOTYPE_CUTS)})")
         if self.resample not in RESAMPLE:
-            raise OptionError(f"--resample {self.resample}: unknown (valid: "
+            raise OptionError(f"`resample` {self.resample}: unknown (valid: "
                               f"{', '.join(RESAMPLE)})")
 
 
 def check_max_rounds(max_rounds: int | None) -> None:
     """``max_rounds``: a positive cap, or 0 for none (None: not given)."""
     if max_rounds is not None and max_rounds < 0:
-        raise OptionError(f"--max-rounds must be >= 0 (0: no cap, decode until --nsamples "
+        raise OptionError(f"`max_rounds` must be >= 0 (0: no cap, decode until `nsamples` "
                           f"are accepted), not {max_rounds}")

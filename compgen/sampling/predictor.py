@@ -18,7 +18,9 @@ from compgen.data.vocab import Vocab
 from compgen.device import CPU, Device
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, load_torchscript
-from compgen.models.seq2seq import beam_search, collate, cut_prediction, greedy_search
+from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
+from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
+from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 from compgen.sampling.verify import check_predictor_backends
 
 BACKENDS = ("onnx", "torchscript", "torch")
@@ -28,48 +30,23 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
                   threads: int | None, device: Device | None = None
                   ) -> Callable[[torch.Tensor], list[list[int]]]:
     """``decode(source ids (B, T)) -> rows of output ids`` for one backend on ``device``
-    (default: the CPU)."""
-    max_len = manifest["decoding"]["max_len"]
-    beam = beam_width > 1
+    (default: the CPU): the backend's step function under the decoding core's search."""
     device = device or CPU
-
     if backend == "onnx":
-        from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+        stepper = OnnxPredictor(folder, manifest, threads, device)
+    elif backend in ("torchscript", "torch"):
+        if threads:
+            torch.set_num_threads(threads)
+        if backend == "torchscript":
+            stepper = TorchScriptPredictor(load_torchscript(folder / "model.ts", device), device)
+        else:
+            from compgen.training.predictor import load_predictor
 
-        onnx = OnnxPredictor(folder, manifest, threads, device)
-
-        def decode(source):
-            src = source.numpy()
-            out = onnx.beam(src, max_len, beam_width) if beam else onnx.greedy(src, max_len)
-            return out[0].tolist()
-        return decode
-
-    if threads:
-        torch.set_num_threads(threads)
-    if backend == "torchscript":
-        scripted = load_torchscript(folder / "model.ts", device)
-
-        def decode(source):
-            source = source.to(device.torch)
-            with torch.no_grad():
-                out = (scripted.beam(source, max_len, beam_width) if beam
-                       else scripted.greedy(source, max_len))
-            return out[0].tolist()
-        return decode
-
-    if backend == "torch":
-        from compgen.training.predictor import load_predictor
-
-        model = load_predictor(folder / "predictor.pt")[0].to(device.torch)
-
-        def decode(source):
-            source = source.to(device.torch)
-            if beam:
-                return beam_search(model, source, beam_width, max_len)[0].tolist()
-            return greedy_search(model, source, max_len).tolist()
-        return decode
-
-    raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+            stepper = PredictorStepper(load_predictor(folder / "predictor.pt")[0].to(device.torch))
+    else:
+        raise UserError(f"--backend {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    return search_rows(stepper, manifest_rules(manifest), beam_width,
+                       manifest["decoding"]["max_len"])
 
 
 def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str = "onnx",
@@ -90,13 +67,4 @@ def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str =
     check_predictor_backends(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
     decode = batch_decoder(folder, manifest, backend, beam_width, threads, device)
-    max_len = manifest["decoding"]["max_len"]
-    ids = [vocab.encode(s) for s in sources]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[list[str]] = [[] for _ in ids]
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        rows = decode(collate([ids[i] for i in chunk], max_len))
-        for i, row in zip(chunk, rows):
-            out[i] = [vocab.tokens[t] for t in cut_prediction(row)]
-    return out
+    return predict_sources(decode, vocab, sources, batch_size, manifest["decoding"]["max_len"])

@@ -23,7 +23,8 @@ import polars as pl
 from compgen.data.resample import is_tag, split_morph
 from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import Vocab
-from compgen.decoding.core import MODES, Contract, decode, prior_z, scores_of
+from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
+from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device
 from compgen.errors import UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
@@ -129,8 +130,8 @@ class ExportDecoder:
                   else self.stored[np.asarray(idx, dtype=np.int64)])
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(self.contract, self.seed, ids)
-        tokens, token_logp = decode(self.new_stepper(), self.contract, protos, z,
-                                    MODES[strategy], temperature, self.seed, ids)
+        tokens, token_logp = decode(self.new_stepper(), self.contract, protos, z, search_for(
+            strategy, temperature, self.seed, self.contract.beam_width), ids)
         self.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
 

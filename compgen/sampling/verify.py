@@ -89,19 +89,18 @@ def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> No
 def check_predictor_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
     # start-up: `compgen sample --backend onnx` loads no torch
     # start-up: a generator's check loads no predictor backend
-    import torch
-
-    from compgen.models.seq2seq import collate
-    from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+    from compgen.models.seq2seq import collate, run_greedy
+    from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
+    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 
     max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
     # inputs of ordinary tokens (ids after the specials), of a few lengths
     rng = np.random.default_rng(0)
     inputs = [rng.integers(6, vocab_size, n).tolist() for n in (2, 4, 6, 8)[:CHECK_SETS]]
     source = collate(inputs, max_len).numpy()
-    scripted = load_torchscript(folder / "model.ts")
-    with torch.no_grad():
-        ts = run(folder, "model.ts", lambda: scripted.greedy(torch.from_numpy(source), max_len))
+    scripted = TorchScriptPredictor(load_torchscript(folder / "model.ts"))
+    ts = run(folder, "model.ts", lambda: run_greedy(scripted, manifest_rules(manifest), source,
+                                                     max_len))
     onnx = run(folder, "the ONNX graphs", lambda: OnnxPredictor(folder, manifest, threads))
     on = run(folder, "the ONNX graphs", lambda: onnx.greedy(source, max_len))
-    _agree(folder, trimmed(ts[0].numpy(), ts[1].numpy(), EOS_ID), trimmed(*on, EOS_ID))
+    _agree(folder, trimmed(*ts, EOS_ID), trimmed(*on, EOS_ID))

@@ -25,6 +25,7 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
+from compgen.augment.csl.presets import SECTIONS as CSL_SECTIONS
 from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_section
 from compgen.data.vocab import SPECIALS, Vocab
 from compgen.device import cpu_copy
@@ -35,6 +36,7 @@ from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTra
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
 from compgen.sampling.options import RUN_ONLY, SampleOptions
+from compgen.training.stem_corrupt_preset import SECTIONS as STEM_CORRUPT_SECTIONS
 
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
 FORMAT = "compgen-checkpoint-1"
@@ -69,6 +71,10 @@ def preset_sections(kind: str) -> dict[str, type]:
         return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleOptions}
     if kind == "seq2seq":
         return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
+    if kind == "csl":   # compgen augment csl's presets
+        return dict(CSL_SECTIONS)
+    if kind == "stem-corrupt":
+        return dict(STEM_CORRUPT_SECTIONS)
     raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
 
 

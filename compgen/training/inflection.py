@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -42,29 +42,10 @@ from compgen.models.inflection import (
 )
 from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
 from compgen.training.checkpoint import load_checkpoint, save_checkpoint
+from compgen.training.inflection_config import InflectionTrainConfig
 
 Triple = tuple[str, str, str]
 KIND = "inflection"
-
-
-@dataclass(frozen=True)
-class InflectionTrainConfig:
-    updates: int = 6000
-    batch_size: int = 16
-    lr: float = 1e-3
-    warmup: int = 4000
-    warmup_init_lr: float = 1e-7
-    label_smoothing: float = 0.2
-    validate_every: int = 0     # 0 = after an epoch (fairseq), at most ~10 % of the time
-    seed: int = 0
-    model: InflectionConfig = field(default_factory=InflectionConfig)
-
-    def validate(self) -> None:
-        for name in ("updates", "batch_size", "warmup"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{name.replace('_', '-')} must be >= 1 (got {getattr(self, name)})")
-        if self.validate_every < 0:
-            raise UserError("--validate-every must be >= 0")
 
 
 @dataclass
@@ -121,11 +102,13 @@ def dev_loss(net, src: list[list[int]], tgt: list[list[int]], smoothing: float,
 
 
 def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | Path,
-                     cfg: InflectionTrainConfig = InflectionTrainConfig(),
+                     cfg: InflectionTrainConfig | None = None,
                      log: Callable[[str], None] | None = None, lang: str | None = None,
                      device: Device | None = None) -> dict:
     """Train on ``train`` on ``device`` (default: $COMPGEN_DEVICE, else auto), keep the best-dev-loss weights,
-    write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set)."""
+    write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set);
+    ``cfg`` None: the STEM-CORRUPT preset's training."""
+    cfg = cfg or InflectionTrainConfig()
     cfg.validate()
     device = resolve_device(device)
     if not train:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compgen.augment.csl.cogs_lf import from_variable_free, lemma_table, to_variable_free
+from compgen.augment.csl.presets import preset
 from compgen.augment.csl.rules import read_grammar, write_grammar
-from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment, preset
+from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment
 from compgen.augment.csl.seed_rules import cogs_seed_rules
 from compgen.augment.csl.target_cfg import cogs_target_cfg
 from compgen.data import load_dataset, select_split

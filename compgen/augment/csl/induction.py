@@ -53,16 +53,6 @@ class InductionConfig:
         return UnifyConfig(self.allow_repeated_target_nts, self.allow_single_nt_target, self.max_num_nts)
 
 
-INDUCTION_PRESETS = {
-    "scan": InductionConfig(),
-    "cogs": InductionConfig(max_num_nts=4, terminal_coef=8.0, source_given_target_coef=1.0,
-                            target_given_source_coef=5.0, max_num_steps=8, num_partitions=1,
-                            allow_duplicate_examples=True),
-    # data that is not the papers': SCAN's search with up to three nonterminals a rule
-    "generic": InductionConfig(max_num_nts=3),
-}
-
-
 @dataclass
 class InductionResult:
     rules: list[Rule]

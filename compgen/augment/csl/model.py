@@ -40,23 +40,6 @@ class ModelConfig:
             raise UserError(f"model learning_rate must be > 0 (got {self.learning_rate})")
 
 
-# SCAN: the reference uses 2 latent states on most splits and 4 on MCD1/MCD3. On
-# scan/length the 2-state fit (seeds 0, 2, 3; learning rate 0.01, 0.05, 0.1; 1000 or 4000
-# steps) ends at a likelihood optimum (12.33-12.37 nats a training pair; 4 states: 11.52)
-# whose one state serves both the root and the slots of left/right/opposite/around, with
-# and/after/primitives as its rules: "x and y left" is then sampled as (x and y) left, and
-# only 60 % of the samples translate correctly by the SCAN reading (36 % are SCAN commands,
-# 99.9 % of those correct); with 4 states 99.4 % (61 %, all correct). The model follows the
-# spec (context indices, unused rule columns in the softmax, root context 0, T = 1,
-# renormalising over the grammar's rules when sampling), so 4 is a capacity choice.
-MODEL_PRESETS = {
-    "scan": ModelConfig(num_types=4),
-    "generic": ModelConfig(num_types=4),
-    "cogs": ModelConfig(num_types=64, training_steps=3000, num_lhs_emb=800, num_rhs_emb=800,
-                        max_single_nt_applications=1),
-}
-
-
 def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """log(exp(a) @ exp(b)), stable: subtract row / column maxima first."""
     a_max = a.max(dim=1, keepdim=True).values

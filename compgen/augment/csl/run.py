@@ -13,25 +13,13 @@ import torch
 
 from compgen.augment.csl.chart import RuleIndex, parse
 from compgen.augment.csl.forest import build_forest
-from compgen.augment.csl.induction import (
-    INDUCTION_PRESETS,
-    InductionConfig,
-    induce,
-    sorted_examples,
-)
+from compgen.augment.csl.induction import induce, sorted_examples
 from compgen.augment.csl.joint_sampler import JointSampler
-from compgen.augment.csl.model import (
-    MODEL_PRESETS,
-    ModelConfig,
-    QcfgModel,
-    train_model,
-    viterbi_parse,
-)
+from compgen.augment.csl.model import ModelConfig, QcfgModel, train_model, viterbi_parse
+from compgen.augment.csl.presets import CslConfig
 from compgen.augment.csl.rules import Rule
 from compgen.augment.csl.sampler import (
-    SAMPLER_PRESETS,
     QcfgSampler,
-    SamplerConfig,
     check_terminal_rules,
     model_weights,
     uniform_weights,
@@ -42,19 +30,6 @@ from compgen.errors import UserError
 Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]
 # progress(phase, done, total): total None = unknown
 Progress = Callable[[str, int, "int | None"], None]
-
-
-@dataclass(frozen=True)
-class CslConfig:
-    induction: InductionConfig
-    model: ModelConfig
-    sampler: SamplerConfig
-
-
-def preset(name: str) -> CslConfig:
-    if name not in INDUCTION_PRESETS:
-        raise UserError(f"unknown CSL config '{name}' (valid: {', '.join(INDUCTION_PRESETS)})")
-    return CslConfig(INDUCTION_PRESETS[name], MODEL_PRESETS[name], SAMPLER_PRESETS[name])
 
 
 def peak_rss_mb() -> float:

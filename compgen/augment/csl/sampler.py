@@ -38,14 +38,6 @@ class SamplerConfig:
                             f"{self.temperature})")
 
 
-SAMPLER_PRESETS = {
-    "scan": SamplerConfig(),
-    "generic": SamplerConfig(),
-    "cogs": SamplerConfig(max_recursions=20, nonterminal_bias=6.0, min_nonterminal_rule_arity=2,
-                          max_single_nt_applications=2),
-}
-
-
 def check_terminal_rules(rules: Sequence[Rule]) -> None:
     """A grammar whose every rule has a nonterminal derives no finite pair: a UserError."""
     if rules and not any(r.arity == 0 for r in rules):

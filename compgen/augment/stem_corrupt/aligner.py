@@ -31,6 +31,8 @@ import numpy as np
 from numba import njit
 
 from compgen.augment.stem_corrupt.graphemes import graphemes
+from compgen.configs.defaults import defaults_from
+from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
 from compgen.errors import UserError
 
 MAX_LEN = 255   # the reference's fixed trellis; longer words are refused
@@ -41,12 +43,13 @@ _MASK48 = (1 << 48) - 1
 
 
 @dataclass(frozen=True)
+@defaults_from(STEM_CORRUPT_PRESET, "aligner")
 class AlignerConfig:
-    iterations: int = 10
-    burnin: int = 5     # with lag: only select sweeps for a global table nothing reads
-    lag: int = 1
-    prior: float = 0.1
-    compat: bool = False
+    iterations: int
+    burnin: int     # with lag: only select sweeps for a global table nothing reads
+    lag: int
+    prior: float
+    compat: bool
 
     def validate(self) -> None:
         if self.iterations < 0:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from compgen.augment.stem_corrupt.aligner import AlignerConfig, CrpAligner
 from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
+from compgen.configs.defaults import defaults_from
+from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
 from compgen.errors import UserError, read_text
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
@@ -26,12 +28,13 @@ EPSILON_CLUSTER = ""            # an aligned position with nothing on that side
 
 
 @dataclass(frozen=True)
+@defaults_from(STEM_CORRUPT_PRESET, "corrupt")
 class StemCorruptConfig:
-    pool_size: int = 10_000
-    theta: float = 0.5        # probability of replacing one stem character
-    min_run: int = 3          # shorter identical runs are not stem
-    protect_over: int = 5     # runs longer than this keep their first and last character
-    seed: int = 0
+    pool_size: int
+    theta: float        # probability of replacing one stem character
+    min_run: int        # shorter identical runs are not stem
+    protect_over: int   # runs longer than this keep their first and last character
+    seed: int
     aligner: AlignerConfig = field(default_factory=AlignerConfig)
 
     def validate(self) -> None:

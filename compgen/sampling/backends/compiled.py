@@ -1,7 +1,7 @@
 """``--backend torch --precision bf16``: prototypes encoded by the bf16 TorchScript
 sampler's graph, the encoder and the decoder step by the libraries AOTInductor compiled
 from them (``compgen.export.compiled``, the C++ runner's), as a step function of the shared
-decode loop (``compgen.decoding.core``)."""
+decode loop (``compgen.decoding``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from compgen.decoding.core import Contract, PrototypeCache
+from compgen.decoding.contract import Contract
+from compgen.decoding.prototypes import PrototypeCache
 from compgen.errors import UserError
 from compgen.export.compiled import LIBRARIES
 from compgen.sampling.backends.torchscript import GraphGenerator

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata, util
 from pathlib import Path
 
-from compgen.decoding.core import MODES, STATE_NAMES, Contract
+from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir

@@ -3,7 +3,7 @@
 The CPU provider runs the graphs unless the device (``compgen.device``) is CUDA, then
 ONNX Runtime's CUDA provider does, with the recurrent state kept in the GPU's memory
 (``OnnxCudaStepper``). ``OnnxStepper`` is the graphs' step function for the shared
-decode loop of ``compgen.decoding.core`` (the contract comes from the manifest): the memory is
+decode loop of ``compgen.decoding`` (the contract comes from the manifest): the memory is
 bound once per batch, the state lives in preallocated buffers that ONNX Runtime writes in
 place (IO binding, two sets swapped every step), each distinct prototype is encoded once
 (``PrototypeCache``), and rows that finished are compacted out of the batch.
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.decoding.core import STATE_NAMES, Contract, PrototypeCache
+from compgen.decoding.contract import STATE_NAMES, Contract
+from compgen.decoding.prototypes import PrototypeCache
 from compgen.device import CPU, Device, describe_sessions, ort_session
 from compgen.errors import UserError
 from compgen.system import cache

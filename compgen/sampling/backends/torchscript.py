@@ -1,5 +1,5 @@
 """The TorchScript graphs of an export (``model.ts``: the traced prototype encoder, encoder
-and decoder step) as a step function of the shared decode loop (``compgen.decoding.core``).
+and decoder step) as a step function of the shared decode loop (``compgen.decoding``).
 ``precision="bf16"`` runs the bf16 sampler built from them (``compgen.export.reduced``),
 its graphs replayed under CPU bf16 autocast. On a CUDA device (fp32) the graphs, the
 memory and the state live on the GPU; token ids go in and log-probabilities come out."""
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from compgen.decoding.core import STATE_NAMES, Contract, PrototypeCache
+from compgen.decoding.contract import STATE_NAMES, Contract
+from compgen.decoding.prototypes import PrototypeCache
 
 
 class GraphGenerator:

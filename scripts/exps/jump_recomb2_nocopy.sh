@@ -1,4 +1,0 @@
-#!/usr/bin/env bash
-# SCAN jump, recomb-2 without copying (Table 1b).
-source "$(dirname "$0")/run.sh"
-run_row jump-recomb2-nocopy "$@"

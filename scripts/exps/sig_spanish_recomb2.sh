@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-# SIGMORPHON spanish, + recomb-2: two prototypes, copying, resampling;
-# every hint count in $HINTS (default 4 8 16), seeds = few-shot splits.
-source "$(dirname "$0")/run.sh"
-for hints in ${HINTS:-4 8 16}; do
-    run_row spanish-h"$hints"-recomb2 "$@"
-done

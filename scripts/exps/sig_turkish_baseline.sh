@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-# SIGMORPHON turkish, baseline: the predictor on the original data only;
-# every hint count in $HINTS (default 4 8 16), seeds = few-shot splits.
-source "$(dirname "$0")/run.sh"
-for hints in ${HINTS:-4 8 16}; do
-    run_row turkish-h"$hints"-baseline "$@"
-done
