@@ -26,26 +26,15 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
     return package
 
 
-# modules whose imports inside functions are still to be hoisted or given a reason
-# (they change on other branches at present); remove each name once it is done
-DEFERRED_IMPORTS_PENDING = {
-    "compgen.export.artifact", "compgen.export.compiled", "compgen.export.generator",
-    "compgen.export.inflection", "compgen.export.onnx_export", "compgen.export.predictor",
-    "compgen.export.reduced", "compgen.pipelines.stem_corrupt",
-    "compgen.sampling.backends.compiled", "compgen.sampling.backends.onnx",
-    "compgen.sampling.backends.torchscript"
-}
-
-
 def test_compgen_has_no_cycle_no_layer_violation_no_long_module():
     code, report = run_graph(ROOT / "compgen")
     assert report["cycles"] == []
     assert report["layer_violations"] == []
     assert report["unplaced_modules"] == []
     assert report["long_modules"] == {}
-    unexplained = {d["module"] for d in report["deferred_imports_without_reason"]}
-    assert unexplained <= DEFERRED_IMPORTS_PENDING, sorted(unexplained - DEFERRED_IMPORTS_PENDING)
-    assert code == (1 if unexplained else 0)
+    # every import inside a function says why it is there (optional, start-up or cycle)
+    assert report["deferred_imports_without_reason"] == []
+    assert code == 0
     # the graph is real: the CLI package reaches the trainer and the export package
     assert report["modules"] > 50 and report["edges"] > report["modules"]
 
