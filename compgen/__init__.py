@@ -17,6 +17,7 @@ __all__ = ["__version__", "csl", "evaluate_model", "export_model", "geca", "kenl
 def __getattr__(name: str):
     # the API module is imported on first use, so `import compgen` stays light
     if name in _API:
+        # start-up: `import compgen` loads the API module on first use (PEP 562)
         from compgen import api
 
         return getattr(api, name)

@@ -12,6 +12,7 @@ are imported by the call that needs them, never by ``import compgen``.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -32,6 +33,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
     Parquet, Arrow), a folder of train/dev/test files, or a DataFrame whose columns hold
     text or token lists (input: x/input/source/src, output: y/output/target/tgt, or
     ``x_field``/``y_field``; a ``split`` column, else every row is ``split``)."""
+    # start-up: `import compgen` loads no polars or numpy; the call does
     import polars as pl
 
     from compgen.data import load_dataset
@@ -47,6 +49,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
 
 
 def _train_split(data: PathLike | pl.DataFrame) -> pl.DataFrame:
+    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.data import select_split
 
     table = load(data)
@@ -61,6 +64,7 @@ def geca(data: PathLike | pl.DataFrame, preset: str | None = "generic", **option
     """GECA on the train split: the synthesized rows (``split`` = ``geca``). ``preset`` is
     a GECA preset (``compgen presets``); ``options`` override its values (``n_sample``,
     ``wug_size``, ``seed``, ...)."""
+    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.augment.geca import geca_augment, make_config
 
     config = make_config(preset, options)
@@ -72,6 +76,7 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
         dedup: bool = True, steps: int | None = None) -> pl.DataFrame:
     """CSL: induce a QCFG from the train split, fit its model, sample ``n`` pairs
     (``dedup``: distinct and not training pairs). ``split`` = ``csl``."""
+    # start-up: `import compgen` loads no torch, polars, numpy or dataclasses; the call does
     import dataclasses
 
     from compgen.augment.csl.presets import preset
@@ -97,6 +102,7 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int | None = None, *,
     language (its train-low file). ``config``: a STEM-CORRUPT preset file read over the
     bundled one; a setting left None is the preset's (``compgen presets stem_corrupt``).
     Returns ``lemma``, ``form``, ``tags`` (text)."""
+    # start-up: `import compgen` loads no polars or numpy; the call does
     import polars as pl
 
     from compgen.augment.stem_corrupt import stem_corrupt_pool
@@ -124,6 +130,7 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int | None = None, *,
 
 def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
     """A DataFrame written where a step reads files (a folder of split Parquet files)."""
+    # start-up: `import compgen` loads no polars; the call does
     import polars as pl
 
     if not isinstance(data, pl.DataFrame):
@@ -139,10 +146,12 @@ def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
 
 
 def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | None:
+    # start-up: `import compgen` loads no polars; the call does
     import polars as pl
 
     if rows is None or not isinstance(rows, pl.DataFrame):
         return None if rows is None else str(rows)
+    # start-up: `import compgen` loads no step code; the call does
     from compgen.io import write_samples_tsv
 
     path = folder / "augment.tsv"
@@ -156,6 +165,7 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                     label: str | None = None, data_dir: PathLike | None = None) -> dict:
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
     checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...)."""
+    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.predictor import train_predictor as train
 
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
@@ -173,6 +183,7 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
     folder or DataFrame; the checkpoint keeps the training pairs sampling needs) and write
     the checkpoint ``output``; returns the training result. ``overrides`` replace preset
     values by ``section.key`` (``{"model.hidden": 32, "train.batch_size": 32}``)."""
+    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.checkpoint import apply_overrides, default_preset, load_preset
     from compgen.training.generator import train_generator as train
 
@@ -190,6 +201,7 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
 def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
     """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
     manifest); returns the manifest."""
+    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.export.kinds import export_checkpoint
 
     return export_checkpoint(Path(checkpoint), Path(output), **options)
@@ -198,6 +210,7 @@ def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict
 def sample(source: PathLike, n: int, *, backend: str | None = None, **options: Any) -> pl.DataFrame:
     """Sample ``n`` pairs from a generator checkpoint or export folder (``backend``: onnx,
     cpp, ...); the rows as a table (``split`` = ``sample``)."""
+    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.data.table import make_table
     from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample as run_sample
@@ -212,6 +225,7 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
              beam: int = 0, data_dir: PathLike | None = None) -> pl.DataFrame:
     """Exact match (and F1) of a predictor checkpoint or export folder on the test split
     of ``data`` (default: the data it was trained on): one row per evaluation set."""
+    # start-up: `import compgen` loads no torch, polars or numpy; the call does
     import polars as pl
 
     from compgen.evaluation.evaluate import evaluate_predictor
@@ -224,6 +238,7 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
 def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *,
                 discount_fallback: bool = False) -> Path:
     """Estimate a modified Kneser-Ney n-gram model with lmplz (``compgen lm train``)."""
+    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.lm.kenlm_tools import train_lm
 
     return train_lm(corpus, output, order, discount_fallback=discount_fallback)
@@ -231,8 +246,7 @@ def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *,
 
 def perplexity(model: PathLike, sentences: list[str] | pl.Series) -> float:
     """Perplexity of a KenLM model (ARPA or binary) on sentences (space-separated words)."""
-    import math
-
+    # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.lm.scorer import NgramScorer
 
     sentences = list(sentences)

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 
 from compgen.errors import UserError
+from compgen.system.precision import PRECISIONS, resolve_precision
 
 DEVICE_ENV = "COMPGEN_DEVICE"
 # what a machine whose GPUs torch could use has: the NVIDIA driver's files (ROCm: /dev/kfd)
@@ -46,6 +47,7 @@ class Device:
 
     @property
     def torch(self):
+        # start-up: `compgen --help` loads no torch
         import torch
 
         return torch.device(str(self))
@@ -100,6 +102,7 @@ def _gpus() -> int:
     would be most of the start-up of a job that runs without torch (ONNX Runtime, C++)."""
     if "torch" not in sys.modules and not any(os.path.exists(p) for p in GPU_DRIVER_FILES):
         return 0
+    # start-up: `compgen --help` loads no torch
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -110,6 +113,7 @@ def _check(device: Device, option: str) -> Device:
         return device
     count = _gpus()
     if count == 0:
+        # start-up: `compgen --help` loads no torch
         import torch
 
         build = (f"a CPU-only build of torch {torch.__version__}" if torch.version.cuda is None
@@ -133,12 +137,11 @@ def as_device(device: str | Device | None) -> Device:
 def training_precision(requested: str, device: Device, option: str = "--precision") -> str:
     """``auto`` | ``fp32`` | ``bf16`` -> ``fp32`` or ``bf16`` on ``device``: on the CPU
     from its flags (``compgen.system.precision``), on CUDA from what the GPU computes."""
-    from compgen.system.precision import PRECISIONS, resolve_precision
-
     if not device.cuda:
         return resolve_precision(requested, option)
     if requested not in PRECISIONS:
         raise UserError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
+    # start-up: `compgen --help` loads no torch
     import torch
 
     supported = torch.cuda.is_bf16_supported()
@@ -152,6 +155,7 @@ def autocast(device: Device, bf16: bool):
     """bf16 autocast on ``device`` (weights and gradients stay fp32), or nothing."""
     if not bf16:
         return contextlib.nullcontext()
+    # start-up: `compgen --help` loads no torch
     import torch
 
     return torch.autocast(device.type, dtype=torch.bfloat16)
@@ -163,6 +167,7 @@ def use_tf32(device: Device, on: bool, option: str = "--tf32") -> None:
         return
     if not device.cuda:
         raise UserError(f"{option}: TF32 is a CUDA setting; the device is {device}")
+    # start-up: `compgen --help` loads no torch
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -215,6 +220,7 @@ def stdout_to_stderr():
 def ort_session(model, options, device: Device):
     """An ``onnxruntime.InferenceSession`` of ``model`` (path or bytes) on ``device``; on
     CUDA a UserError when ONNX Runtime has no CUDA provider or could not load it."""
+    # start-up: `compgen --help` loads no onnxruntime
     import onnxruntime as ort
 
     if not device.cuda:

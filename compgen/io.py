@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import getpass
 import glob
 import os
 import shutil
@@ -26,8 +28,6 @@ def keep_torch_compiler_cache() -> None:
     an optimizer is built or the compiler imported, and leaves it there: point it at the
     user's cache instead, unless the caller chose a folder (Inductor writes its default into
     the variable once it has used it, so that value counts as not chosen)."""
-    import getpass
-
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -41,8 +41,6 @@ def keep_torch_compiler_cache() -> None:
 def die_with_parent() -> None:
     """``preexec_fn`` of a child process that must not outlive this one (lmplz): the kernel
     sends it SIGKILL when its parent exits, however the parent ends (Linux)."""
-    import ctypes
-
     pr_set_pdeathsig, sigkill = 1, 9
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)

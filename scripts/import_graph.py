@@ -7,8 +7,17 @@ Every ``import`` statement counts, also those inside functions (a lazy import is
 a dependency). ``from P import name`` is an edge to the module ``P.name`` when that is a
 module of the package, else to ``P``. Layers go one way; a module may import modules of
 its own group and of earlier layers only (two groups of one layer, such as training and
-sampling, may not import each other). Exit status 1 on any cycle, layer violation,
-module outside the layer table, or module longer than ``--max-lines``.
+sampling, may not import each other).
+
+An import inside a function hides a dependency from the top of its module, so each one
+needs a reason: a comment on its line, or on the comment line(s) directly above its block
+of imports (consecutive but for blank lines), starting with one of ``REASON_TAGS``::
+
+    # optional: ray is an extra; `compgen sample` runs without it
+    import ray
+
+Exit status 1 on any cycle, layer violation, module outside the layer table, module
+longer than ``--max-lines``, or import inside a function without a reason.
 """
 
 from __future__ import annotations
@@ -16,7 +25,9 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
+import tokenize
 from pathlib import Path
 
 # (layer, {group: module prefixes}) from the bottom up
@@ -49,6 +60,13 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
 # the package root re-exports the API lazily (on first attribute access), so
 # `import compgen` stays light while `compgen.geca` works
 FACADE_EDGES = {("compgen", "compgen.api")}
+
+# why an import may sit inside a function: an optional dependency (Ray, KenLM's module,
+# ONNX Runtime, onnx, matplotlib, the native build tools), start-up time (`import compgen`,
+# `compgen --help` and the ONNX Runtime and C++ paths of `compgen sample` load no torch),
+# or an import cycle that moving code cannot break
+REASON_TAGS = ("optional", "start-up", "cycle")
+REASON = re.compile(r"#\s*(" + "|".join(map(re.escape, REASON_TAGS)) + r"):\s*\S")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -97,6 +115,39 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[st
             owner = _owning_module(target, modules)
             if owner is not None and owner != name:
                 found.append((owner, node.lineno))
+    return found
+
+
+def deferred_imports(path: Path) -> list[dict]:
+    """Every import statement inside a function body, with the tag of its reason (None
+    when it has none)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    comments: dict[int, str] = {}
+    with path.open(encoding="utf-8") as handle:
+        for token in tokenize.generate_tokens(handle.readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string
+    nodes = {id(node): node
+             for function in ast.walk(ast.parse(text, str(path)))
+             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    found: list[dict] = []
+    block_reason, block_end = None, -1
+    for node in sorted(nodes.values(), key=lambda n: n.lineno):
+        end = node.end_lineno or node.lineno
+        gap = lines[block_end:node.lineno - 1] if block_end > 0 else ["new"]
+        if any(line.strip() for line in gap):  # a new block: its reason is the comment above
+            block_reason, above = None, node.lineno - 1
+            while above >= 1 and lines[above - 1].strip().startswith("#"):
+                match = REASON.match(comments.get(above, ""))
+                block_reason = block_reason or (match.group(1) if match else None)
+                above -= 1
+        own = next((m.group(1) for line in range(node.lineno, end + 1)
+                    if (m := REASON.match(comments.get(line, "")))), None)
+        found.append({"line": node.lineno, "import": ast.unparse(node),
+                      "reason": own or block_reason})
+        block_end = end
     return found
 
 
@@ -189,6 +240,14 @@ def analyse(package_dir: Path, max_lines: int = 600) -> dict:
     line_counts = {name: len(path.read_text(encoding="utf-8").splitlines())
                    for name, path in modules.items()}
     long_modules = {name: n for name, n in sorted(line_counts.items()) if n > max_lines}
+    unexplained, reasons = [], dict.fromkeys(REASON_TAGS, 0)
+    for name, path in sorted(modules.items()):
+        for found in deferred_imports(path):
+            if found["reason"] is None:
+                unexplained.append({"module": name, "line": found["line"],
+                                    "import": found["import"]})
+            else:
+                reasons[found["reason"]] += 1
     return {
         "modules": len(modules),
         "edges": sum(len(t) for t in graph.values()),
@@ -197,6 +256,8 @@ def analyse(package_dir: Path, max_lines: int = 600) -> dict:
         "unplaced_modules": unplaced,
         "long_modules": long_modules,
         "max_lines": max_lines,
+        "deferred_imports_without_reason": unexplained,
+        "deferred_imports_by_reason": reasons,
         "largest_modules": dict(sorted(line_counts.items(), key=lambda kv: -kv[1])[:5]),
         "layers": [layer for layer, _ in LAYERS],
     }
@@ -204,7 +265,8 @@ def analyse(package_dir: Path, max_lines: int = 600) -> dict:
 
 def problems(report: dict) -> int:
     return (len(report["cycles"]) + len(report["layer_violations"])
-            + len(report["unplaced_modules"]) + len(report["long_modules"]))
+            + len(report["unplaced_modules"]) + len(report["long_modules"])
+            + len(report["deferred_imports_without_reason"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"modules over {report['max_lines']} lines: {len(report['long_modules'])}")
         for name, n in report["long_modules"].items():
             print(f"  {name}: {n}")
+        unexplained = report["deferred_imports_without_reason"]
+        print(f"imports inside functions without a reason: {len(unexplained)} (with one: "
+              + ", ".join(f"{tag} {n}" for tag, n in report["deferred_imports_by_reason"].items())
+              + ")")
+        for d in unexplained:
+            print(f"  {d['module']} (line {d['line']}): {d['import']}")
         print("largest: " + ", ".join(f"{k} {v}" for k, v in report["largest_modules"].items()))
     return 1 if problems(report) else 0
 

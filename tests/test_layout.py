@@ -1,5 +1,6 @@
-"""The package layout: no import cycles, layers one way, no module over 600 lines
-(scripts/import_graph.py on compgen/, and on small packages built to break each rule)."""
+"""The package layout: no import cycles, layers one way, no module over 600 lines, no
+import inside a function without a reason (scripts/import_graph.py on compgen/, and on
+small packages built to break each rule)."""
 
 import json
 import subprocess
@@ -31,6 +32,8 @@ def test_compgen_has_no_cycle_no_layer_violation_no_long_module():
     assert report["layer_violations"] == []
     assert report["unplaced_modules"] == []
     assert report["long_modules"] == {}
+    # every import inside a function says why it is there (optional, start-up or cycle)
+    assert report["deferred_imports_without_reason"] == []
     assert code == 0
     # the graph is real: the CLI package reaches the trainer and the export package
     assert report["modules"] > 50 and report["edges"] > report["modules"]
@@ -74,3 +77,28 @@ def test_a_module_over_600_lines_and_an_unplaced_module_fail(tmp_path):
     assert report["long_modules"] == {"compgen.io": 601}
     assert report["unplaced_modules"] == ["compgen.newthing"]
     assert code == 1
+
+
+def test_an_import_inside_a_function_needs_a_reason(tmp_path):
+    package = write_package(tmp_path, {
+        "io.py": "def f():\n    import json\n    return json\n",
+        "errors.py": ("def f():\n"
+                      "    # start-up: the CLI's help loads no json\n"
+                      "    import json\n\n    import csv\n\n"
+                      "    # no tag on this one\n    import re\n"
+                      "    import ast  # optional: ast is an extra\n"
+                      "    return json, csv, re, ast\n\n\n"
+                      "import os  # a module-level import needs no reason\n"),
+    })
+    code, report = run_graph(package)
+    assert report["deferred_imports_without_reason"] == [
+        {"module": "compgen.errors", "line": 8, "import": "import re"},
+        {"module": "compgen.io", "line": 2, "import": "import json"}]
+    assert report["deferred_imports_by_reason"] == {"optional": 1, "start-up": 2, "cycle": 0}
+    assert report["cycles"] == [] and report["layer_violations"] == []
+    assert code == 1
+    (package / "io.py").write_text("def f():\n    import json  # cycle: io <-> json\n")
+    (package / "errors.py").write_text("import re\n\n\ndef f():\n    return re\n")
+    code, report = run_graph(package)
+    assert report["deferred_imports_without_reason"] == []
+    assert code == 0

@@ -5,7 +5,11 @@ One module per command group; importing it registers its commands on ``app``."""
 
 from __future__ import annotations
 
+import errno
+import signal
 import sys
+
+import typer.main
 
 from compgen.cli import (  # noqa: F401
     augment,
@@ -33,7 +37,9 @@ from compgen.cli.common import (
     out_of_memory,
 )
 from compgen.cli.pipeline import parse_seeds
+from compgen.device import cuda_out_of_memory
 from compgen.errors import SettingError, Terminated, UserError
+from compgen.system.memory import address_space_limit, check_address_space
 
 __all__ = ["app", "main", "parse_seeds"]
 
@@ -50,8 +56,6 @@ def _raise_terminated(signum, frame) -> None:
 
 
 def _gpu_out_of_memory_exit(exc: BaseException) -> None:
-    from compgen.device import cuda_out_of_memory
-
     message = cuda_out_of_memory(exc)
     if message is not None:
         exc.__traceback__ = None
@@ -65,16 +69,9 @@ def _disk_full_exit(where: str) -> None:
 
 
 def main() -> None:
-    import errno
-    import signal
-
-    import typer.main
-
     # SIGTERM as an exception: staging folders and temporary files are removed and child
     # processes (the C++ runner, lmplz) killed on the way out, as for Ctrl-C
     signal.signal(signal.SIGTERM, _raise_terminated)
-
-    from compgen.system.memory import address_space_limit, check_address_space
 
     command = typer.main.get_command(app)
     check_outputs_first(command)

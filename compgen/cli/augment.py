@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -53,8 +54,7 @@ def augment_geca(
     columns: str | None = Columns,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
-    import time
-
+    # start-up: `compgen --help` loads no polars
     from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
     from compgen.augment.geca.arrays import peak_rss_mb
     from compgen.data import is_named_dataset
@@ -121,6 +121,7 @@ def augment_csl(
     columns: str | None = Columns,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
+    # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
     from compgen.data import is_named_dataset
@@ -128,6 +129,7 @@ def augment_csl(
     if threads is not None:
         if threads < 1:
             raise UserError("--threads must be >= 1")
+        # start-up: `compgen --help` loads no torch
         import torch
 
         torch.set_num_threads(threads)

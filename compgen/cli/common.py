@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import resource
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from compgen import __version__
+from compgen.decoding.random_stream import check_seed
 from compgen.device import DEVICE_HELP
+from compgen.errors import UserError
+from compgen.io import check_output
 
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
@@ -18,8 +24,6 @@ err_console = Console(stderr=True)
 
 def _print_version(value: bool) -> None:
     if value:
-        from compgen import __version__
-
         console.print(f"compgen {__version__}", highlight=False, markup=False)
         raise typer.Exit()
 
@@ -53,10 +57,6 @@ def fill_optional_values(args: list[str]) -> list[str]:
 
 def ray_address(value: str) -> str | None:
     """``--ray``'s value -> the address Ray connects to; None starts a cluster here."""
-    import re
-
-    from compgen.errors import UserError
-
     if value in ("", "local"):
         return None
     if value == "auto" or re.fullmatch(r"(ray://)?[A-Za-z0-9_.\-]+:\d{1,5}", value):
@@ -74,6 +74,7 @@ DeviceOption = typer.Option(None, "--device", help=DEVICE_HELP)
 
 def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
     """A context in which data files are read with these fields (see compgen.data.files)."""
+    # start-up: `compgen --help` loads no polars
     from compgen.data.files import Fields, parse_columns, reading_fields
 
     return reading_fields(Fields(x_field, y_field, parse_columns(columns)))
@@ -81,6 +82,7 @@ def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
 
 def checkpoint_kind(path: Path) -> str:
     """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.training.checkpoint import load_checkpoint
 
     return load_checkpoint(path).kind
@@ -94,8 +96,6 @@ OUTPUT_OPTIONS = {"output", "out", "csv", "markdown", "predictions", "plots"}
 
 def check_outputs_first(group) -> None:
     """Give every output option of every command a callback that checks writability."""
-    from compgen.io import check_output
-
     for command in group.commands.values():
         if hasattr(command, "commands"):
             check_outputs_first(command)
@@ -120,8 +120,6 @@ def check_outputs_first(group) -> None:
 def check_seeds_first(group) -> None:
     """Give every ``--seed`` option a callback that refuses a seed outside the signed 64-bit
     range (compgen.decoding.random_stream.check_seed) instead of wrapping or overflowing later."""
-    from compgen.decoding.random_stream import check_seed
-
     for command in group.commands.values():
         if hasattr(command, "commands"):
             check_seeds_first(command)
@@ -143,9 +141,6 @@ def check_seeds_first(group) -> None:
 def out_of_memory(exc: BaseException) -> str:
     """One line for a failed allocation: the size asked for when known, the address-space
     limit (ulimit -v) and the peak memory of this process."""
-    import re
-    import resource
-
     asked = re.search(r"allocate (\d+) bytes", str(exc))
     need = f"an allocation of {_size(int(asked.group(1)))} failed" if asked else "out of memory"
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]

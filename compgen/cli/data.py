@@ -16,6 +16,7 @@ app.add_typer(data_app, name="data")
 @data_app.command("list")
 def data_list(data_dir: Path | None = DataDir) -> None:
     """Names of the data sets compgen knows (every SIGMORPHON language in the data folder)."""
+    # start-up: `compgen --help` loads no polars
     from compgen.data import dataset_names
 
     for name in dataset_names(data_dir):
@@ -29,6 +30,7 @@ def data_fetch(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Download a data set (or copy it from a mirror) and verify its sha256 sums."""
+    # start-up: `compgen --help` loads no polars
     from compgen.data.sources import default_data_dir, fetch
 
     target = data_dir or Path(__import__("os").environ.get("COMPGEN_DATA") or default_data_dir())
@@ -41,6 +43,7 @@ def data_stats(name: str = typer.Argument(..., help="data set name, data file or
                data_dir: Path | None = DataDir, x_field: str | None = XField,
                y_field: str | None = YField, columns: str | None = Columns) -> None:
     """Counts, vocabulary sizes and lengths per split."""
+    # start-up: `compgen --help` loads no polars
     from compgen.data import load_dataset
     from compgen.data.stats import table_stats
 

@@ -3,6 +3,8 @@ Runtime providers that load, KenLM, CPU flags)."""
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 from compgen.cli.common import app, console
@@ -13,8 +15,7 @@ def env_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object instead of lines"),
 ) -> None:
     """Report the Python, torch, CUDA, GPUs, ONNX Runtime providers, KenLM and CPU flags."""
-    import json
-
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.system.environment import lines, report
 
     info = report()

@@ -18,6 +18,7 @@ from compgen.cli.common import (
     data_fields,
     err_console,
 )
+from compgen.device import resolve_device
 from compgen.errors import UserError
 
 
@@ -43,9 +44,9 @@ def evaluate_cmd(
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
+    # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    from compgen.device import resolve_device
     from compgen.evaluation.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:
@@ -77,6 +78,7 @@ def evaluate_cmd(
 
 def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
                      beam, seed, data_dir, dev) -> list[dict]:
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.evaluate import evaluate_predictor, write_plots
 
     rows = []
@@ -106,6 +108,7 @@ def _evaluate_generator(model: Path, data: str | None, plots: Path | None, direc
                         limit: int | None, predictions: Path | None, batch_size: int,
                         seed: int, data_dir: Path | None) -> list[dict]:
     """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.direct_inference import evaluate_direct
     from compgen.evaluation.evaluate import write_generator_plots
 

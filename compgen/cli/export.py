@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
-from compgen.errors import UserError
+from compgen.errors import UserError, read_text
+from compgen.export.card import set_card_text
 
 
 @app.command("export")
@@ -23,13 +24,12 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
+    # start-up: `compgen --help` loads no torch (the export) or polars (the C++ runner's build)
     from compgen.export.kinds import export_checkpoint
     from compgen.sampling.backends.cpp import build_runner
 
     card_text = None
     if card is not None:
-        from compgen.errors import read_text
-
         if not card.is_file():
             raise UserError(f"--card {card}: no such file")
         card_text = read_text(card)
@@ -58,8 +58,6 @@ def export_cmd(
     console.print(table)
     folder = output or Path("exported") / checkpoint.stem
     if card_text is not None:
-        from compgen.export.card import set_card_text
-
         set_card_text(folder, card_text)
     console.print(f"wrote {folder} ({', '.join(sorted(manifest['files']))}) "
                   f"in {manifest['export_seconds']:.1f} s")

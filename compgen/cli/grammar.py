@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import typer
@@ -25,8 +26,7 @@ def evaluate_grammar_cmd(
 ) -> None:
     """Share of train and test pairs the grammar derives, and exact match of the Viterbi
     parse under the latent-state model fitted on train."""
-    import dataclasses
-
+    # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.presets import preset
     from compgen.augment.csl.rules import read_grammar
     from compgen.augment.csl.run import evaluate_grammar
@@ -39,6 +39,7 @@ def evaluate_grammar_cmd(
     if threads is not None:
         if threads < 1:
             raise UserError("--threads must be >= 1")
+        # start-up: `compgen --help` loads no torch
         import torch
 
         torch.set_num_threads(threads)

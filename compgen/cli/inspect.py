@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import app, console
+from compgen.evaluation.inspection import describe, sections_text
 
 
 @app.command("inspect")
@@ -15,7 +16,6 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of sections"),
 ) -> None:
     """Kind, config, vocabulary, training state (checkpoints) or parity figures (exports)."""
-    from compgen.evaluation.inspection import describe, sections_text
 
     console.print(sections_text(describe(path), as_json), highlight=False, markup=False,
                   soft_wrap=True, end="")

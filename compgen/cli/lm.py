@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+import time
 from pathlib import Path
 
 import typer
@@ -9,12 +11,14 @@ from rich.table import Table
 
 from compgen.cli.common import DataDir, app, console
 from compgen.errors import UserError
+from compgen.io import atomic_open
 
 lm_app = typer.Typer(no_args_is_help=True, help="KenLM n-gram models: lmplz, interpolation, perplexity.")
 app.add_typer(lm_app, name="lm")
 
 
 def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
+    # start-up: `compgen --help` loads no polars
     from compgen.lm.perplexity import COLUMNS, format_cell
 
     columns = columns or COLUMNS
@@ -41,9 +45,7 @@ def lm_train(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
-    import tempfile
-    import time
-
+    # start-up: `compgen --help` loads no polars
     from compgen.lm.kenlm_tools import check_order, find_kenlm_binaries, train_lm
     from compgen.lm.side_corpus import write_side_corpus
 
@@ -88,6 +90,7 @@ def lm_eval(
     model is <unk> for both; a base word the augmented model lacks gets a share of its
     <unk> probability, not all of it. Tokens = words + </s> per sentence; the weight is chosen on --val; paired t-test of
     per-sentence NLL against the base model on --test."""
+    # start-up: `compgen --help` loads no polars
     from compgen.lm.perplexity import MIXES, evaluate, parse_weights, write_rows
 
     if mix not in MIXES:
@@ -119,9 +122,7 @@ def lm_experiment(
 
     Writes augmented.txt, base.bin, aug.bin, results.md, results.csv, stats.json per corpus,
     and table4.md (all corpora, beside the reference figures) in the output root."""
-    import time
-
-    from compgen.io import atomic_open
+    # start-up: `compgen --help` loads no polars
     from compgen.lm.experiment import run_experiment, table4_markdown
     from compgen.lm.perplexity import COLUMNS
 

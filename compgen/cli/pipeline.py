@@ -9,6 +9,7 @@ import typer
 
 from compgen.cli.common import DataDir, DeviceOption, app, console, ray_address
 from compgen.decoding.random_stream import check_seed
+from compgen.device import resolve_device
 from compgen.errors import UserError
 
 
@@ -48,6 +49,7 @@ def pipeline_cmd(
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
     resumes from what an earlier call left behind and appends to ROOT/results.csv."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.evaluate import aggregate, markdown_table
     from compgen.pipelines.runs import RUNS, PipelineOptions, run_pipeline
 
@@ -58,6 +60,7 @@ def pipeline_cmd(
                       highlight=False, markup=False)
         return
     if name.startswith("stem-corrupt-"):
+        # start-up: `compgen --help` loads no torch
         from compgen.pipelines.stem_corrupt import pipeline_from_cli
 
         pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
@@ -70,6 +73,7 @@ def pipeline_cmd(
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
+    # start-up: `compgen --help` loads no polars
     from compgen.sampling.options import check_max_rounds
 
     check_max_rounds(max_rounds)
@@ -79,7 +83,6 @@ def pipeline_cmd(
         raise UserError(f"--p-aug must be in [0, 1), not {p_aug}")
     if csl_temperature is not None and not (math.isfinite(csl_temperature) and csl_temperature > 0):
         raise UserError(f"--csl-temperature must be a finite number > 0, not {csl_temperature}")
-    from compgen.device import resolve_device
 
     # checked now; each step resolves it again (auto: the C++ runner's sampling is CPU work)
     where = resolve_device(device)
@@ -94,6 +97,7 @@ def pipeline_cmd(
                            threads=threads, direct_limit=direct_limit, device=device,
                            log=lambda line: console.print(line, highlight=False, markup=False))
     if ray is not None:
+        # start-up: `compgen --help` loads no torch or polars
         from compgen.pipelines.ray_seeds import run_seeds
         from compgen.pipelines.runs import find_run
 

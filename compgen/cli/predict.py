@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import DeviceOption, app, console
+from compgen.device import resolve_device
 from compgen.errors import UserError
-from compgen.io import read_inputs
+from compgen.io import atomic_open, read_inputs
 
 
 @app.command("predict")
@@ -24,9 +25,8 @@ def predict_cmd(
     device: str | None = DeviceOption,
 ) -> None:
     """Predict outputs for new inputs with an exported (or eager) predictor."""
-    from compgen.device import resolve_device
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.evaluate import predictor_source
-    from compgen.io import atomic_open
 
     if batch_size < 1 or beam < 0:
         raise UserError("--batch-size must be >= 1 and --beam >= 0")

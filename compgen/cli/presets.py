@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from compgen.cli.common import app, console
+from compgen.evaluation.inspection import preset_table, preset_text
 
 
 @app.command("presets")
@@ -12,8 +13,6 @@ def presets_cmd(
     name: str | None = typer.Argument(None, help="a preset to show in full (default: list them all)"),
 ) -> None:
     """List the bundled presets (name, kind, what they are), or print one as TOML."""
-    from compgen.evaluation.inspection import preset_table, preset_text
-
     if name:
         console.print(preset_text(name), highlight=False, markup=False, soft_wrap=True, end="")
         return

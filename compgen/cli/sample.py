@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -50,6 +51,7 @@ def sample_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
+    # start-up: `compgen --help` loads no polars
     from compgen.pipelines.sample_report import check_report_options
     from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample, source_config
@@ -63,6 +65,7 @@ def sample_cmd(
         rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
         raise_temperature=raise_temperature or None, test_dropout=test_dropout, seed=seed,
         threads=threads, precision=precision, device=device)
+    # start-up: `compgen --help` loads no polars
     from compgen.lm.rerank import LmRanking
 
     # loads the LM files now: a missing or corrupt model stops before any decoding
@@ -72,8 +75,8 @@ def sample_cmd(
         err_console.print(ranking.weight_choice, highlight=False, markup=False, soft_wrap=True)
     factory = None
     if ray is not None:
-        import os
-
+        # start-up: `compgen --help` loads no polars
+        # start-up: the logging module and Ray's helpers load only with --ray
         from compgen.sampling.backends.ray import RayDecoderFactory
         from compgen.system.ray_cluster import import_ray
 
@@ -85,6 +88,7 @@ def sample_cmd(
             (os.cpu_count() or 2) if address is None else 2))
     elif ray_workers is not None:
         raise UserError("--ray-workers needs --ray")
+    # start-up: `compgen --help` loads no polars
     from compgen.sampling.collection import Tally
 
     # without -o the samples TSV goes to stdout, the same bytes as the -o file: written to
@@ -101,6 +105,7 @@ def sample_cmd(
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
+    # start-up: `compgen --help` loads no polars
     from compgen.pipelines.sample_report import describe, user_sample_report
 
     # the user's oracle runs before any summary line: its failure is the one line printed
@@ -124,6 +129,7 @@ def sample_cmd(
     if judged is not None:  # judged by what the user's data allow
         report.print(describe(judged), highlight=False, markup=False)
         return
+    # start-up: `compgen --help` loads no polars
     from compgen.sampling.collection import scan_quality
 
     quality = scan_quality(run, data_dir)
@@ -140,6 +146,7 @@ def sampling_progress(tally):
     if not err_console.is_terminal:
         yield
         return
+    # start-up: `compgen --help` loads no rich.progress (a dozen modules)
     from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
     started = time.perf_counter()

@@ -3,6 +3,7 @@ strategies that choose which synthetic triples to train on."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import typer
 from compgen.cli.augment import augment_app
 from compgen.cli.common import DataDir, DeviceOption, app, console
 from compgen.cli.train import train_app
+from compgen.device import resolve_device
 from compgen.errors import UserError
 
 StemCorruptConfigOption = typer.Option(
@@ -32,6 +34,7 @@ def augment_stem_corrupt(
     data_dir: Path | None = DataDir,
 ) -> None:
     """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
+    # start-up: `compgen --help` loads no torch (the preset's model settings)
     from compgen.augment.stem_corrupt.corrupt import (
         read_triples,
         stem_corrupt_pool,
@@ -54,6 +57,7 @@ def augment_stem_corrupt(
 
 
 def _threads(threads: int | None) -> None:
+    # start-up: `compgen --help` loads no torch
     import torch
 
     if threads is not None:
@@ -64,8 +68,7 @@ def _threads(threads: int | None) -> None:
 
 def _train_config(config_file: Path | None, **given: int | None):
     """The preset's ``[train]`` (and ``[model]``) with the options given on the command line."""
-    import dataclasses
-
+    # start-up: `compgen --help` loads no torch (the preset's model settings)
     from compgen.training.stem_corrupt_preset import stem_corrupt_preset
 
     train = stem_corrupt_preset(config_file).train
@@ -89,8 +92,8 @@ def train_inflection_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the character Transformer inflection model (gold train-low + augment files)."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.augment.stem_corrupt.corrupt import read_triples
-    from compgen.device import resolve_device
     from compgen.pipelines.stem_corrupt import gold_and_dev
     from compgen.training.inflection import train_inflection
 
@@ -122,12 +125,14 @@ def select_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
 ) -> None:
     """Choose SIZE synthetic triples of POOL with a selection strategy."""
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
     from compgen.augment.stem_corrupt.corrupt import read_triples, write_triples
     from compgen.pipelines.stem_corrupt import pool_scores, select_rows
 
     key = check_strategy(strategy)
     if uncertainty is None:
+        # start-up: `compgen --help` reads no preset file
         from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
 
         uncertainty = StemCorruptRunConfig.uncertainty
@@ -160,10 +165,11 @@ def inflection_evaluate_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact-match accuracy of an inflection model (beam search)."""
-    from compgen.device import resolve_device
+    # start-up: `compgen --help` loads no torch
     from compgen.pipelines.stem_corrupt import evaluate_model
 
     if beam is None:
+        # start-up: `compgen --help` reads no preset file
         from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
 
         beam = StemCorruptRunConfig.beam

@@ -16,6 +16,7 @@ from compgen.cli.common import (
     console,
     data_fields,
 )
+from compgen.device import resolve_device, training_precision, use_tf32
 from compgen.errors import UserError
 
 train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
@@ -43,9 +44,9 @@ def train_predictor_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
+    # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    from compgen.device import resolve_device, use_tf32
     from compgen.training.predictor import train_predictor
 
     dev = resolve_device(device)
@@ -99,7 +100,7 @@ def train_generator_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    from compgen.device import resolve_device, training_precision, use_tf32
+    # start-up: `compgen --help` loads no torch or polars
     from compgen.training.checkpoint import (
         apply_overrides,
         default_preset,

@@ -40,8 +40,6 @@ __all__ = [
 def sigmorphon_languages(data_dir=None) -> list[str]:
     """The languages with a SIGMORPHON 2018 training file in the data folder (the paper's
     three first), or the paper's when the folder has none."""
-    from compgen.data.sources import resolve_data_dir
-
     folder = resolve_data_dir(data_dir) / "sigmorphon2018"
     present = {p.name.split("-train-", 1)[0] for p in folder.glob("*-train-*")} if folder.is_dir() else set()
     paper = list(sigmorphon.PAPER_LANGUAGES)

@@ -36,8 +36,10 @@ from pathlib import Path
 
 import polars as pl
 
+from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
 from compgen.errors import UserError, read_text, where
+from compgen.io import parse_samples_tsv
 
 X_NAMES = ("x", "input", "source", "src")
 Y_NAMES = ("y", "output", "target", "tgt")
@@ -321,8 +323,6 @@ def _is_header(fields: Sequence[str]) -> bool:
 
 
 def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.DataFrame:
-    from compgen.data import cogs, lm, scan, sigmorphon
-
     first = _first_line(text)
     if first is None:
         raise UserError(f"{path}: empty file")
@@ -340,8 +340,6 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
                         "read as a plain corpus; name the file .csv, or write x<TAB>y lines")
     samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
     if samples_header or len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
-        from compgen.io import parse_samples_tsv
-
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if len(cells) == 3 and path.suffix == ".tsv":

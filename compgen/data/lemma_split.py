@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.sigmorphon import available_languages, parse_sigmorphon
+from compgen.data.sources import resolve_data_dir
 from compgen.errors import UserError, read_text
 
 SOURCE_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
@@ -39,9 +41,6 @@ def sample_rows(rows: list, size: int = 1000, seed: int = 0) -> list:
 def lemma_split_test(lang: str, data_dir: str | Path | None = None, size: int = 1000,
                      seed: int = 0) -> list[Triple]:
     """The ``size`` lemma-split test triples of a SIGMORPHON 2018 language."""
-    from compgen.data.sigmorphon import available_languages, parse_sigmorphon
-    from compgen.data.sources import resolve_data_dir
-
     if size < 1:
         raise UserError(f"lemma-split size must be >= 1 (got {size})")
     root = Path(resolve_data_dir(data_dir))

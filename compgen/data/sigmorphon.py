@@ -9,6 +9,10 @@ and *analysis* (x = form chars, y = lemma chars + tags; the conditional model).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,8 @@ import polars as pl
 
 from compgen.data.sources import default_cache_dir
 from compgen.errors import UserError, read_text, where
+from compgen.io import atomic_open
+from compgen.neighborhoods.sigmorphon import sig_neighborhoods
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
 PAPER_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -125,8 +131,6 @@ def fewshot_specs() -> list[str]:
 
 
 def parse_fewshot_spec(spec: str) -> tuple[int, int]:
-    import re
-
     m = re.fullmatch(r"hints-(\d+)\.(\d+)", spec)
     if m is None or (int(m.group(1)), int(m.group(2))) not in BUILDS:
         raise UserError(f"unknown few-shot split '{spec}' (valid: {', '.join(fewshot_specs())})")
@@ -167,8 +171,6 @@ def special_lowercase(tokens: list[str], turkish: bool = False) -> list[str]:
 
 
 def _is_tag_start(token: str) -> bool:
-    import unicodedata
-
     c = token[:1]
     return bool(c) and (c.isupper() or unicodedata.category(c).startswith("N"))
 
@@ -239,8 +241,6 @@ class _FewshotBuilder:
         return items[rand.permutation(len(items))]
 
     def build(self, hints: int) -> dict:
-        from compgen.neighborhoods.sigmorphon import sig_neighborhoods
-
         val_like = [self._permute(self.test_rand, self.members[t])[:TEST_TAG_TOKENS]
                     for t in self.val_types]
         test_like = [self._permute(self.test_rand, self.members[t])[:TEST_TAG_TOKENS]
@@ -292,18 +292,12 @@ def _rng_from(state: list) -> tuple:
 
 
 def _file_digest(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def build_fewshot(lang: str, spec: str, data_dir: Path, cache_dir: Path | None = None) -> dict:
     """The raw build (file strings, split names, neighbour pairs) of one few-shot split,
     from the cache or by replaying the reference builds up to it (caching each)."""
-    import json
-
-    from compgen.io import atomic_open
-
     hints, index = parse_fewshot_spec(spec)
     path = Path(data_dir) / "sigmorphon2018" / f"{lang}-train-high"
     langs = available_languages(Path(data_dir))

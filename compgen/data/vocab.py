@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from compgen.errors import UserError, read_text
+from compgen.io import atomic_open
 
 PAD, BOS, EOS, UNK, SEP, COPY = "<pad>", "<s>", "</s>", "<unk>", "<sep>", "<copy>"
 SPECIALS = (PAD, BOS, EOS, UNK, SEP, COPY)
@@ -74,8 +75,6 @@ class Vocab:
         return json.dumps({"tokens": self.tokens}, ensure_ascii=False, indent=0)
 
     def save(self, path: str | os.PathLike) -> None:
-        from compgen.io import atomic_open
-
         with atomic_open(path, "w", encoding="utf-8") as f:
             f.write(self.to_json())
 

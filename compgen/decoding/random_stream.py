@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compgen.errors import SettingError
+
 NAME = "splitmix64(splitmix64(splitmix64(seed) ^ index) ^ step) >> 11, * 2^-53"
 # steps reserved for the latent prior's draws (far above any decoding step)
 LATENT_STEP = 1 << 32
@@ -33,8 +35,6 @@ SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 
 def check_seed(seed: int, setting: str = "seed") -> int:
     """``seed`` if it is a signed 64-bit integer, else a SettingError (no silent wrapping)."""
-    from compgen.errors import SettingError
-
     if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
         raise SettingError(f"`{setting}` {seed}: must be an integer from -2^63 to 2^63-1 "
                            "(a signed 64-bit seed)")

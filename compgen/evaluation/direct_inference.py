@@ -56,13 +56,17 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from torch import Tensor
 
+from compgen.data import load_dataset
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
 from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
 from compgen.decoding.samplers import ForcedPrefix
 from compgen.decoding.search import GreedySearch
 from compgen.errors import UserError
+from compgen.evaluation.metrics import exact_match, micro_f1
+from compgen.io import atomic_open
 from compgen.models.recombine import Memory, State, collate_prototypes, collate_targets, pad_2d
 from compgen.sampling.eager import EagerStepper
+from compgen.training.checkpoint import load_generator
 
 LABEL = "direct inference"
 TOP_K = 5           # first prototypes per input, second prototypes per first prototype
@@ -306,8 +310,6 @@ def _decode_and_rescore(model, vocab, data_ids: Sequence[Sequence[int]],
 def direct_metrics(results: Sequence[DirectResult], k: int = 3) -> dict:
     """Exact match, top-k match (the reference among the k best candidates; k = 3 as the
     reference) and micro F1 over action tokens."""
-    from compgen.evaluation.metrics import exact_match, micro_f1
-
     refs = [r.reference + [END] for r in results]
     top_k = [any(c.ended() == ref for c in r.candidates[:k]) for r, ref in zip(results, refs)]
     return {"n": len(results),
@@ -331,10 +333,6 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
     """Direct inference of a recomb-2 SCAN generator checkpoint on the unique test inputs
     (the first ``limit`` of them): one result row like ``evaluate_predictor``'s (model,
     label, data, seed, set, subset, n, exact_match, f1) plus ``top3_match``."""
-    from compgen.data import load_dataset
-    from compgen.io import atomic_open
-    from compgen.training.checkpoint import load_generator
-
     model, vocab, config = load_generator(checkpoint)
     if not (model.scan and model.nproto == 2):
         raise UserError(f"{checkpoint}: direct inference needs a SCAN generator with 2 "

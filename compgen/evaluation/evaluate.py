@@ -17,9 +17,20 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from compgen.data import load_dataset
+from compgen.data.files import Fields, reading_fields
+from compgen.data.vocab import EOS_ID
 from compgen.errors import UserError
 from compgen.evaluation.metrics import predict, score_predictions
+from compgen.evaluation.plots import plot_attention, plot_generator_attention, plot_learning_curve
+from compgen.export.artifact import load_manifest
 from compgen.io import atomic_open
+from compgen.models.recombine import collate_prototypes, is_real
+from compgen.models.seq2seq import collate, cut_prediction, greedy_search
+from compgen.sampling.eager import greedy_with_weights, prototype_source
+from compgen.sampling.predictor import predict_exported
+from compgen.training.checkpoint import load_generator
+from compgen.training.predictor import is_morphology, load_predictor, write_curve_csv
 
 MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
@@ -30,8 +41,6 @@ def evaluation_table(data: str, data_dir=None, trained_on: str | None = None) ->
     """The example table of a data set name or folder, or of a data file given as the test
     set: all of its rows are the test set unless it has a split field. ``trained_on``: the
     model's own training data, whose file is never relabelled "test"."""
-    from compgen.data import load_dataset
-
     table = load_dataset(data, data_dir)
     if Path(data).is_file() and "test" not in table["split"].unique().to_list():
         if trained_on is not None:
@@ -55,8 +64,6 @@ def recorded_data(meta: dict) -> str | None:
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """name -> deduplicated table with ``source``, ``target`` (token lists) and ``novel``
     (bool; None for SCAN). See the module doc for the names."""
-    from compgen.training.predictor import is_morphology
-
     splits = set(table["split"].unique().to_list())
     if not is_morphology(table):
         if "test" not in splits:
@@ -89,9 +96,6 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
     everything on ``device`` (a ``compgen.device.Device``; default: the CPU)."""
     path = Path(checkpoint)
     if path.is_dir():
-        from compgen.export.artifact import load_manifest
-        from compgen.sampling.predictor import predict_exported
-
         manifest = load_manifest(path)
         if manifest.get("kind") != "seq2seq":
             raise UserError(f"{path}: a '{manifest.get('kind')}' export; evaluate and predict "
@@ -101,7 +105,6 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
                                                  batch_size=batch_size, beam_width=beam_width,
                                                  threads=threads, device=device),
                 meta, int(manifest["decoding"]["max_len"]))
-    from compgen.training.predictor import load_predictor
 
     if backend not in (None, "torch"):
         raise UserError(f"--backend {backend} runs on an export folder: first run "
@@ -120,9 +123,6 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1}."""
-    from compgen.data.files import Fields, reading_fields
-    from compgen.training.predictor import is_morphology
-
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size,
                                                       device=device)
     explicit = data is not None
@@ -235,10 +235,6 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
                 data_dir=None, n_attention: int = 2) -> list[Path]:
     """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
     the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
-    from compgen.evaluation.plots import plot_attention, plot_learning_curve
-    from compgen.models.seq2seq import collate, cut_prediction, greedy_search
-    from compgen.training.predictor import load_predictor, write_curve_csv
-
     model, vocab, meta = load_predictor(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem
     written = []
@@ -267,13 +263,6 @@ def write_generator_plots(checkpoint: str | Path, folder: str | Path, data_dir=N
     (from ``<checkpoint>.loss.csv`` when present) and, for scan generators with
     prototypes, the attention heat-map of ``n_samples`` greedy samples drawn from Omega
     (the paper's Fig. 3): per prototype position and step, plus the copy probability."""
-    from compgen.data import load_dataset
-    from compgen.data.vocab import EOS_ID
-    from compgen.evaluation.plots import plot_generator_attention, plot_learning_curve
-    from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.sampling.eager import greedy_with_weights, prototype_source
-    from compgen.training.checkpoint import load_generator
-
     model, vocab, config = load_generator(checkpoint)
     folder, stem = Path(folder), Path(checkpoint).stem
     written = []

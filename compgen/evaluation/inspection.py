@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 from compgen.errors import UserError, read_text
@@ -23,8 +24,6 @@ def first_sentence(comment: str) -> str:
 def preset_table() -> list[dict]:
     """Every bundled preset (the TOML files): name, kind and the first sentence of what it
     is for."""
-    import tomllib
-
     rows = []
     for path in sorted(PRESET_DIR.glob("*.toml")):
         text = read_text(path)
@@ -66,6 +65,7 @@ def describe(path: str | Path) -> dict:
     """Sections describing a checkpoint file or an export folder."""
     path = Path(path)
     if path.is_dir():
+        # start-up: the CLI imports this module, and `compgen --help` loads no polars
         from compgen.data.vocab import Vocab
         from compgen.export.artifact import load_manifest
 
@@ -82,6 +82,7 @@ def describe(path: str | Path) -> dict:
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
             "files": sorted(manifest.get("files", {})),
         }
+    # start-up: the CLI imports this module, and `compgen --help` loads no torch
     from compgen.training.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)

@@ -4,6 +4,7 @@ only moved into place once its validation passed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,6 +17,9 @@ import numpy as np
 
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError, read_text
+from compgen.export.card import write_card
+from compgen.io import current_umask, remove_stale_staging, staging_prefix
+from compgen.system.cache import file_digest
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
@@ -24,16 +28,13 @@ TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filte
 
 
 def sha256(path: Path) -> str:
-    from compgen.system.cache import file_digest
-
     return file_digest(path).hexdigest()
 
 
 def save_scripted(scripted, path) -> None:
     """Save a TorchScript module through memory: torch's file writer aborts the process on
     a full disk, a Python write raises OSError (one error line)."""
-    import io
-
+    # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
     import torch
 
     buffer = io.BytesIO()
@@ -76,6 +77,7 @@ def logp_rel_diff(a: np.ndarray, b: np.ndarray, steps: np.ndarray | None = None)
 
 
 def parity_failures(figures: dict) -> list[str]:
+    # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
     from compgen.export.ties import describe
 
     tolerance = figures.get("tolerance", TOLERANCE)   # the kind's, recorded with its figures
@@ -103,8 +105,6 @@ def staged_folder(out: Path):
     without an error: a failed validation leaves no artifact (and keeps an older one).
     A killed export's staging folder is removed by the next export to ``out``; the folder
     gets the mode the umask gives (mkdtemp alone would make it 0700)."""
-    from compgen.io import current_umask, remove_stale_staging, staging_prefix
-
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out)
     tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(out), dir=out.parent))
@@ -130,8 +130,6 @@ def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: f
     manifest["files"] = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
     manifest["export_seconds"] = round(time.perf_counter() - start, 2)
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    from compgen.export.card import write_card
-
     write_card(folder, manifest)   # README.md, from the manifest just written
 
 
@@ -247,6 +245,7 @@ def read_prototypes(path: Path, nproto: int) -> list[list[list[int]]]:
 def load_torchscript(path: Path, device=None):
     """A TorchScript module (on ``device``, a ``compgen.device.Device``; default: the CPU),
     or a UserError naming the file."""
+    # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
     import torch
 
     try:
@@ -262,6 +261,7 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     """(model, vocab, config) of an export folder: the eager model rebuilt from the
     manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
     carry them as ``generator.pt``)."""
+    # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
     from compgen.training.checkpoint import build_recombine, load_generator
 
     folder = Path(folder)

@@ -32,7 +32,8 @@ import torch
 from torch import nn
 
 from compgen.errors import UserError
-from compgen.export.torchscript import Bf16Graph
+from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
+from compgen.export.torchscript import Bf16Graph, bf16_copy
 
 # the compiled graphs: shared libraries taken out of their AOTInductor packages (a
 # package is unpacked into a new folder in the system temp dir on every load)
@@ -51,9 +52,6 @@ def build_libraries(model: nn.Module, target: Path, width: int) -> None:
     """The encoder's and the step's libraries compiled by AOTInductor from a deterministic
     ``model``, in the folder ``target`` (which exists): prototypes padded to ``width`` (the decoding
     contract's), any batch size."""
-    from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
-    from compgen.export.torchscript import bf16_copy
-
     model = bf16_copy(model)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         # a batch of 3 (equal to no width of the model, so export keeps it a variable)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
@@ -51,19 +52,21 @@ from compgen.export.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.export.ties import compare_outputs
 from compgen.export.torchscript import export_torchscript
+from compgen.io import write_samples_tsv
 from compgen.models.recombine import format_prototype
-from compgen.sampling.eager import BEAM_WIDTH, beam_search, sample_batch
+from compgen.neighborhoods.user_data import export_prototype_options, training_table
+from compgen.sampling.backends.cpp import decode_with_runner
+from compgen.sampling.backends.onnx import OnnxGenerator
+from compgen.sampling.backends.torchscript import TorchScriptGenerator
+from compgen.sampling.eager import BEAM_WIDTH, beam_search, prototype_source, sample_batch
 from compgen.sampling.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
+from compgen.training.checkpoint import load_generator
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)
 
 
 def write_training_pairs(path: Path, table) -> None:
     """The data set's training pairs (x, y, tokens space-joined) as a samples TSV."""
-    import polars as pl
-
-    from compgen.io import write_samples_tsv
-
     train = table.filter(pl.col("split") == "train")
     write_samples_tsv(path, zip(train["x"].to_list(), train["y"].to_list()))
 
@@ -143,9 +146,6 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
                  cpp_binary: Path | None, tolerance: float) -> ParityRun:
     """Greedy and beam outputs and per-step log-probs of every backend against the eager
     model's, all through the shared decode loop with the manifest's contract."""
-    from compgen.sampling.backends.onnx import OnnxGenerator
-    from compgen.sampling.backends.torchscript import TorchScriptGenerator
-
     z = torch.zeros(protos.size(0), model.latent)
     contract = Contract.from_manifest(manifest["decoding"])
     width = contract.beam_width
@@ -168,8 +168,6 @@ def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_
         return ParityOutputs(decoded(graphs.stepper), graphs.score(p_np, z_np, target.numpy()))
 
     def cpp() -> ParityOutputs:
-        from compgen.sampling.backends.cpp import decode_with_runner
-
         greedy, best = (decode_with_runner(cpp_binary, folder, manifest, p_np, z_np, mode,
                                            max_len) for mode in ("greedy", "beam"))
         return ParityOutputs({"greedy": _trim(greedy), "beam": _trim(best)})
@@ -194,10 +192,6 @@ class GeneratorExport(KindSpec):
     re_exports = True
 
     def __init__(self, checkpoint: Path, options: ExportOptions):
-        from compgen.neighborhoods.user_data import export_prototype_options, training_table
-        from compgen.sampling.eager import prototype_source
-        from compgen.training.checkpoint import load_generator
-
         if options.max_prototypes < 1:
             raise UserError(f"--prototypes {options.max_prototypes}: must be >= 1")
         self.checkpoint, self.options = checkpoint, options

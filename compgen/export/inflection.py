@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from compgen.data.lemma_split import lemma_split_test
 from compgen.errors import UserError
 from compgen.export.artifact import FORMAT
 from compgen.export.inflection_graphs import EncoderGraph
@@ -40,6 +41,7 @@ from compgen.models.inflection import (
 )
 from compgen.sampling.backends.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
 from compgen.sampling.load_check import finite_weights
+from compgen.training.inflection import load_inflection
 
 PARITY_BEAM = 5
 
@@ -97,9 +99,6 @@ class InflectionExport(KindSpec):
     name = "inflection model"
 
     def __init__(self, checkpoint: Path, options: ExportOptions):
-        from compgen.data.lemma_split import lemma_split_test
-        from compgen.training.inflection import load_inflection
-
         self.checkpoint, self.log = checkpoint, options.log
         self.model = load_inflection(checkpoint)
         finite_weights(self.model.net, checkpoint)   # the network inside the trained model

@@ -29,6 +29,7 @@ from compgen.export.graphs import (
     StepGraph,
     example_inputs,
 )
+from compgen.io import quiet_native_stderr
 
 OPSET = 17
 
@@ -54,8 +55,6 @@ GENERATOR_GRAPHS = ("prototypes.onnx", "encoder.onnx", "decoder_step.onnx")
 
 def export_graph(module, args, path, inputs, outputs, dynamic_axes=DYNAMIC_AXES) -> None:
     """Trace ``module`` on the example ``args`` into the ONNX file ``path``; check it."""
-    from compgen.io import quiet_native_stderr
-
     # tracer warnings about constant sizes, and torch's C++ shape-inference notes on fd 2
     with warnings.catch_warnings(), quiet_native_stderr():
         warnings.simplefilter("ignore")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from compgen.errors import UserError
 from compgen.export.artifact import FORMAT, LOGP_FLOOR, write_vocab
@@ -40,7 +41,15 @@ from compgen.models.seq2seq import (
     run_beam,
     run_greedy,
 )
+from compgen.sampling.backends.onnx_predictor import OnnxPredictor
+from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 from compgen.sampling.load_check import finite_weights
+from compgen.training.predictor import (
+    conditional_pairs,
+    load_predictor,
+    read_predictor,
+    save_predictor,
+)
 
 PARITY_BEAM_WIDTH = 4
 
@@ -48,9 +57,6 @@ PARITY_BEAM_WIDTH = 4
 def validation_sources(data: str, vocab: Vocab, data_dir, n: int) -> tuple[str, list[list[int]]]:
     """Up to ``n`` distinct source sequences (as ids) of the data set's test split (the
     first ``test*`` split; the training split when there is none), in file order."""
-    from compgen.data import load_dataset
-    from compgen.training.predictor import conditional_pairs
-
     table = load_dataset(data, data_dir)
     splits = sorted(table["split"].unique().to_list())
     split = next((s for s in splits if s.startswith("test")), "train")
@@ -92,9 +98,6 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source:
                            tolerance: float) -> ParityRun:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model's, all on the same batch ``source``."""
-    from compgen.sampling.backends.onnx_predictor import OnnxPredictor
-    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
-
     max_len, width = model.cfg.max_len, PARITY_BEAM_WIDTH
     with torch.no_grad():
         greedy_ids = greedy_search(model, source, max_len)
@@ -161,8 +164,6 @@ class PredictorExport(KindSpec):
     name = "predictor"
 
     def __init__(self, checkpoint: Path, options: ExportOptions):
-        from compgen.training.predictor import load_predictor, read_predictor
-
         self.checkpoint, self.log = checkpoint, options.log
         self.config = read_predictor(checkpoint).config
         self.model, self.vocab, self.info = load_predictor(checkpoint)  # eval mode: dropout off
@@ -173,8 +174,6 @@ class PredictorExport(KindSpec):
                                                       options.data_dir, options.parity_sets)
 
     def write(self, folder: Path) -> dict:
-        from compgen.training.predictor import save_predictor
-
         model, vocab, config, cfg = self.model, self.vocab, self.config, self.model.cfg
         export_predictor_torchscript(model, folder / "model.ts")
         export_predictor_onnx(model, folder)

@@ -21,10 +21,16 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from importlib import metadata
 from pathlib import Path
 
 from compgen.errors import UserError
+from compgen.export.artifact import eager_model
+from compgen.export.compiled import build_libraries, compile_error
+from compgen.export.graphs import deterministic
 from compgen.export.onnx_export import GENERATOR_GRAPHS
+from compgen.export.torchscript import export_torchscript
+from compgen.io import keep_torch_compiler_cache, remove_stale_staging, staging_prefix
 from compgen.system import cache
 
 
@@ -41,8 +47,6 @@ def _key(*paths: Path, version: str) -> str:
 
 def _staged(target: Path) -> Path:
     """A fresh name beside ``target`` to build it under (renamed over it when done)."""
-    from compgen.io import remove_stale_staging, staging_prefix
-
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(target)
     return target.with_name(staging_prefix(target) + "tmp")
@@ -56,8 +60,6 @@ def check_bf16_variant(manifest: dict) -> None:
 
 def _torch_version() -> str:
     """Without importing torch: a cached build is found without it (the C++ runner's path)."""
-    from importlib import metadata
-
     return metadata.version("torch")
 
 
@@ -71,10 +73,6 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16.ts")
 
     def build() -> None:
-        from compgen.export.artifact import eager_model
-        from compgen.export.graphs import deterministic
-        from compgen.export.torchscript import export_torchscript
-
         model = deterministic(eager_model(folder, manifest)[0])
         staged = _staged(target)
         try:
@@ -100,11 +98,6 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
     target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16-aoti")
 
     def build(staged: Path) -> None:
-        from compgen.export.artifact import eager_model
-        from compgen.export.compiled import build_libraries, compile_error
-        from compgen.export.graphs import deterministic
-        from compgen.io import keep_torch_compiler_cache
-
         keep_torch_compiler_cache()  # again: torch's compiler may have been imported first
         try:
             build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width)
@@ -118,6 +111,8 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
 
 def int8_graphs(folder: Path) -> Path:
     """A folder holding ``folder``'s ONNX graphs with int8 weights (built once)."""
+    # start-up: the bf16 samplers (torch, cpp) load no ONNX Runtime (0.1 s with its
+    # quantization tools)
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

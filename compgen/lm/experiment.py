@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compgen.augment.geca import geca_augment, load_training, make_config
+from compgen.data.lm import LANGUAGES
 from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.lm import perplexity as ppl
@@ -46,8 +48,6 @@ def geca_preset(lang: str) -> str:
 
 def write_augmented_corpus(lang: str, path: Path, seed: int, data_dir=None) -> dict:
     """Run GECA on ``lm/<lang>`` and write original + synthesized sentences to ``path``."""
-    from compgen.augment.geca import geca_augment, load_training, make_config
-
     config = make_config(geca_preset(lang), {"seed": seed})
     config.validate()
     result = geca_augment(load_training(f"lm/{lang}", data_dir), config)
@@ -63,8 +63,6 @@ def write_augmented_corpus(lang: str, path: Path, seed: int, data_dir=None) -> d
 def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, order: int = 5,
                    augmented: str | Path | None = None, weights: dict[str, list[float]] | None = None,
                    discount_fallback: bool = False, data_dir=None, log=print) -> LmExperiment:
-    from compgen.data.lm import LANGUAGES
-
     if lang not in LANGUAGES:
         raise UserError(f"unknown LM corpus '{lang}' (valid: {', '.join(LANGUAGES)})")
     start = time.perf_counter()

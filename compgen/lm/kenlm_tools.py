@@ -21,8 +21,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from compgen.errors import SettingError, UserError
+from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
+from compgen.data.sources import embedded_text, resolve_data_dir
+from compgen.errors import SettingError, UserError, read_text
 from compgen.io import atomic_open, die_with_parent, user_cache
+from compgen.lm.scores import quiet_stderr
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
@@ -76,9 +79,6 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
         return path
     match = re.fullmatch(r"lm/(\w+)(?:/(\w+))?", str(corpus))
     if match:
-        from compgen.data.lm import LANGUAGES
-        from compgen.data.sources import resolve_data_dir
-
         lang, named_split = match.group(1), match.group(2) or split
         if lang not in LANGUAGES:
             raise UserError(f"unknown LM corpus '{corpus}' (valid: "
@@ -95,10 +95,6 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
 def _install_embedded(lang: str, split: str, path: Path) -> bool:
     """lmplz reads files: write the package's checksum-verified copy of an embedded corpus
     (kin) to where ``compgen data fetch lm`` would put it. False if there is none."""
-    from compgen.data.lm import EMBEDDED
-    from compgen.data.sources import embedded_text
-    from compgen.io import atomic_open
-
     if lang not in EMBEDDED:
         return False
     text = embedded_text(f"{lang}_{split}.txt", f"lm/{lang}/{split}.txt")
@@ -117,9 +113,6 @@ def corpus_sentences(path: Path) -> list[list[str]]:
     """The corpus as the scorer reads it (``compgen.data.lm.parse_corpus``: lines split on
     any Unicode line break, words on any Unicode whitespace, blank lines skipped); an
     empty or binary (not UTF-8) corpus is a UserError."""
-    from compgen.data.lm import parse_corpus
-    from compgen.errors import read_text
-
     return parse_corpus(read_text(path), str(path))
 
 
@@ -129,9 +122,8 @@ def max_supported_order() -> int:
     runner's query library's where it is installed. lmplz itself estimates any order."""
     global _MAX_ORDER
     if _MAX_ORDER is None:
+        # optional: kenlm's Python module builds from source and may be missing
         import kenlm
-
-        from compgen.lm.scores import quiet_stderr
 
         probe = 64
         header = "\\data\\\n" + "".join(f"ngram {k}=1\n" for k in range(1, probe + 1)) + "\n"

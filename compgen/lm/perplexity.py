@@ -30,8 +30,12 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 from compgen.errors import SettingError
+from compgen.io import atomic_open
+from compgen.lm.kenlm_tools import resolve_corpus
+from compgen.lm.scorer import NgramScorer
 from compgen.lm.scores import (  # noqa: F401  (re-exported: the module's public names)
     DEFAULT_WEIGHTS,
     LN10,
@@ -48,6 +52,7 @@ from compgen.lm.scores import (  # noqa: F401  (re-exported: the module's public
     read_sentences,
     score_corpus,
 )
+from compgen.lm.vocabulary import OovCounts
 
 # ---------------------------------------------------------------------------- t-test
 
@@ -165,8 +170,6 @@ def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
                settings: tuple[str | None, str | None] = ("base", "aug")):
     """Scores of both models on every corpus over one vocabulary, the base model's
     (see ``vocabulary.py``): (base scores, mapped aug scores, split -> OovCounts)."""
-    from compgen.lm.scorer import NgramScorer
-
     scorer = NgramScorer(base_path, aug_path, settings=settings)
     base_scores, aug_scores, oov = {}, {}, {}
     for split, path in corpora.items():
@@ -177,8 +180,6 @@ def score_pair(base_path, aug_path, corpora: dict[str, str | os.PathLike],
 
 def score_splits(model_path, corpora: dict[str, str | os.PathLike], setting: str
                  ) -> dict[str, CorpusScores]:
-    from compgen.lm.scorer import NgramScorer
-
     scorer = NgramScorer(model_path, settings=(setting, setting))
     return {split: scorer.corpus_scores(read_sentences(path))[0]
             for split, path in corpora.items()}
@@ -189,8 +190,6 @@ def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.Pat
              mode: str = "token", data_dir=None) -> LmEval:
     """Perplexity of ``base`` (and its interpolation with ``aug`` for every weight) on the
     validation and test corpora (files, or ``lm/<lang>`` = that corpus's val/test split)."""
-    from compgen.lm.kenlm_tools import resolve_corpus
-
     if mode not in MIXES:
         raise SettingError(f"`mix` must be one of {', '.join(MIXES)} (got {mode!r})")
     corpora = {"val": resolve_corpus(val, "val", data_dir), "test": resolve_corpus(test, "test", data_dir)}
@@ -206,8 +205,6 @@ def evaluate(base: str | os.PathLike, val: str | os.PathLike, test: str | os.Pat
 
 
 def _base_oov(scores: CorpusScores):
-    from compgen.lm.vocabulary import OovCounts
-
     return OovCounts(scores.n_tokens, int(scores.oov.sum()), 0, 1)
 
 
@@ -240,10 +237,6 @@ def rows_markdown(rows: list[dict], columns=COLUMNS) -> str:
 def write_rows(rows: list[dict], csv: str | os.PathLike | None = None,
                markdown: str | os.PathLike | None = None, header: str = "") -> None:
     """Write the rows as CSV and/or Markdown (atomically)."""
-    import polars as pl
-
-    from compgen.io import atomic_open
-
     if csv:
         frame = pl.DataFrame([{c: row[c] for c in COLUMNS} for row in rows])
         with atomic_open(csv, "w", encoding="utf-8") as out:

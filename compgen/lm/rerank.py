@@ -26,6 +26,7 @@ from pathlib import Path
 from compgen.decoding.contract import rank_key
 from compgen.errors import SettingError
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
+from compgen.lm.scores import read_sentences
 
 RERANKS = ("model", "lm", "sum")
 
@@ -146,7 +147,7 @@ class LmRanking:
 def validation_sentences(val: str, side: str, data_dir=None) -> list[str]:
     """--lm-val: a corpus file (one sentence per line, ``.txt``) or data whose ``side`` of
     the pairs is read (a data set's train split, a data file, a samples TSV)."""
-    from compgen.lm.scores import read_sentences
+    # start-up: the GECA package loads only to build a side corpus
     from compgen.lm.side_corpus import training_pairs
 
     if Path(val).suffix == ".txt":

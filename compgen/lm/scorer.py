@@ -22,6 +22,7 @@ import numpy as np
 
 from compgen.errors import SettingError, UserError
 from compgen.lm import scores as lm_scores
+from compgen.lm.vocabulary import map_to_base_vocabulary, model_vocabulary
 
 LN10 = math.log(10.0)
 
@@ -42,8 +43,6 @@ class NgramScorer:
     def __init__(self, base: str | os.PathLike, aug: str | os.PathLike | None = None,
                  mix: str = "token", weight: float | None = None,
                  settings: tuple[str | None, str | None] = ("lm", "lm")):
-        from compgen.lm.vocabulary import model_vocabulary
-
         if mix not in lm_scores.MIXES:
             raise SettingError(f"`mix` must be one of {', '.join(lm_scores.MIXES)} (got {mix!r})")
         self.base_path, self.aug_path, self.mix = Path(base), aug and Path(aug), mix
@@ -89,8 +88,6 @@ class NgramScorer:
     def corpus_scores(self, sentences: list[str]):
         """(base CorpusScores, aug CorpusScores mapped onto the base vocabulary or None,
         OovCounts or None) of space-joined sentences."""
-        from compgen.lm.vocabulary import map_to_base_vocabulary
-
         base = lm_scores.score_corpus(self.base, sentences)
         if self.aug is None:
             return base, None, None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.lm import parse_corpus
 from compgen.errors import SettingError, UserError, read_text
 
 LN10 = math.log(10.0)
@@ -34,6 +35,7 @@ def model_name(path, setting: str | None = None) -> str:
 def load_model(path: str | os.PathLike, setting: str | None = None):
     """A ``kenlm.Model`` (ARPA or binary), or a SettingError naming the file (and the
     ``setting`` that gave it)."""
+    # optional: kenlm's Python module builds from source and may be missing
     import kenlm
 
     path = Path(path)
@@ -85,8 +87,6 @@ def quiet_stderr():
 
 def read_sentences(path: str | os.PathLike) -> list[str]:
     """Sentences of a corpus file, tokens joined by single spaces."""
-    from compgen.data.lm import parse_corpus
-
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")

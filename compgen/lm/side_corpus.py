@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from compgen.augment.geca import geca_augment, load_training, make_config
 from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.lm.scorer import SIDES, side_text
@@ -15,8 +16,6 @@ from compgen.lm.scorer import SIDES, side_text
 def training_pairs(data: str, data_dir=None) -> list[tuple[list[str], list[str]]]:
     """(x, y) pairs: the train split of a named data set, every row of a data file, or
     the rows of a samples TSV."""
-    from compgen.augment.geca import load_training
-
     table = load_training(data, data_dir)
     return list(zip(table["x"].to_list(), table["y"].to_list()))
 
@@ -31,8 +30,6 @@ def write_side_corpus(data: str, side: str, path: str | os.PathLike,
     pairs = training_pairs(data, data_dir)
     synthetic: list = []
     if geca:
-        from compgen.augment.geca import geca_augment, load_training, make_config
-
         config = make_config(geca, {"seed": seed}, data=data)
         config.validate()
         result = geca_augment(load_training(data, data_dir), config)

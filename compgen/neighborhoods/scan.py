@@ -3,16 +3,20 @@ entry point :func:`scan_neighborhood`."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from compgen.data.sources import default_cache_dir
+from compgen.io import atomic_open
 from compgen.neighborhoods.bitmasks import encode_sets, popcount, setdiff_strings
 from compgen.neighborhoods.random_keys import hash_keys, smallest_keys
 from compgen.neighborhoods.similarity import BLOCK, SIM, edit_distances, is_close
 from compgen.neighborhoods.triples import TRIPLE_SCHEMA, generative_datum, make_triples
+from compgen.system.memory import check_headroom
 
 FIRST_LONG_SHORT = 5  # first prototypes per datum (jump; config max_cnt_nb)
 CAP_LONG_SHORT = 3  # second-prototype cap of the jump procedure (see the counter quirk)
@@ -208,12 +212,6 @@ def scan_neighborhood(
     or :func:`compgen.data.sources.default_cache_dir`), keyed by a hash of the data,
     the procedure, ``part`` and ``seed``; ``use_cache=False`` always recomputes.
     """
-    import hashlib
-
-    from compgen.data.sources import default_cache_dir
-    from compgen.io import atomic_open
-    from compgen.system.memory import check_headroom
-
     if part not in ("train", "test"):
         raise ValueError(f"part must be 'train' or 'test', not {part!r}")
     trn = unique_generative_data(table, "train")

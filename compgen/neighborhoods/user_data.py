@@ -15,7 +15,8 @@ import os
 import numpy as np
 import polars as pl
 
-from compgen.data.resample import rare_tokens
+from compgen.data import load_dataset
+from compgen.data.resample import SampleFilter, any_token_rule, rare_tokens
 from compgen.data.table import make_table
 from compgen.errors import UserError
 from compgen.neighborhoods.generic import generic_omega, prototype_lengths
@@ -37,8 +38,6 @@ def has_snapshot(config: dict) -> bool:
 def read_user_pairs(data: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
     """The training rows of a user data set (file or folder): the one place generators
     read the user's data, so a new reader only changes this function."""
-    from compgen.data import load_dataset
-
     table = load_dataset(data, data_dir)
     if "train" in table["split"].unique().to_list():
         table = table.filter(pl.col("split") == "train")
@@ -80,7 +79,6 @@ def training_table(config: dict, data_dir=None) -> pl.DataFrame:
     them, else the named data set (SCAN, SIGMORPHON: read from ``data_dir``)."""
     if has_snapshot(config):
         return snapshot_table(config)
-    from compgen.data import load_dataset
 
     return load_dataset(config["data"], data_dir)
 
@@ -141,8 +139,6 @@ def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
     """The acceptance test for user data: well formed, unique, known tokens, novel
     (neither input nor output seen in training; the preset's ``novel`` turns it off)
     and, with ``--resample rare``, holding a rare token (``rare_choice``)."""
-    from compgen.data.resample import SampleFilter, any_token_rule
-
     if resample not in ("none", "rare"):
         raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
     rule = any_token_rule(rare_choice(config, rare, train)) if resample == "rare" else None

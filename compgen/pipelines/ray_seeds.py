@@ -3,8 +3,10 @@ task; the results table is merged on the driver, in seed order."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
+from compgen.pipelines.runs import find_run, merge_results, run_one
 from compgen.sampling.backends.ray import actor_gpus
 from compgen.system.ray_cluster import start_ray
 
@@ -12,10 +14,6 @@ from compgen.system.ray_cluster import start_ray
 def run_seeds(name: str, seeds: list[int], opts, address: str | None = None) -> list[dict]:
     """``compgen pipeline NAME --seeds ... --ray``: every seed as one Ray task (one CPU);
     results are merged into the table as tasks finish, in seed order."""
-    import dataclasses
-
-    from compgen.pipelines.runs import find_run, merge_results, run_one
-
     run = find_run(name)
     ray = start_ray(address, min(len(seeds), os.cpu_count() or 1))
     gpus = actor_gpus(ray, opts.device or "cpu", len(seeds))

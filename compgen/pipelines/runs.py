@@ -33,14 +33,23 @@ docs/results.md), or the reference sizes with ``size="reference"``.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
+import torch
 
+from compgen.augment.csl.dataset import csl_augment_dataset
+from compgen.augment.geca import augment_file, make_config
+from compgen.data import load_dataset
+from compgen.device import resolve_device
 from compgen.errors import SettingError, UserError
+from compgen.evaluation.direct_inference import evaluate_direct
+from compgen.evaluation.evaluate import evaluate_predictor, write_results
+from compgen.export.kinds import export_checkpoint
 from compgen.io import atomic_open
 from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path: re-exported)
     Timer,
@@ -48,7 +57,12 @@ from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path
     record_settings,
     settings_path,
 )
-from compgen.sampling.options import NO_ROUND_CAP
+from compgen.sampling.collection import NoSamples, check_sig_rare, scan_quality
+from compgen.sampling.options import NO_ROUND_CAP, SampleOptions
+from compgen.sampling.run import sample
+from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
+from compgen.training.generator import train_generator
+from compgen.training.predictor import read_predictor, train_predictor
 
 SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
 SIG_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -250,8 +264,6 @@ def resolved_options(run: Run, opts: PipelineOptions) -> PipelineOptions:
 
 
 def _finished_generator(path: Path, max_steps: int | None, epochs: int | None) -> bool:
-    from compgen.training.checkpoint import load_checkpoint
-
     if not path.is_file():
         return False
     state = load_checkpoint(path, kind="recombine").train_state
@@ -267,8 +279,6 @@ GENERATOR_OUTPUTS = ("samples.tsv", "samples.quality.json", "exported", "predict
 
 
 def _finished_predictor(path: Path) -> bool:
-    from compgen.training.predictor import read_predictor
-
     return path.is_file() and "state" not in read_predictor(path).train_state
 
 
@@ -281,8 +291,6 @@ def _predictor_p_aug(run: Run, augmented: bool, opts: PipelineOptions) -> float:
 
 def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> None:
     """A predictor (finished or not) trained with another p_aug is stale, with its metrics."""
-    from compgen.training.predictor import read_predictor
-
     if not path.is_file():
         return
     trained_with = read_predictor(path).config.get("run", {}).get("p_aug")
@@ -297,8 +305,6 @@ def _drop_predictor_of_other_p_aug(path: Path, p_aug: float, timer: Timer) -> No
 def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
                    timer: Timer) -> Path:
     """Train (or resume) the run's generator; returns the checkpoint path."""
-    from compgen.training.generator import train_generator
-
     path = folder / "generator.pt"
     preset = opts.generator_preset or presets(run, opts.size)[0]
     settings = {"--generator-config": preset}
@@ -321,8 +327,6 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
 def generator_config(run: Run, seed: int, opts: PipelineOptions) -> dict:
     """The config the run's generator is trained with (its [sample] table: the sampling
     defaults)."""
-    from compgen.training.checkpoint import apply_overrides, load_preset
-
     preset = opts.generator_preset or presets(run, opts.size)[0]
     overrides = {**run.generator, "train.seed": seed, "train.threads": opts.threads,
                  "train.epochs": opts.generator_epochs}
@@ -331,8 +335,6 @@ def generator_config(run: Run, seed: int, opts: PipelineOptions) -> dict:
 
 def _remove_stale(folder: Path, timer: Timer) -> None:
     """Before the generator trains (on): drop what an earlier generator produced."""
-    import shutil
-
     for name in GENERATOR_OUTPUTS:
         stale = folder / name
         if stale.is_dir():
@@ -345,8 +347,6 @@ def _remove_stale(folder: Path, timer: Timer) -> None:
 def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: PipelineOptions,
                  timer: Timer) -> Path:
     """Sample the generator (eager or through its ONNX export) into ``samples.tsv``."""
-    from compgen.sampling.collection import NoSamples, scan_quality
-
     opts = resolved_options(run, opts)
     path = folder / "samples.tsv"
     settings = {"--n": opts.samples, "--nsamples": opts.nsamples, "--max-rounds": opts.max_rounds,
@@ -402,13 +402,8 @@ def sampling_request(run: Run, opts: PipelineOptions) -> tuple[int | None, dict]
 def _sample(run: Run, generator: Path, samples: int | None, seed: int, folder: Path,
             path: Path, opts: PipelineOptions, asked: dict):
     """Sample with the run's backend: eager, or through the generator's export."""
-    from compgen.sampling.options import SampleOptions
-    from compgen.sampling.run import sample
-
     source = generator
     if opts.backend in ("onnx", "torchscript", "cpp"):
-        from compgen.export.kinds import export_checkpoint
-
         source = folder / "exported"
         if not (source / "manifest.json").is_file():
             export_checkpoint(generator, source, data_dir=opts.data_dir, log=opts.log)
@@ -422,8 +417,6 @@ def _sample(run: Run, generator: Path, samples: int | None, seed: int, folder: P
 
 
 def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
-    from compgen.augment.geca import augment_file, make_config
-
     path = folder / "augment.tsv"
     if path.is_file():
         return path
@@ -438,8 +431,6 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
 def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
     """CSL's samples (``augment.tsv``), the grammar (``grammar.txt``) and a summary with
     the samples' quality (``augment.quality.json``)."""
-    from compgen.augment.csl.dataset import csl_augment_dataset
-
     path = folder / "augment.tsv"
     settings = {"--csl-temperature": opts.csl_temperature}
     check_settings(path, settings, run, seed)
@@ -463,8 +454,6 @@ def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Ti
 
 def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
                    opts: PipelineOptions, timer: Timer) -> Path:
-    from compgen.training.predictor import train_predictor
-
     path = folder / "predictor.pt"
     p_aug = _predictor_p_aug(run, augment is not None, opts)
     _drop_predictor_of_other_p_aug(path, p_aug, timer)
@@ -495,13 +484,8 @@ def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineO
         return pl.read_csv(path).to_dicts()
     tic = time.perf_counter()
     if run.augment == "direct":
-        from compgen.evaluation.direct_inference import evaluate_direct
-
         rows = evaluate_direct(model, data_dir=opts.data_dir, limit=opts.direct_limit)
     else:
-        from compgen.device import resolve_device
-        from compgen.evaluation.evaluate import evaluate_predictor
-
         rows = evaluate_predictor(model, data_dir=opts.data_dir,
                                   device=resolve_device(opts.device))
     timer.record("evaluate", time.perf_counter() - tic)
@@ -516,8 +500,6 @@ def evaluate_run(run: Run, seed: int, model: Path, folder: Path, opts: PipelineO
 
 def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
     """All steps of one (run, seed); returns its metric rows."""
-    import torch
-
     opts = resolved_options(run, opts)
     if opts.threads:
         torch.set_num_threads(opts.threads)
@@ -542,8 +524,6 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
 def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
     """Add ``rows`` to ``<root>/results.csv``, replacing earlier rows of the same
     (run, seed); rewrite the summary and Markdown tables."""
-    from compgen.evaluation.evaluate import write_results
-
     path = root / "results.csv"
     new = pl.DataFrame(rows)
     if path.is_file():
@@ -580,8 +560,6 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     if opts.rare is not None:  # a tag the data lack would fail only after training
         if run.sample.get("resample") != "rare" or run.task != "morphology":
             raise SettingError(f"`rare`: {name} is not a SIGMORPHON row with resampling")
-        from compgen.data import load_dataset
-        from compgen.sampling.collection import check_sig_rare
 
         data = run.data_for(seeds[0])
         check_sig_rare(opts.rare, load_dataset(data, opts.data_dir), data)

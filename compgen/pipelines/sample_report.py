@@ -19,6 +19,9 @@ from pathlib import Path
 import polars as pl
 
 from compgen.errors import SettingError
+from compgen.export.artifact import load_manifest
+from compgen.neighborhoods.user_data import has_snapshot, rare_choice, snapshot_table
+from compgen.sampling.run import shipped_training_table
 
 ORACLE_TIMEOUT_S = 600
 
@@ -60,16 +63,12 @@ def run_oracle(oracle: str, pairs: Sequence[tuple[Sequence[str], Sequence[str]]]
 def generator_training(source: Path) -> tuple[dict, pl.DataFrame | None]:
     """(config, training pairs table or None) of a checkpoint or export folder; the table
     only for generators trained on user data (the pairs they carry)."""
-    from compgen.neighborhoods.user_data import has_snapshot, snapshot_table
-
     source = Path(source)
     if source.is_dir():
-        from compgen.export.artifact import load_manifest
-        from compgen.sampling.run import shipped_training_table
-
         config = load_manifest(source).get("config", {})
         table = shipped_training_table(source) if has_snapshot(config) else None
         return config, table
+    # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.training.checkpoint import load_checkpoint
 
     config = load_checkpoint(source, kind="recombine").config
@@ -91,8 +90,6 @@ def user_sample_report(source: Path, pairs: Sequence[tuple[Sequence[str], Sequen
                        rare: str | None = None, oracle: str | None = None) -> dict | None:
     """Counts and shares of unique, novel, rare-holding and (with ``oracle``) correct
     samples; None unless ``source`` is a generator trained on user data."""
-    from compgen.neighborhoods.user_data import rare_choice
-
     config, table = generator_training(source)
     if table is None:
         return None

@@ -14,17 +14,45 @@ an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from compgen.augment.stem_corrupt.corrupt import StemCorruptConfig
+import torch
+
+from compgen.augment.selection import LOSS_STRATEGIES, check_strategy, select
+from compgen.augment.stem_corrupt.corrupt import (
+    StemCorruptConfig,
+    language_file,
+    read_triples,
+    stem_corrupt_pool,
+    write_triples,
+)
 from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-from compgen.errors import SettingError, UserError
+from compgen.data.lemma_split import lemma_split_test
+from compgen.data.sources import resolve_data_dir
+from compgen.device import resolve_device
+from compgen.errors import SettingError, UserError, read_text
+from compgen.io import atomic_open
 from compgen.models.inflection import InflectionConfig
+from compgen.pipelines.stem_corrupt_report import accuracy_figure, markdown, tag_figure
+from compgen.sampling.backends.onnx_inflection import (
+    load_exported_inflection,
+    onnx_beam_search,
+)
+from compgen.system.cache import digest
+from compgen.training.inflection import (
+    InflectionModel,
+    load_inflection,
+    predict,
+    train_inflection,
+    uncertainty,
+)
 from compgen.training.inflection_config import InflectionTrainConfig
 
 Triple = tuple[str, str, str]
@@ -48,9 +76,6 @@ class StemCorruptRunOptions(StemCorruptRunConfig):
 
 
 def gold_and_dev(lang: str, data_dir: Path | None = None) -> tuple[list[Triple], list[Triple]]:
-    from compgen.augment.stem_corrupt.corrupt import language_file, read_triples
-    from compgen.data.sources import resolve_data_dir
-
     root = resolve_data_dir(data_dir)
     return (read_triples(language_file(lang, "train-low", root)),
             read_triples(language_file(lang, "dev", root)))
@@ -61,18 +86,12 @@ SCORES_HEADER = "# compgen uncertainty scores "
 
 def scores_settings(rows: Sequence[Triple], scorer: Path | None, mode: str) -> dict:
     """What a pool's uncertainty scores depend on: the rows, the scorer's bytes, the mode."""
-    import hashlib
-
-    from compgen.system.cache import digest
-
     pool = hashlib.sha256("".join(f"{a}\t{b}\t{t}\n" for a, b, t in rows).encode()).hexdigest()
     return {"uncertainty": mode, "scorer": digest(scorer) if scorer is not None else None,
             "pool": pool, "rows": len(rows)}
 
 
 def _read_scores(cache: Path) -> tuple[dict | None, list[float]]:
-    from compgen.errors import read_text
-
     lines = read_text(cache).splitlines()
     settings = None
     if lines and lines[0].startswith(SCORES_HEADER):
@@ -100,9 +119,6 @@ def pool_scores(rows: Sequence[Triple], scorer: Path | None, cache: Path | None,
     scorer's digest, the uncertainty mode): a file computed otherwise is recomputed when
     the scorer is given and refused when it is not. ``scorer`` must be an inflection
     checkpoint even when the cache is used."""
-    from compgen.io import atomic_open
-    from compgen.training.inflection import load_inflection, uncertainty
-
     model = load_inflection(scorer) if scorer is not None else None
     wanted = scores_settings(rows, scorer, mode)
     if cache is not None and cache.is_file():
@@ -137,16 +153,10 @@ def _short(value) -> str:
 
 def select_rows(rows: Sequence[Triple], strategy: str, size: int,
                 nll: Sequence[float] | None, seed: int) -> list[Triple]:
-    from compgen.augment.selection import select
-
     return [rows[i] for i in select(strategy, [t for _, _, t in rows], size, nll, seed)]
 
 
 def test_rows(lang: str, test: str, data_dir: Path | None) -> list[Triple]:
-    from compgen.augment.stem_corrupt.corrupt import language_file, read_triples
-    from compgen.data.lemma_split import lemma_split_test
-    from compgen.data.sources import resolve_data_dir
-
     if test == "lemma-split":
         return lemma_split_test(lang, data_dir)
     if test == "test":
@@ -160,22 +170,10 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
                    device=None) -> dict:
     """Exact match of an inflection checkpoint or export folder on ``device`` (a
     ``compgen.device`` name or Device; default: ``--device``'s default, auto)."""
-    from compgen.device import resolve_device
-    from compgen.io import atomic_open
-    from compgen.training.inflection import load_inflection, predict
-
     device = resolve_device(device)
     rows = test_rows(lang, test, data_dir)
     start = time.perf_counter()
     if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
-        from functools import partial
-
-        from compgen.sampling.backends.onnx_inflection import (
-            load_exported_inflection,
-            onnx_beam_search,
-        )
-        from compgen.training.inflection import InflectionModel
-
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
         forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest["config"]), rows,
                            beam=beam, search=partial(onnx_beam_search, Path(model), device=device))
@@ -192,8 +190,6 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
            opts: StemCorruptRunOptions, lang: str) -> dict:
-    from compgen.training.inflection import train_inflection
-
     cfg = InflectionTrainConfig(updates=opts.updates, warmup=opts.warmup,
                                 validate_every=opts.validate_every, seed=seed, model=opts.model)
     cfg.validate()
@@ -202,8 +198,6 @@ def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
 
 def _result(lang: str, strategy: str, size: int, seed: int, model: Path, out: Path,
             opts: StemCorruptRunOptions, train_state: dict | None) -> dict:
-    from compgen.io import atomic_open
-
     if out.is_file():
         return json.loads(out.read_text())
     res = evaluate_model(model, lang, "lemma-split", opts.beam, opts.data_dir)
@@ -218,9 +212,6 @@ def _result(lang: str, strategy: str, size: int, seed: int, model: Path, out: Pa
 
 def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -> list[dict]:
     """Every (seed, strategy, size) of one language; returns the result rows."""
-    from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
-    from compgen.augment.stem_corrupt.corrupt import read_triples, stem_corrupt_pool, write_triples
-
     strategies = [check_strategy(s) for s in opts.strategies]
     if any(k < 1 for k in opts.sizes):
         raise SettingError("`sizes` must be >= 1")
@@ -272,10 +263,6 @@ def collect_results(root: Path) -> list[dict]:
 
 def write_report(root: Path) -> dict[str, Path]:
     """``stem-corrupt-results.md`` and the two kinds of PNG from every result under root."""
-    from compgen.augment.stem_corrupt.corrupt import read_triples
-    from compgen.io import atomic_open
-    from compgen.pipelines.stem_corrupt_report import accuracy_figure, markdown, tag_figure
-
     rows = collect_results(root)
     if not rows:
         raise UserError(f"{root}: no STEM-CORRUPT results yet")
@@ -300,10 +287,6 @@ def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: s
                       uncertainty: str | None = None) -> dict[str, Path]:
     """``compgen pipeline stem-corrupt-LANG``: parse the options, run, write the report
     (an option left None is the STEM-CORRUPT preset's)."""
-    import torch
-
-    from compgen.augment.selection import check_strategy
-
     lang = name.removeprefix("stem-corrupt-")
     given = {}
     if sizes is not None:

@@ -99,9 +99,11 @@ def markdown(rows: Sequence[dict]) -> str:
 
 
 def accuracy_figure(rows: Sequence[dict], out: Path) -> Path:
+    # start-up: matplotlib (over half a second) loads only to plot
     import matplotlib
 
     matplotlib.use("Agg")
+    # start-up: matplotlib (over half a second) loads only to plot
     import matplotlib.pyplot as plt
 
     stats = summary(rows)
@@ -129,9 +131,11 @@ def accuracy_figure(rows: Sequence[dict], out: Path) -> Path:
 
 def tag_figure(selections: dict[str, list[str]], out: Path, top: int = 10) -> Path:
     """``selections``: strategy -> the tag bundles of every selected row (all seeds)."""
+    # start-up: matplotlib (over half a second) loads only to plot
     import matplotlib
 
     matplotlib.use("Agg")
+    # start-up: matplotlib (over half a second) loads only to plot
     import matplotlib.pyplot as plt
 
     names = sorted(selections)

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+import polars as pl
+
+from compgen import neighborhoods as nb
+from compgen.data import load_dataset, select_split
+from compgen.data.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule
+from compgen.data.scan import load_scan_grammar, scan_sample_report
+from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import rank_key
 from compgen.errors import SettingError, UserError
+from compgen.neighborhoods.user_data import user_filter
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 class NoSamples(UserError):
@@ -185,23 +189,14 @@ def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
 
 def scan_rare_phrase(split: str, rare: str | None) -> str:
     """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
-    from compgen.data.resample import DEFAULT_SCAN_RARE
-
     return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
 
 
 def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):
     """The acceptance test of the checkpoint's task (novelty: SCAN only, by default)."""
-    import polars as pl
-
-    from compgen import neighborhoods as nb
-    from compgen.data.resample import SampleFilter, contains_rule, rare_tag_rule
-
     train = table.filter(pl.col("split") == "train")
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
     if config.get("data_snapshot") is not None:  # the user's own data
-        from compgen.neighborhoods.user_data import user_filter
-
         return user_filter(config, train, pairs, resample, rare)
     scan = config["data"].startswith("scan/")
     rule = None
@@ -222,10 +217,6 @@ def scan_quality(run: SampleRun, data_dir=None) -> dict | None:
     """For SCAN generators: how many samples are novel, use the split's held-out primitive
     (``jump`` for jump, else ``right``) in a command absent from training, and are correct
     SCAN pairs according to the full grammar. None for other data."""
-    from compgen.data import load_dataset, select_split
-    from compgen.data.scan import load_scan_grammar, scan_sample_report
-    from compgen.data.sources import resolve_data_dir
-
     if not run.data.startswith("scan/"):
         return None
     # an export's run carries the training pairs it shipped: no second reading of the set

@@ -26,6 +26,7 @@ import polars as pl
 import torch
 from torch import Tensor
 
+from compgen import neighborhoods as nb
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import (
     BEAM_WIDTH,
@@ -36,7 +37,10 @@ from compgen.decoding.contract import (
 )
 from compgen.decoding.search import BeamSearch, decode, search_for
 from compgen.errors import SettingError
+from compgen.io import write_samples_tsv
+from compgen.lm.rerank import sample_columns
 from compgen.models.recombine import StepWeights, collate_prototypes
+from compgen.neighborhoods.user_data import has_snapshot, training_table, user_prototype_source
 from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
     NoSamples,
     Sample,
@@ -49,6 +53,7 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
     sig_rare_choice,
 )
 from compgen.sampling.options import MAX_ROUNDS, SampleOptions
+from compgen.training.checkpoint import checkpoint_config, load_generator
 
 
 def banned_mask(vocab_size: int, first: bool) -> Tensor:
@@ -200,9 +205,6 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
     contain every word of the rare phrase between them; ``prototype_cut`` (SCAN) is the
     length cut of its prototypes, ``mean`` (the reference's code), ``mean+std`` (the
     paper's text) or ``none`` (any length)."""
-    from compgen import neighborhoods as nb
-    from compgen.neighborhoods.user_data import has_snapshot, user_prototype_source
-
     if has_snapshot(config):  # the user's own data: Omega from the recorded pairs
         return user_prototype_source(config, table, nproto, seed, resample, rare,
                                      rare_prototypes, prototype_cut)
@@ -246,10 +248,6 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     before the weights load; ``test_dropout`` overrides the checkpoint's ``outdrop_test``
     (dropout on the decoder state while sampling, the scan reference's source of
     diversity)."""
-    from compgen.io import write_samples_tsv
-    from compgen.neighborhoods.user_data import has_snapshot, training_table
-    from compgen.training.checkpoint import checkpoint_config, load_generator
-
     if options is None:
         preset = (loaded[2] if loaded else checkpoint_config(checkpoint, "recombine"))
         options = SampleOptions(preset.get("sample", {}), n=n, **{"device": "cpu", **asked})
@@ -280,8 +278,6 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
                               tally=tally)
     seconds = time.perf_counter() - start
     if out is not None:
-        from compgen.lm.rerank import sample_columns
-
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"],
                      decoded=tally.decoded, device=options.device)

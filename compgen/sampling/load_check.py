@@ -11,8 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.vocab import EOS_ID, PAD_ID
+from compgen.decoding.contract import Contract, prior_z
+from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
-from compgen.export.artifact import TOLERANCE, load_torchscript
+from compgen.export.artifact import TOLERANCE, load_torchscript, read_prototypes
 
 CHECK_SETS = 4
 BACKENDS = ("torchscript", "onnx")
@@ -20,6 +23,7 @@ BACKENDS = ("torchscript", "onnx")
 
 def finite_weights(model, source) -> None:
     """Refuse a model with NaN or infinite weights (it would export as 'validated')."""
+    # start-up: `compgen sample --backend onnx` loads no torch
     import torch
 
     for name, tensor in model.state_dict().items():
@@ -31,9 +35,8 @@ def finite_weights(model, source) -> None:
 def pad_tuples(tuples: list, nproto: int, batch: int, width: int = 0):
     """Formatted prototype id tuples -> ``(B, K, T)`` (``(B, 0, 1)`` without prototypes);
     T = ``width`` (the contract's prototype width), else the longest prototype."""
+    # start-up: `compgen sample --backend onnx` loads no torch
     import torch
-
-    from compgen.data.vocab import PAD_ID
 
     if nproto == 0:
         return torch.zeros((batch, 0, 1), dtype=torch.long)
@@ -66,10 +69,8 @@ def run(folder: Path, what: str, call):
 def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
     """{backend: [(tokens, summed log-prob)] per check tuple}: the first ``CHECK_SETS``
     tuples of prototypes.txt with the prior's latent for seed 0, decoded greedily."""
-    from compgen.data.vocab import EOS_ID
-    from compgen.decoding.contract import Contract, prior_z
-    from compgen.decoding.search import GreedySearch, decode
-    from compgen.export.artifact import read_prototypes
+    # start-up: `compgen sample --backend cpp` loads no ONNX backend
+    # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.sampling.backends.onnx import OnnxGenerator
     from compgen.sampling.backends.torchscript import TorchScriptGenerator
 

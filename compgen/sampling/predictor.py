@@ -22,6 +22,7 @@ from compgen.models.seq2seq import PredictorStepper, predict_sources, search_row
 from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
 from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 from compgen.sampling.verify import check_predictor_backends
+from compgen.training.predictor import load_predictor
 
 BACKENDS = ("onnx", "torchscript", "torch")
 
@@ -40,8 +41,6 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
         if backend == "torchscript":
             stepper = TorchScriptPredictor(load_torchscript(folder / "model.ts", device), device)
         else:
-            from compgen.training.predictor import load_predictor
-
             stepper = PredictorStepper(load_predictor(folder / "predictor.pt")[0].to(device.torch))
     else:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")

@@ -20,12 +20,17 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from compgen.data.resample import is_tag, split_morph
+from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device
 from compgen.errors import SettingError, UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
+from compgen.io import parse_samples_tsv, write_samples_tsv
+from compgen.lm.rerank import sample_columns
+from compgen.neighborhoods.user_data import export_prototype_options
 from compgen.sampling.collection import (
     NoSamples,
     Sample,
@@ -71,20 +76,24 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
                            f"or torch (not `backend` {backend} `precision` {precision}); or "
                            "`device` cpu")
     if backend == "onnx":
+        # start-up: `compgen sample --backend cpp` loads no ONNX backend
         from compgen.sampling.backends.onnx import OnnxGenerator
 
         onnx = OnnxGenerator(folder, manifest, threads, precision, device)
         return onnx.stepper, onnx.where
     if backend == "torchscript":
+        # start-up: `compgen sample --backend onnx` loads no torch
         from compgen.sampling.backends.torchscript import TorchScriptGenerator
 
         return (TorchScriptGenerator(folder, manifest, threads, precision, device).stepper,
                 str(device))
     if backend == "torch" and precision == "bf16":
+        # start-up: `compgen sample --backend onnx` loads no torch
         from compgen.sampling.backends.compiled import CompiledBf16Generator
 
         return CompiledBf16Generator(folder, manifest, threads).stepper, str(device)
     if backend == "torch":
+        # start-up: `compgen sample --backend onnx` loads no torch
         import torch
 
         from compgen.export.graphs import deterministic
@@ -129,10 +138,6 @@ class ExportDecoder:
 
 def shipped_training_table(folder: Path) -> pl.DataFrame:
     """The training pairs shipped in an export, as the filters read a data set."""
-    from compgen.data.resample import split_morph
-    from compgen.data.table import make_table, token_lists
-    from compgen.io import parse_samples_tsv
-
     path = folder / TRAINING_PAIRS
     if not path.is_file():
         raise UserError(f"{path}: missing; this export predates the shipped training pairs, "
@@ -150,6 +155,7 @@ def source_config(source) -> dict:
     source = Path(source)
     if source.is_dir():
         return load_manifest(source)["config"]
+    # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.training.checkpoint import checkpoint_config
 
     return checkpoint_config(source, kind="recombine")
@@ -180,6 +186,7 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
                              decoder_factory=decoder_factory, tally=tally)
     if decoder_factory is not None:
         raise SettingError(f"`ray` samples an export folder: first run 'compgen export {source}'")
+    # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.sampling import eager
 
     return eager.sample_generator(source, options=options, out=out, data_dir=data_dir, log=log,
@@ -208,8 +215,6 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
     (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
     ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``)."""
-    from compgen.io import write_samples_tsv
-
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
@@ -220,7 +225,6 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     config = manifest["config"]
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
-    from compgen.neighborhoods.user_data import export_prototype_options
 
     drawn_with = export_prototype_options(config).get("prototype_cut", "mean")
     if options.prototype_cut != drawn_with:
@@ -263,8 +267,6 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
         decode_seconds = getattr(decode_rows, "seconds", None)
         where = getattr(decode_rows, "where", None)
     if out is not None and backend != "cpp":
-        from compgen.lm.rerank import sample_columns
-
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
@@ -306,6 +308,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
     scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
     spent decoding."""
+    # start-up: `compgen sample --backend onnx` loads no C++ runner code
     from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
 
     accept_lines = filter_spec(filt, vocab)
@@ -315,6 +318,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     model = compiled = None
     if options.precision == "bf16":
+        # start-up: `compgen sample --backend onnx` loads no torch
         from compgen.export.reduced import bf16_libraries, bf16_sampler
 
         model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)
@@ -345,8 +349,6 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
 
 def read_scored_samples(text: str, source: str) -> list[Sample]:
     """Samples of a samples TSV with its logprob (and lm_logprob) columns."""
-    from compgen.io import parse_samples_tsv
-
     pairs = parse_samples_tsv(text, source)
     scores = [[float(v) for v in line.split("\t")[2:]] for line in text.splitlines()
               if line.strip() and not line.startswith("#")]
@@ -356,8 +358,6 @@ def read_scored_samples(text: str, source: str) -> list[Sample]:
 
 def filter_spec(filt, vocab: Vocab) -> dict:
     """A ``SampleFilter`` as the runner's job lines (token ids instead of strings)."""
-    from compgen.data.resample import is_tag
-
     spec = {"novel": int(filt.novel), "morphology": int(filt.train_tags is not None)}
     ids = vocab.index
     if filt.train_tags is not None:

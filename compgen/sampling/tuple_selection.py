@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError, UserError, read_text
 
 DETERMINISTIC = ("greedy", "beam")
 PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps
@@ -74,8 +74,6 @@ def read_prototype_array(path: Path, nproto: int, width: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _read_prototype_array(path: str, nproto: int, width: int, size: int, mtime: int) -> np.ndarray:
-    from compgen.errors import read_text
-
     lines = read_text(Path(path)).splitlines()
     if not lines:
         raise UserError(f"{path}: no prototypes")

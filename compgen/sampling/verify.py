@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.vocab import EOS_ID
 from compgen.errors import UserError
 from compgen.export.artifact import TOLERANCE, load_torchscript
 from compgen.io import atomic_open
@@ -86,14 +87,14 @@ def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> No
 
 
 def check_predictor_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
-    from compgen.data.vocab import EOS_ID
+    # start-up: `compgen sample --backend onnx` loads no torch
+    # start-up: a generator's check loads no predictor backend
+    from compgen.models.seq2seq import collate, run_greedy
     from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
     from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
 
     max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
     # inputs of ordinary tokens (ids after the specials), of a few lengths
-    from compgen.models.seq2seq import collate, run_greedy
-
     rng = np.random.default_rng(0)
     inputs = [rng.integers(6, vocab_size, n).tolist() for n in (2, 4, 6, 8)[:CHECK_SETS]]
     source = collate(inputs, max_len).numpy()

@@ -13,17 +13,21 @@ import platform
 import sys
 from pathlib import Path
 
+import numpy as np
+import torch
+
+from compgen import __version__
+from compgen.device import DEVICE_ENV, resolve_device
+from compgen.errors import UserError
+from compgen.lm.kenlm_tools import find_kenlm_binaries
+from compgen.system.precision import cpu_flags
+
 # CPU flags that decide which kernels torch, ONNX Runtime and the compiled loops use
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16",
              "amx_int8", "avx_vnni", "avx_ne_convert")
 
 
 def report() -> dict:
-    import torch
-
-    from compgen import __version__
-    from compgen.device import DEVICE_ENV, resolve_device
-
     return {
         "compgen": __version__,
         "python": {"version": platform.python_version(), "executable": sys.executable},
@@ -40,8 +44,6 @@ def report() -> dict:
 
 
 def _gpus() -> list[dict]:
-    import torch
-
     if not torch.cuda.is_available():
         return []
     gpus = []
@@ -64,6 +66,7 @@ def _package(*names: str) -> str | None:
 
 def _onnxruntime() -> dict:
     try:
+        # optional: the report says whether onnxruntime loads
         import onnxruntime as ort
     except ImportError as exc:
         return {"version": None, "error": str(exc)}
@@ -76,6 +79,7 @@ def _onnxruntime() -> dict:
 
 def _tiny_model() -> bytes:
     """y = x + x over a float vector: a graph every provider has a kernel for."""
+    # optional: the report works without onnx
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
@@ -109,8 +113,6 @@ def _silenced():
 
 def _try_provider(ort, provider: str) -> str:
     """"ok" when a session on ``provider`` is made and keeps it, else why not."""
-    import numpy as np
-
     options = ort.SessionOptions()
     options.log_severity_level = 4
     try:
@@ -126,11 +128,10 @@ def _try_provider(ort, provider: str) -> str:
 def _kenlm() -> dict:
     out: dict = {"module": _package("kenlm")}
     try:
+        # optional: kenlm's Python module builds from source and may be missing
         import kenlm  # noqa: F401
     except ImportError as exc:
         out["module"] = f"missing ({exc})"
-    from compgen.errors import UserError
-    from compgen.lm.kenlm_tools import find_kenlm_binaries
 
     try:
         out["lmplz"] = str(find_kenlm_binaries()[0])
@@ -140,8 +141,6 @@ def _kenlm() -> dict:
 
 
 def _cpu() -> dict:
-    from compgen.system.precision import cpu_flags
-
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:

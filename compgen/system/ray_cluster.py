@@ -4,15 +4,19 @@ that runs Ray tasks (GECA's partitions, sampling, pipeline seeds)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 from pathlib import Path
 
 from compgen.errors import UserError
+from compgen.io import quiet_native_stderr
 
 
 def import_ray():
     try:
+        # optional: ray is an extra (compgen[ray])
         import ray
     except ImportError:
         raise UserError("--ray needs the ray package: pip install 'compgen[ray]'") from None
@@ -30,8 +34,6 @@ def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
     """A UserError unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
     and answers as a gRPC server within ``timeout`` seconds: Ray itself retries an
     unreachable head for minutes, and one that is some other server for half a minute."""
-    import socket
-
     if not address or address in ("auto", "local"):
         return
     host, _, port = address.split("://", 1)[-1].rpartition(":")
@@ -83,9 +85,6 @@ def start_ray(address: str | None, workers: int):
         logging.ERROR)
     if not ray.is_initialized():
         kwargs = {"num_cpus": workers} if not address else {}
-        import contextlib
-
-        from compgen.io import quiet_native_stderr
 
         # connecting, Ray's C++ client logs every retry straight to fd 2
         quiet = quiet_native_stderr() if address else contextlib.nullcontext()

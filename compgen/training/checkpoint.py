@@ -14,19 +14,29 @@ run leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import safetensors.torch
 import torch
+from safetensors import SafetensorError
 
+from compgen.augment.csl.presets import SECTIONS as CSL_SECTIONS
 from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_section
-from compgen.data.vocab import Vocab
+from compgen.data.vocab import SPECIALS, Vocab
 from compgen.device import cpu_copy
 from compgen.errors import UserError
 from compgen.io import atomic_open
+from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
+from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
+from compgen.models.recombine import Recombine, RecombineConfig
+from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
 from compgen.sampling.options import RUN_ONLY, SampleOptions
+from compgen.training.stem_corrupt_preset import SECTIONS as STEM_CORRUPT_SECTIONS
 
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
 FORMAT = "compgen-checkpoint-1"
@@ -57,20 +67,13 @@ def load_preset(name_or_path: str) -> dict:
 
 def preset_sections(kind: str) -> dict[str, type]:
     """Section name -> the dataclass that section is read into, for a preset ``kind``."""
-    from compgen.models.recombine import RecombineConfig
-    from compgen.models.seq2seq import Seq2SeqConfig
-
     if kind == "recombine":
         return {"model": RecombineConfig, "train": GeneratorTrainConfig, "sample": SampleOptions}
     if kind == "seq2seq":
         return {"model": Seq2SeqConfig, "train": PredictorTrainConfig}
-    if kind == "csl":   # compgen augment csl's presets (compgen.augment.csl.presets)
-        from compgen.augment.csl.presets import SECTIONS
-
-        return dict(SECTIONS)
-    if kind == "stem-corrupt":   # compgen.training.stem_corrupt_preset
-        from compgen.training.stem_corrupt_preset import SECTIONS as STEM_CORRUPT_SECTIONS
-
+    if kind == "csl":   # compgen augment csl's presets
+        return dict(CSL_SECTIONS)
+    if kind == "stem-corrupt":
         return dict(STEM_CORRUPT_SECTIONS)
     raise UserError(f"preset kind '{kind}' unknown (valid: recombine, seq2seq)")
 
@@ -152,8 +155,6 @@ def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, ki
                     train_state: dict | None = None) -> None:
     """Write a self-describing checkpoint atomically (generic: any model kind), from CPU
     copies of the tensors wherever they live (it loads on any machine)."""
-    from safetensors.torch import save
-
     tensors = {f"model.{k}": cpu_copy(v) for k, v in model.state_dict().items()}
     groups: list = []
     if optimizer is not None:
@@ -165,7 +166,7 @@ def save_checkpoint(path, model: torch.nn.Module, config: dict, vocab: Vocab, ki
     metadata = {"format": FORMAT, "kind": kind, "config": json.dumps(config),
                 "vocab": vocab.to_json(), "optim_groups": json.dumps(groups),
                 "train_state": json.dumps(train_state or {})}
-    blob = save(tensors, metadata=metadata)
+    blob = safetensors.torch.save(tensors, metadata=metadata)
     with atomic_open(path, "wb") as f:
         f.write(blob)
 
@@ -177,9 +178,6 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     fields), and every stored weight against the shape the config implies (the model is
     laid out on the meta device first, which allocates nothing, so a config asking for a
     huge model is refused instead of allocated)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load
-
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint")
@@ -190,7 +188,7 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
             raise ValueError("header longer than the file")
         header = json.loads(raw[8:8 + header_len])
         metadata = header.get("__metadata__") or {}
-        tensors = load(raw)
+        tensors = safetensors.torch.load(raw)
     except (SafetensorError, ValueError, UnicodeDecodeError, json.JSONDecodeError, MemoryError,
             AttributeError, RecursionError, OverflowError):
         raise UserError(f"{path}: not a compgen checkpoint (not a safetensors file)") from None
@@ -274,20 +272,13 @@ def model_factory(ckpt: Checkpoint):
     if not isinstance(model, dict):
         raise UserError(f"{ckpt.path}: damaged checkpoint (config without a [model] table)")
     if ckpt.kind == "recombine":
-        from compgen.models.recombine import Recombine, RecombineConfig
-
         cfg = RecombineConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
         check_model_values(cfg, ckpt.path)
         return lambda: Recombine(cfg)
     if ckpt.kind == "seq2seq":
-        from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-
         cfg = Seq2SeqConfig.from_dict({**model, "vocab_size": len(ckpt.vocab)})
         check_model_values(cfg, ckpt.path)
         return lambda: Seq2Seq(cfg)
-    from compgen.data.vocab import SPECIALS
-    from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
-    from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
 
     target = config.get("target_vocab")
     if not isinstance(target, list) or not all(isinstance(t, str) for t in target):
@@ -308,9 +299,6 @@ def check_model_values(cfg, path) -> None:
     """Each field of a model config holds a value of its default's type and range: sizes
     >= 1, other integers >= 0, dropout rates in [0, 1), other floats finite; a UserError
     naming the checkpoint and the field otherwise."""
-    import dataclasses
-    import math
-
     for item in dataclasses.fields(cfg):
         value, default = getattr(cfg, item.name), item.default
         problem = None
@@ -358,8 +346,6 @@ def check_weights(ckpt: Checkpoint) -> None:
 
 
 def build_recombine(config: dict, vocab_size: int):
-    from compgen.models.recombine import Recombine, RecombineConfig
-
     try:
         cfg = RecombineConfig.from_dict({**config.get("model", {}), "vocab_size": vocab_size})
     except (TypeError, ValueError) as exc:

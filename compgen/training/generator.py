@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compgen.configs import GeneratorTrainConfig, read_section
 from compgen.device import (
@@ -327,13 +328,6 @@ class _Progress:
     """A rich progress bar over all batches of the run."""
 
     def __init__(self, run: _GeneratorRun):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
         state = run.state
         self.bar = Progress(TextColumn("[bold]train[/] epoch {task.fields[epoch]}"), BarColumn(),
                             MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),

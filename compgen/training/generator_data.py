@@ -15,8 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError, UserError
+from compgen.models.recombine import collate_prototypes, collate_targets
+from compgen.neighborhoods import (
+    generative_datum,
+    prototype_sets,
+    scan_neighborhood,
+    unique_generative_data,
+)
+from compgen.neighborhoods.generic import generic_neighborhood
+from compgen.neighborhoods.user_data import is_user_data, make_snapshot, read_user_pairs
 
 
 @dataclass
@@ -33,8 +43,6 @@ class GeneratorData:
 
 def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed: int,
                          dev_fraction: float) -> GeneratorData:
-    from compgen.neighborhoods import prototype_sets, scan_neighborhood
-
     train_rows = table.filter(pl.col("split") == "train")
     vocab = Vocab.from_table(train_rows)
     triples = scan_neighborhood(table, split_name, seed)
@@ -47,8 +55,6 @@ def _scan_generator_data(table: pl.DataFrame, split_name: str, nproto: int, seed
 def sig_triples(table: pl.DataFrame, rows: pl.DataFrame, nproto: int) -> list:
     """Stored few-shot neighbourhoods -> (x, prototypes) items, no deduplication: each
     item yields one entry per stored pair (0-proto: x four times; 1-proto: (x, xp))."""
-    from compgen.neighborhoods import generative_datum
-
     data = [generative_datum(x, y) for x, y in zip(table["x"].to_list(), table["y"].to_list())]
     items = []
     for x, y, pairs in zip(rows["x"].to_list(), rows["y"].to_list(), rows["neighbors"].to_list()):
@@ -80,10 +86,6 @@ def _split_items(items: list, seed: int, dev_fraction: float) -> tuple[list, lis
 
 def _user_generator_data(data: str, nproto: int, seed: int, dev_fraction: float, data_dir,
                          neighborhood: str, similarity: str, max_missing: int) -> GeneratorData:
-    from compgen.neighborhoods import prototype_sets, unique_generative_data
-    from compgen.neighborhoods.generic import generic_neighborhood
-    from compgen.neighborhoods.user_data import make_snapshot, read_user_pairs
-
     train_rows = read_user_pairs(data, data_dir)
     try:
         triples = generic_neighborhood(unique_generative_data(train_rows), seed, neighborhood,
@@ -107,9 +109,6 @@ def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
     """Training items of ``data``: SCAN and SIGMORPHON by the reference's procedures,
     anything else (a file or folder of x<TAB>y pairs) by the generic recipe
     (``neighborhood``, ``similarity``, ``max_missing``: ``compgen.neighborhoods.generic``)."""
-    from compgen.data import load_dataset
-    from compgen.neighborhoods.user_data import is_user_data
-
     if is_user_data(data):
         return _user_generator_data(data, nproto, seed, dev_fraction, data_dir, neighborhood,
                                     similarity, max_missing)
@@ -124,8 +123,6 @@ def encode_items(items: list, vocab: Vocab) -> list:
 
 
 def make_batch(encoded: list, idx, variant: str, max_len: int):
-    from compgen.models.recombine import collate_prototypes, collate_targets
-
     chosen = [encoded[i] for i in idx]
     target = collate_targets([x for x, _ in chosen], variant, max_len)
     protos = collate_prototypes([p for _, p in chosen], variant, max_len)

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from compgen.data.vocab import SPECIALS, Vocab
 from compgen.device import CPU, Device, resolve_device, to_device
 from compgen.errors import UserError
 from compgen.io import keep_torch_compiler_cache
@@ -40,6 +41,7 @@ from compgen.models.inflection import (
     source_tokens,
 )
 from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
+from compgen.training.checkpoint import load_checkpoint, save_checkpoint
 from compgen.training.inflection_config import InflectionTrainConfig
 
 Triple = tuple[str, str, str]
@@ -106,9 +108,6 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
     """Train on ``train`` on ``device`` (default: $COMPGEN_DEVICE, else auto), keep the best-dev-loss weights,
     write the checkpoint ``out`` (``lang`` is recorded, for the export's validation set);
     ``cfg`` None: the STEM-CORRUPT preset's training."""
-    from compgen.data.vocab import Vocab
-    from compgen.training.checkpoint import save_checkpoint
-
     cfg = cfg or InflectionTrainConfig()
     cfg.validate()
     device = resolve_device(device)
@@ -170,8 +169,6 @@ def train_inflection(train: Sequence[Triple], dev: Sequence[Triple], out: str | 
 
 def _as_vocab_tokens(tokens: list[str]) -> list[str]:
     # compgen.data.vocab.Vocab wants its own six specials first (ours are its first four)
-    from compgen.data.vocab import SPECIALS
-
     return list(SPECIALS) + tokens[len(MODEL_SPECIALS):]
 
 
@@ -184,9 +181,6 @@ def _validate(net, dev_src, dev_tgt, cfg, step, best, best_state, best_step, cur
 
 
 def load_inflection(path: str | Path, device: Device | None = None) -> InflectionModel:
-    from compgen.data.vocab import SPECIALS
-    from compgen.training.checkpoint import load_checkpoint
-
     ckpt = load_checkpoint(path, kind=KIND)
     src_vocab = CharVocab(list(MODEL_SPECIALS) + ckpt.vocab.tokens[len(SPECIALS):])
     tgt_vocab = CharVocab(ckpt.config["target_vocab"])

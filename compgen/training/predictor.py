@@ -46,14 +46,22 @@ import polars as pl
 import torch
 
 from compgen.configs import PredictorTrainConfig
+from compgen.data import is_named_dataset, load_dataset
+from compgen.data.files import source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
-from compgen.device import Device, to_device
+from compgen.device import Device, resolve_device, to_device
 from compgen.errors import SettingError, UserError, read_text
-from compgen.io import atomic_open, keep_torch_compiler_cache
+from compgen.evaluation.metrics import predict, score_predictions
+from compgen.io import atomic_open, keep_torch_compiler_cache, read_samples_tsv
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
-from compgen.training.checkpoint import check_preset
+from compgen.training.checkpoint import (
+    check_preset,
+    default_preset,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 CHECKPOINT_KIND = "seq2seq"
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
@@ -127,8 +135,6 @@ def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
 
 
 def read_augmented(path: str | Path, morphology: bool) -> list[Pair]:
-    from compgen.io import read_samples_tsv
-
     pairs = read_samples_tsv(path)
     if morphology:
         pairs = [(y, x) for x, y in pairs]
@@ -181,8 +187,6 @@ class MixedStream:
 def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
                    train: dict | None = None, optimizer: torch.optim.Optimizer | None = None,
                    train_state: dict | None = None, best: dict | None = None) -> None:
-    from compgen.training.checkpoint import save_checkpoint
-
     model_cfg = {k: v for k, v in dataclasses.asdict(model.cfg).items() if k != "vocab_size"}
     config = {"kind": CHECKPOINT_KIND, "model": model_cfg, "train": train or {}, "run": run}
     save_checkpoint(path, model, config, vocab, CHECKPOINT_KIND, optimizer, best=best,
@@ -191,8 +195,6 @@ def save_predictor(path: str | Path, model: Seq2Seq, vocab: Vocab, run: dict,
 
 def read_predictor(path: str | Path):
     """The raw checkpoint (``compgen.training.checkpoint.Checkpoint``); other kinds are a UserError."""
-    from compgen.training.checkpoint import load_checkpoint
-
     return load_checkpoint(path, kind=CHECKPOINT_KIND)
 
 
@@ -215,8 +217,6 @@ def load_predictor(path: str | Path) -> tuple[Seq2Seq, Vocab, dict]:
 
 def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morphology: bool,
                    batch_size: int = 256) -> dict:
-    from compgen.evaluation.metrics import predict, score_predictions
-
     preds = predict(model, vocab, [x for x, _ in pairs], batch_size=batch_size)
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
 
@@ -366,10 +366,6 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
     Returns a summary."""
-    from compgen.data import is_named_dataset, load_dataset
-    from compgen.data.files import source_record
-    from compgen.device import resolve_device
-
     device = resolve_device(device)
     if keep_every < 0:
         raise SettingError(f"`keep_every` must be >= 0, not {keep_every}")
@@ -386,8 +382,6 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        from compgen.training.checkpoint import default_preset
-
         model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
     if saved is not None:
         _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)

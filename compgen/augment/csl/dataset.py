@@ -15,9 +15,19 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from compgen.augment.csl.cogs_lf import from_variable_free, lemma_table, to_variable_free
 from compgen.augment.csl.presets import preset
+from compgen.augment.csl.rules import read_grammar, write_grammar
 from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment
+from compgen.augment.csl.seed_rules import cogs_seed_rules
+from compgen.augment.csl.target_cfg import cogs_target_cfg
+from compgen.data import load_dataset, select_split
+from compgen.data.scan import load_scan_grammar, scan_sample_report
+from compgen.data.scan_semantics import correct_share
+from compgen.data.sources import resolve_data_dir
+from compgen.data.table import pairs as table_pairs
 from compgen.errors import SettingError, UserError
+from compgen.io import write_samples_tsv
 
 
 @dataclass
@@ -35,11 +45,6 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                         progress: Progress | None = None,
                         temperature: float | None = None,
                         refine: bool = False) -> CslDatasetResult:
-    from compgen.augment.csl.rules import read_grammar, write_grammar
-    from compgen.data import load_dataset, select_split
-    from compgen.data.table import pairs as table_pairs
-    from compgen.io import write_samples_tsv
-
     if n < 0:
         raise SettingError(f"`n` must be >= 0 (got {n})")
     for name, value in (("states", states), ("steps", steps)):
@@ -69,10 +74,6 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     check_lengths(train, f"{data}: training")
     seeds, target_cfg, lemmas = (), None, None
     if data == "cogs":
-        from compgen.augment.csl.cogs_lf import lemma_table
-        from compgen.augment.csl.seed_rules import cogs_seed_rules
-        from compgen.augment.csl.target_cfg import cogs_target_cfg
-
         lemmas = lemma_table((x, " ".join(y)) for x, y in train)
         train, test, dev = _variable_free(train), _variable_free(test), _variable_free(dev)
         seeds = cogs_seed_rules(train) if rules is None else ()
@@ -90,10 +91,6 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
     rows = write_samples_tsv(output, result.samples)
     quality: dict = {}
     if data.startswith("scan/"):
-        from compgen.data.scan import load_scan_grammar, scan_sample_report
-        from compgen.data.scan_semantics import correct_share
-        from compgen.data.sources import resolve_data_dir
-
         report = scan_sample_report(result.samples, train_table,
                                     load_scan_grammar(resolve_data_dir(data_dir)))
         quality = {"novel_share": report["novel_share"],
@@ -103,8 +100,6 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
 
 
 def _variable_free(pairs):
-    from compgen.augment.csl.cogs_lf import to_variable_free
-
     return [(x, to_variable_free(x, " ".join(y)).split()) for x, y in pairs]
 
 
@@ -113,8 +108,6 @@ def _logical_forms(samples, lemmas: dict[str, str]):
     sample is dropped when it has no logical form, or when its logical form does not read
     back as the sampled target (a word used more often than the sentence has it makes
     variables collide, e.g. ``eat . agent ( x_11 , x_11 )``)."""
-    from compgen.augment.csl.cogs_lf import from_variable_free, to_variable_free
-
     out = []
     for x, y in samples:
         if len(y) < 2:

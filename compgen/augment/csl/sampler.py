@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from compgen.augment.csl.forest import context_offsets
 from compgen.augment.csl.rules import Rule, is_nt, nt_index
@@ -47,8 +48,6 @@ def check_terminal_rules(rules: Sequence[Rule]) -> None:
 
 def model_weights(model, cfg: SamplerConfig) -> np.ndarray:
     """W[ctx, rule] = p(rule | ctx) at the sampling temperature, with the NT-rule bias."""
-    import torch
-
     with torch.no_grad():
         bias = torch.zeros(model.rule_logits.shape[1])
         for i, rule in enumerate(model.rules):

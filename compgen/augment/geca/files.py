@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import polars as pl
 
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
+from compgen.data import load_dataset, select_split
 from compgen.errors import UserError
+from compgen.io import write_samples_tsv
 
 
 def load_training(data: str, data_dir=None) -> pl.DataFrame:
     """The train split of a named data set, or every example of a data file."""
-    from compgen.data import load_dataset, select_split
-
     table = load_dataset(data, data_dir)
     if "split" in table.columns and table.height:
         table = select_split(table, "train")
@@ -27,11 +30,6 @@ def augment_file(data: str, output, config: GecaConfig, concat: bool = False, da
     """Run GECA on the train split of ``data`` and write the synthesized examples (after
     the training examples with ``concat``) as a samples TSV, atomically. Spilled
     partitions go to a temporary folder beside the output unless ``execution`` names one."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    from compgen.io import write_samples_tsv
-
     config.validate()
     execution = execution or Execution()
     check_execution(execution)

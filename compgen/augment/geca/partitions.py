@@ -28,6 +28,7 @@ import polars as pl
 
 from compgen.augment.geca.candidates import JoinTables, draw, partition_candidates, proposal_order
 from compgen.errors import SettingError, UserError
+from compgen.system.ray_cluster import import_ray, start_ray
 
 # bytes the joins of one partition need per template of it (measured on documentation
 # text with the lm preset: about 600 B at 100k sentences; doubled for headroom)
@@ -278,16 +279,12 @@ def check_execution(execution: Execution) -> None:
     if execution.shards is not None and execution.shards < 1:
         raise UserError(f"shards must be >= 1 (got {execution.shards})")
     if execution.ray:
-        from compgen.system.ray_cluster import import_ray
-
         import_ray()
         if execution.ray != "local":
             _check_reachable(execution.ray)
 
 
 def _run_on_ray(tables, shared, ok_t, variants, seed, keys, execution, say):
-    from compgen.system.ray_cluster import import_ray, start_ray
-
     ray = import_ray()
     address = None if execution.ray == "local" else execution.ray
     started_here = not ray.is_initialized()

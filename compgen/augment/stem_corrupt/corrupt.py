@@ -21,7 +21,10 @@ from compgen.augment.stem_corrupt.aligner import AlignerConfig, CrpAligner
 from compgen.augment.stem_corrupt.graphemes import graphemes, is_letter_cluster
 from compgen.configs.defaults import defaults_from
 from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
+from compgen.data.sigmorphon import available_languages, parse_sigmorphon
+from compgen.data.sources import resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
+from compgen.io import atomic_open
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
 EPSILON_CLUSTER = ""            # an aligned position with nothing on that side
@@ -163,8 +166,6 @@ def stem_corrupt_pool(triples: list[Triple], config: StemCorruptConfig = StemCor
 
 def read_triples(path: str | Path) -> list[Triple]:
     """SIGMORPHON lines ``lemma<TAB>form<TAB>TAGS`` as (lemma, form, tags) strings."""
-    from compgen.data.sigmorphon import parse_sigmorphon
-
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -173,8 +174,6 @@ def read_triples(path: str | Path) -> list[Triple]:
 
 
 def write_triples(path: str | Path, triples: list[Triple]) -> int:
-    from compgen.io import atomic_open
-
     with atomic_open(path, "w", encoding="utf-8") as out:
         for lemma, form, tags in triples:
             out.write(f"{lemma}\t{form}\t{tags}\n")
@@ -183,8 +182,6 @@ def write_triples(path: str | Path, triples: list[Triple]) -> int:
 
 def language_file(lang: str, split: str, data_dir: Path) -> Path:
     """``<data>/sigmorphon2018/<lang>-<split>``; an unknown language is a user error."""
-    from compgen.data.sigmorphon import available_languages
-
     path = Path(data_dir) / "sigmorphon2018" / f"{lang}-{split}"
     if not path.is_file():
         langs = available_languages(Path(data_dir))
@@ -195,8 +192,6 @@ def language_file(lang: str, split: str, data_dir: Path) -> Path:
 
 def training_file(lang_or_file: str, data_dir: Path | None = None) -> Path:
     """A SIGMORPHON language's ``train-low`` file, or the given file path."""
-    from compgen.data.sources import resolve_data_dir
-
     path = Path(lang_or_file)
     if path.is_file():
         return path

@@ -24,6 +24,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+
 from compgen.system import cache
 
 SOURCES = ("bindings.cpp", "lstm_loops.cpp", "decoder_loops.cpp")
@@ -47,8 +49,6 @@ def _cpu_flags() -> str:
 
 
 def _key() -> str:
-    import torch
-
     h = hashlib.sha256(f"{torch.__version__} {sys.version_info[:2]} {_cpu_flags()}".encode())
     h.update(str(_HERE).encode())
     for name in SOURCES + HEADERS:
@@ -93,6 +93,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def _build():
+    # start-up: the C++ build tools load only to build the loops
     from torch.utils.cpp_extension import load
 
     key = _key()

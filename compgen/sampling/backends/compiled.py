@@ -12,7 +12,9 @@ import torch
 from compgen.decoding.contract import Contract
 from compgen.decoding.prototypes import PrototypeCache
 from compgen.errors import UserError
+from compgen.export.artifact import load_torchscript
 from compgen.export.compiled import LIBRARIES
+from compgen.export.reduced import bf16_libraries, bf16_sampler
 from compgen.sampling.backends.torchscript import GraphGenerator
 
 
@@ -21,9 +23,6 @@ class CompiledBf16Generator(GraphGenerator):
     by the compiled libraries."""
 
     def __init__(self, folder: Path, manifest: dict, threads: int | None = None):
-        from compgen.export.artifact import load_torchscript
-        from compgen.export.reduced import bf16_libraries, bf16_sampler
-
         if threads:
             torch.set_num_threads(threads)
         # the C++ runner's libraries (its workers run one thread each): the same compiled

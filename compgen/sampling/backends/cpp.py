@@ -14,10 +14,13 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, replace
+from importlib import metadata, util
 from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import UserError
+from compgen.io import remove_stale_staging, staging_prefix
+from compgen.lm.kenlm_tools import cache_bin_dir
 from compgen.system import cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
@@ -32,8 +35,6 @@ def _cache_root() -> Path:
 
 
 def _source_key() -> str:
-    from importlib import metadata, util
-
     # the installed torch's version and folder without importing torch (a second of the
     # runner's path); the folder because the binary's rpath names its libtorch
     torch_dir = Path(util.find_spec("torch").origin).resolve().parent
@@ -48,8 +49,6 @@ def _source_key() -> str:
 
 def kenlm_query_dir() -> Path:
     """KenLM's query library as ``scripts/install_kenlm.sh`` caches it beside lmplz."""
-    from compgen.lm.kenlm_tools import cache_bin_dir
-
     return cache_bin_dir().parent / "query"
 
 
@@ -69,9 +68,8 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
     folder = _cache_root() / (_source_key() + ("-kenlm" if kenlm else ""))
 
     def build() -> None:
+        # start-up: `compgen sample --backend cpp` loads no torch
         import torch.utils
-
-        from compgen.io import remove_stale_staging, staging_prefix
 
         for tool in ("cmake", "c++"):   # needed to build only: a verified runner runs without
             if shutil.which(tool) is None:

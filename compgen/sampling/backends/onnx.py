@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 
 from compgen.decoding.contract import STATE_NAMES, Contract
 from compgen.decoding.prototypes import PrototypeCache
@@ -31,8 +32,6 @@ def open_session(path: Path, threads: int | None, device: Device | None = None):
     threads = the cores (or ``threads``); the optimised graph is saved once next to the
     cache of the C++ runner and loaded from there afterwards (keyed by the graph's bytes
     and the provider: an optimised graph holds the provider's own fused nodes)."""
-    import onnxruntime as ort
-
     device = device or CPU
 
     options = ort.SessionOptions()
@@ -70,8 +69,6 @@ def open_session(path: Path, threads: int | None, device: Device | None = None):
 
 def _save_optimised(path: Path, optimised: Path, options, device: Device) -> None:
     """Optimise ``path`` with every graph optimisation into ``optimised`` (staged, renamed)."""
-    import onnxruntime as ort
-
     staged = optimised.with_name(f".{optimised.name}.{os.getpid()}")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.optimized_model_filepath = str(staged)
@@ -87,8 +84,6 @@ def _save_optimised(path: Path, optimised: Path, options, device: Device) -> Non
 def _optimised_path(path: Path, provider: str = "CPUExecutionProvider") -> Path | None:
     """Where the optimised copy of a graph is kept (per graph content, ORT version and
     provider: an optimised graph holds the provider's own fused nodes)."""
-    import onnxruntime as ort
-
     if os.environ.get("COMPGEN_NO_ORT_CACHE"):
         return None
     digest = cache.file_digest(Path(path)).hexdigest()[:20]
@@ -102,6 +97,8 @@ class OnnxGenerator:
                  precision: str = "fp32", device: Device | None = None):
         graphs = Path(folder)
         if precision == "int8":
+            # start-up: `compgen sample --backend onnx` loads no torch (int8 graphs: the
+            # export package quantises them once)
             from compgen.export.reduced import int8_graphs
 
             graphs = int8_graphs(graphs)
@@ -162,8 +159,6 @@ class OnnxStepper:
     """Step function of the shared decode loop over an ``OnnxGenerator``."""
 
     def __init__(self, gen: OnnxGenerator):
-        import onnxruntime as ort
-
         self.gen, self.ort = gen, ort
         self.inputs = [k for k in STATE_NAMES if k in gen.step_inputs]
         self.outputs = [k for k in STATE_NAMES if f"{k}_out" in gen.step_outputs]

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 from torch import Tensor
 
+from compgen.device import as_device, ort_session
 from compgen.errors import UserError, read_text
 from compgen.export.artifact import FORMAT, read_manifest, verify_files
 from compgen.models.inflection import CharVocab, fairseq_search
@@ -20,10 +22,6 @@ class OnnxInflectionDecoder:
     with every row repeated ``beam`` times; ``step`` returns log-probabilities."""
 
     def __init__(self, folder: Path, source: np.ndarray, beam: int, device=None):
-        import onnxruntime as ort
-
-        from compgen.device import as_device, ort_session
-
         device = as_device(device)   # None: the CPU (the export's parity check)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1

@@ -23,6 +23,7 @@ Pipeline seeds as Ray tasks: ``compgen.pipelines.ray_seeds``.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import SettingError
+from compgen.export.artifact import load_manifest
+from compgen.sampling.run import ExportDecoder
 from compgen.system.ray_cluster import start_ray
 
 RAY_BACKENDS = ("onnx", "torchscript")
@@ -39,9 +42,6 @@ class _Shard:
     """One Ray actor: an export folder's backend, loaded once."""
 
     def __init__(self, files: dict[str, bytes], backend: str, options):
-        from compgen.export.artifact import load_manifest
-        from compgen.sampling.run import ExportDecoder
-
         # the backend is loaded into memory, so the files need not outlive the loading
         # (an actor is killed with its cluster: nothing would remove them later)
         with tempfile.TemporaryDirectory(prefix="compgen-ray-export-") as tmp:
@@ -113,8 +113,6 @@ class RayDecoderFactory:
     check = staticmethod(check_ray_sampling)
 
     def __call__(self, folder, manifest, backend, options, selection) -> RayDecoder:
-        import dataclasses
-
         ray = start_ray(self.address, self.workers)
         files = ray.put(export_files(Path(folder)))
         shard = ray.remote(num_cpus=1, num_gpus=actor_gpus(ray, options.device, self.workers))(

@@ -15,6 +15,7 @@ import torch
 
 from compgen.decoding.contract import STATE_NAMES, Contract
 from compgen.decoding.prototypes import PrototypeCache
+from compgen.export.artifact import load_torchscript
 
 
 class GraphGenerator:
@@ -69,10 +70,10 @@ class TorchScriptGenerator(GraphGenerator):
             self.device = device.torch
         if threads:
             torch.set_num_threads(threads)
-        from compgen.export.artifact import load_torchscript
-
         path = Path(folder) / "model.ts"
         if precision == "bf16":
+            # start-up: fp32 sampling loads no onnx (the bf16 sampler is built from the
+            # export's ONNX graphs, once)
             from compgen.export.reduced import bf16_sampler
 
             path = bf16_sampler(folder, manifest)
