@@ -162,16 +162,18 @@ def autocast(device: Device, bf16: bool):
 
 
 def use_tf32(device: Device, on: bool, option: str = "--tf32") -> None:
-    """TF32 matrix products and convolutions on CUDA (10 mantissa bits instead of 23)."""
-    if not on:
-        return
-    if not device.cuda:
+    """TF32 matrix products and cuDNN kernels on CUDA (10 mantissa bits instead of 23),
+    or - ``on`` False - full fp32 there: torch lets cuDNN (the LSTMs) use TF32 by default,
+    which would make CUDA's fp32 greedy samples differ from the CPU's."""
+    if on and not device.cuda:
         raise UserError(f"{option}: TF32 is a CUDA setting; the device is {device}")
+    if not device.cuda:
+        return
     # start-up: `compgen --help` loads no torch
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 
 def to_device(tensors, device: Device):

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The GPU path checked on a machine with an NVIDIA GPU, in at most ~8 minutes, offline:
+# The GPU path checked on a machine with an NVIDIA GPU, in about 6 minutes, offline:
 #   1. the machine report (compgen env);
-#   2. generator training examples/s, recombine_scan (H 512), cuda bf16 vs the CPU (2 threads);
+#   2. generator training examples/s, recombine_scan (H 512) on cuda: the preset's batch
+#      (32) in bf16 and fp32, and batch 512 in bf16;
 #   3. the predictor trained one epoch on cuda;
-#   4. the shipped export sampled with --backend torch on cuda vs the CPU: greedy outputs
-#      equal?, samples/s at batch 1024, and the CLI's samples files compared;
-#   5. CUDA_VISIBLE_DEVICES= : --device auto reports cpu, --device cuda exits 2.
+#   4. the shipped export sampled with --backend torch on cuda vs the CPU (2 threads):
+#      greedy outputs equal?, samples/s at batch 1024 (cuda also 4096, 16384), and the
+#      CLI's samples files compared;
+#   5. CUDA_VISIBLE_DEVICES= : --device auto reports cpu, --device cuda exits 2;
+#   6. the CPU leg of 2: the same training on the CPU, 2 threads, and the speed-ups.
 # Without a GPU it says so and runs the CPU parts and the checks of 5 quickly.
 #
 # Usage: scripts/gpu_check.sh            (python: $PYTHON, else .venv/bin/python, else python3)
-# Env:   UPDATES (200), CPU_UPDATES (200 with a GPU, 10 without), BATCH (1024; 128 without)
+# Env:   UPDATES (200), CPU_UPDATES (200 with a GPU, 10 without), CPU_SECONDS (60),
+#        CPU_LEG (1; 0 skips 6), BATCH (1024; 128 without a GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-}
@@ -36,40 +40,31 @@ BATCH=${BATCH:-$([ "$gpu" = 1 ] && echo 1024 || echo 128)}
 # examples/s from the trainer's summary line ("..., 1234.5 examples/s on cuda:0 bf16)")
 speed() { grep -o '[0-9.]* examples/s on [^)]*' "$1" | tail -1; }
 
-section "generator training: recombine_scan (H 512), scan/jump"
-if [ "$gpu" = 1 ]; then
-  timeout 180 "$PY" -m compgen train generator --data scan/jump --config recombine_scan \
-    -o "$work/g-cuda.pt" --max-steps "$UPDATES" --device cuda --precision bf16 --quiet \
-    > "$work/train-cuda.log" 2>&1 || fail "cuda training (tail: $(tail -2 "$work/train-cuda.log"))"
-  echo "cuda: $(speed "$work/train-cuda.log") ($UPDATES updates)"
-fi
-# the CPU leg: 2 threads (the project's machine), at most 150 s (the rate is what counts);
-# its compiled loops are built first (once per checkout, ~1 min), outside the timing
-timeout 300 "$PY" -c "from compgen.models import native; native.loops()" \
-  || fail "building the compiled training loops"
-timeout 200 "$PY" -m compgen train generator --data scan/jump --config recombine_scan \
-  -o "$work/g-cpu.pt" --max-steps "$CPU_UPDATES" --time-budget 150 --device cpu --threads 2 \
-  --quiet > "$work/train-cpu.log" 2>&1 || fail "cpu training (tail: $(tail -2 "$work/train-cpu.log"))"
-echo "cpu (2 threads): $(speed "$work/train-cpu.log")"
-if [ "$gpu" = 1 ]; then
-  "$PY" - "$work/train-cuda.log" "$work/train-cpu.log" <<'EOF'
-import re, sys
-rate = [float(re.findall(r"([0-9.]+) examples/s on", open(p).read())[-1]) for p in sys.argv[1:]]
-print(f"training speed-up cuda bf16 / cpu 2 threads: {rate[0] / rate[1]:.1f}x (goal >= 20x)")
-EOF
-fi
+train() {  # train NAME DEVICE UPDATES [more flags]: one recombine_scan (H 512) run
+  local name=$1 device=$2 updates=$3; shift 3
+  timeout 300 "$PY" -m compgen train generator --data scan/jump --config recombine_scan \
+    -o "$work/$name.pt" --max-steps "$updates" --device "$device" --quiet "$@" \
+    > "$work/$name.log" 2>&1 || fail "training $name (tail: $(tail -8 "$work/$name.log"))"
+  echo "$name: $(speed "$work/$name.log") ($updates updates)"
+}
 
 if [ "$gpu" = 1 ]; then
+  section "generator training on cuda: recombine_scan (H 512), scan/jump"
+  train cuda-b32-bf16 cuda "$UPDATES" --precision bf16          # the preset's batch (32)
+  train cuda-b32-fp32 cuda "$UPDATES" --precision fp32
+  train cuda-b512-bf16 cuda "$UPDATES" --precision bf16 --batch-size 512
+
   section "predictor: one epoch on cuda (scan/jump, the CPU preset)"
   timeout 180 "$PY" -m compgen train predictor --data scan/jump --epochs 1 --device cuda \
-    -o "$work/p-cuda.pt" > "$work/pred.log" 2>&1 || fail "cuda predictor (tail: $(tail -2 "$work/pred.log"))"
+    -o "$work/p-cuda.pt" > "$work/pred.log" 2>&1 \
+    || fail "cuda predictor (tail: $(tail -8 "$work/pred.log"))"
   grep "^wrote" "$work/pred.log"
 fi
 
 section "sampling the shipped export with --backend torch (greedy, batch $BATCH)"
 devices="cpu"
 [ "$gpu" = 1 ] && devices="cuda cpu"
-timeout 240 "$PY" - "$BATCH" $devices <<'EOF' || fail "sampling speed / equality"
+timeout 300 "$PY" - "$BATCH" $devices <<'EOF' || fail "sampling speed / equality"
 import sys, time
 from pathlib import Path
 
@@ -77,40 +72,47 @@ import numpy as np
 import torch
 
 from compgen.export.artifact import load_manifest
-from compgen.sampling.run import ExportDecoder, PrototypeCycle
 from compgen.sampling.options import SampleOptions
+from compgen.sampling.run import ExportDecoder
 
 folder = Path("exported/scan-jump-recomb2")
 manifest = load_manifest(folder)
 batch, devices = int(sys.argv[1]), sys.argv[2:]
-idx = PrototypeCycle(manifest["decoding"]["prototypes"])(batch)
+stored = manifest["decoding"]["prototypes"]      # sample i decodes stored tuple i
 rows, rates = {}, {}
 for device in devices:
-    threads = 2 if device == "cpu" else None   # the CPU as on the project's machine
-    options = SampleOptions(strategy="greedy", batch_size=batch, device=device, threads=threads)
-    decode = ExportDecoder(folder, manifest, "torch", options)
-    decode(idx[:32], "greedy", 1.0, 0)                      # warm-up
-    runs = 3 if device != "cpu" else 1
-    tic = time.perf_counter()
-    for _ in range(runs):
-        out = decode(idx, "greedy", 1.0, 0)
-    if device != "cpu":
-        torch.cuda.synchronize()
-    rates[device] = batch * runs / (time.perf_counter() - tic)
-    rows[device] = out[0]
-    print(f"{device}: {rates[device]:,.0f} samples/s ({decode.where})")
+    threads = 2 if device == "cpu" else None      # the CPU as on the project's machine
+    sizes = [batch] if device == "cpu" else [batch, 4 * batch, 16 * batch]
+    for size in sizes:
+        options = SampleOptions(strategy="greedy", batch_size=size, device=device,
+                                threads=threads)
+        decode = ExportDecoder(folder, manifest, "torch", options)
+        decode(np.arange(32) % stored, "greedy", 1.0, 0)        # warm-up
+        idx = np.arange(size) % stored
+        runs = 1 if device == "cpu" else 3
+        tic = time.perf_counter()
+        for _ in range(runs):
+            out = decode(idx, "greedy", 1.0, 0)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        seconds = (time.perf_counter() - tic) / runs
+        print(f"{device} batch {size}: {size / seconds:,.0f} samples/s ({decode.where})")
+        if size == batch:
+            rates[device], rows[device] = size / seconds, out[0]
 if "cuda" in rows:
     same = sum(a == b for a, b in zip(rows["cuda"], rows["cpu"]))
     print(f"greedy outputs equal on cuda and cpu: {same}/{batch} "
           f"({'yes' if same == batch else 'NO'})")
-    print(f"sampling speed-up cuda / cpu 2 threads: {rates['cuda'] / rates['cpu']:.1f}x "
-          "(goal >= 20x)")
+    print(f"sampling speed-up cuda / cpu 2 threads at batch {batch}: "
+          f"{rates['cuda'] / rates['cpu']:.1f}x (goal >= 20x)")
     sys.exit(0 if same == batch else 1)
 EOF
 for device in $devices; do
   timeout 180 "$PY" -m compgen sample exported/scan-jump-recomb2 --backend torch \
     --strategy greedy --n 200 --batch-size 256 --device "$device" -o "$work/s-$device.tsv" \
-    2> "$work/s-$device.err" | tail -2 || fail "compgen sample --device $device"
+    > "$work/s-$device.out" 2> "$work/s-$device.err" \
+    || fail "compgen sample --device $device (tail: $(tail -8 "$work/s-$device.err"))"
+  tail -2 "$work/s-$device.out"
 done
 if [ "$gpu" = 1 ]; then
   if cmp -s "$work/s-cuda.tsv" "$work/s-cpu.tsv"; then
@@ -133,6 +135,28 @@ if [ "$rc" = 2 ] && [ ! -s "$work/hidden.out" ] && [ "$(wc -l < "$work/hidden.er
   echo "--device cuda -> exit 2: $(cat "$work/hidden.err")"
 else
   fail "--device cuda with no GPU visible: exit $rc, stderr $(head -3 "$work/hidden.err")"
+fi
+
+section "generator training on the CPU: recombine_scan (H 512), 2 threads"
+# the CPU leg: 2 threads (the project's machine), at most CPU_SECONDS (the rate is what
+# counts); its compiled loops are built first (once per checkout, ~1 min), outside the timing
+if [ "${CPU_LEG:-1}" = 1 ]; then
+  timeout 300 "$PY" -c "from compgen.models import native; native.loops()" \
+    || fail "building the compiled training loops"
+  train cpu-b32 cpu "$CPU_UPDATES" --threads 2 --time-budget "${CPU_SECONDS:-60}"
+  if [ "$gpu" = 1 ]; then
+    "$PY" - "$work/cuda-b32-bf16.log" "$work/cuda-b32-fp32.log" "$work/cuda-b512-bf16.log" \
+      "$work/cpu-b32.log" <<'EOF'
+import re, sys
+rates = []
+for path in sys.argv[1:]:
+    found = re.findall(r"([0-9.]+) examples/s on", open(path).read())
+    rates.append(float(found[-1]) if found else float("nan"))
+for name, r in zip(("cuda bf16 batch 32", "cuda fp32 batch 32", "cuda bf16 batch 512"), rates):
+    print(f"training speed-up {name} / cpu 2 threads batch 32: {r / rates[-1]:.1f}x "
+          "(goal >= 20x)")
+EOF
+  fi
 fi
 
 section "result"

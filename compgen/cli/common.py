@@ -19,8 +19,10 @@ from compgen.io import check_output
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   rich_markup_mode=None,
                   help="Compositional data augmentation: GECA, R&R generators, KenLM.")
-console = Console(width=max(120, Console().width))
-err_console = Console(stderr=True)
+# soft_wrap: a summary line stays one line in a pipe or a log (paths make them long)
+console = Console(width=max(120, Console().width), soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
 
 def _print_version(value: bool) -> None:
     if value:

@@ -36,6 +36,7 @@ from compgen.decoding.contract import (
     scores_of,
 )
 from compgen.decoding.search import BeamSearch, decode, search_for
+from compgen.device import resolve_device, use_tf32
 from compgen.errors import SettingError
 from compgen.io import write_samples_tsv
 from compgen.lm.rerank import sample_columns
@@ -254,7 +255,9 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     model, vocab, config = loaded or load_generator(checkpoint)
     tally = tally or Tally()
     if options.device != "cpu":
-        model.to(options.device)
+        device = resolve_device(options.device)
+        use_tf32(device, False)   # fp32 on CUDA is full fp32: the CPU's greedy samples
+        model.to(device.torch)
     if options.threads:
         torch.set_num_threads(options.threads)
     if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told

@@ -25,7 +25,7 @@ from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
 from compgen.decoding.search import decode, search_for
-from compgen.device import CPU, Device, resolve_device
+from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
 from compgen.io import parse_samples_tsv, write_samples_tsv
@@ -75,6 +75,7 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
         raise SettingError(f"`device` {device}: CUDA samples fp32 with `backend` onnx, torchscript "
                            f"or torch (not `backend` {backend} `precision` {precision}); or "
                            "`device` cpu")
+    use_tf32(device, False)   # fp32 on CUDA is full fp32: the CPU's greedy samples
     if backend == "onnx":
         # start-up: `compgen sample --backend cpp` loads no ONNX backend
         from compgen.sampling.backends.onnx import OnnxGenerator
