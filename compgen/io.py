@@ -141,7 +141,8 @@ def check_output(path: str | os.PathLike, option: str = "-o", folder: bool = Fal
 SPACE_TOKEN = "\u2581"
 
 
-def _field(tokens: Sequence[str]) -> str:
+def token_field(tokens: Sequence[str]) -> str:
+    """Tokens as one samples-TSV field (``field_tokens`` reads it back)."""
     return " ".join(SPACE_TOKEN if t == " " else t for t in tokens)
 
 
@@ -166,7 +167,7 @@ def write_samples_tsv(
         if scores:
             out.write("#x\ty\t" + "\t".join(scores) + "\n")
         for i, (x, y) in enumerate(pairs):
-            fields = [_field(x), _field(y)] + [f"{scores[k][i]:.6g}" for k in scores]
+            fields = [token_field(x), token_field(y)] + [f"{scores[k][i]:.6g}" for k in scores]
             out.write("\t".join(fields) + "\n")
             n += 1
     return n

@@ -47,6 +47,7 @@ def sample_cmd(
     min_lm_logprob: float | None = typer.Option(None, "--min-lm-logprob", help="reject candidates whose lm_logprob (log10) is below this"),
     ray: str | None = typer.Option(None, "--ray", help="shard decoding over Ray: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT; same file as one process"),
     ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors decoding at once (default: a local cluster's cores, else 2)"),
+    resume: bool = typer.Option(False, "--resume", help="export folders with -o: go on from OUTPUT.partial, the journal an interrupted run of the same command left (accepted samples are journaled as they come; the file is written when the job ends)"),
     device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
 ) -> None:
@@ -57,6 +58,8 @@ def sample_cmd(
     from compgen.sampling.run import sample, source_config
 
     check_report_options(checkpoint, oracle)
+    if resume and output is None:
+        raise UserError("--resume: needs -o (the journal is kept beside the output)")
     # the flags over the source's [sample] preset, checked once, before anything loads
     options = SampleOptions(
         preset=source_config(checkpoint).get("sample", {}), n=n, strategy=strategy,
@@ -100,7 +103,7 @@ def sample_cmd(
     with scratch or contextlib.nullcontext():
         with sampling_progress(tally):
             run = sample(checkpoint, options, backend, out=target, data_dir=data_dir,
-                         lm=ranking, decoder_factory=factory, tally=tally,
+                         lm=ranking, decoder_factory=factory, tally=tally, resume=resume,
                          log=lambda line: err_console.print(line, highlight=False, markup=False))
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
