@@ -1,6 +1,7 @@
-"""Same seed, same bytes as commit 894b2c3: `compgen sample` on the shipped export writes, on
-every backend, the file 894b2c3 wrote with the same options (tests/data/samples_894b2c3,
-whose README gives the commands). Only the CLI is run, so the test holds whatever the
+"""Same seed, same samples as commit 894b2c3: `compgen sample` on the shipped export writes, on
+every backend, the samples 894b2c3 wrote with the same options (tests/data/samples_894b2c3,
+whose README gives the commands): the same bytes where no row is stopped early
+(STOPS_ROWS), else the same pairs in the same order, log-probabilities within 2e-5. Only the CLI is run, so the test holds whatever the
 package's module layout."""
 
 import os
@@ -59,8 +60,15 @@ def reference_kernels() -> bool:
     return {"avx2", "fma"} <= flags and not flags & {"avx512f", "amx_tile"}
 
 
-def assert_same_samples(got: bytes, want: bytes, what: str) -> None:
-    if reference_kernels():
+# Greedy and temperature searches stop a row as soon as its input is one the filter
+# rejects (`compgen.decoding.search.GreedySearch.stop_input`, after 894b2c3): the rows that
+# go on are then decoded in smaller batches, whose sums may round the last printed digit
+# of a log-probability the other way. The beam search stops no row.
+STOPS_ROWS = {"greedy", "temperature-rare"}
+
+
+def assert_same_samples(got: bytes, want: bytes, what: str, to_the_byte: bool = True) -> None:
+    if to_the_byte and reference_kernels():
         assert got == want, f"{what}: " + first_difference(got, want)
         return
     rows = [line.split("\t") for line in got.decode().splitlines()]
@@ -88,14 +96,15 @@ def test_samples_are_the_bytes_of_894b2c3(case, backend, tmp_path):
         pytest.skip("the C++ runner needs cmake and a C++ compiler (c++) on PATH to build")
     want = (REFERENCE / f"{case}.{backend}.tsv").read_bytes()
     got = sample(tmp_path, case, backend)
-    assert_same_samples(got, want, f"{case} on {backend}")
+    assert_same_samples(got, want, f"{case} on {backend}", case not in STOPS_ROWS)
 
 
 def test_ray_sharded_samples_are_the_bytes_of_894b2c3(tmp_path):
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'compgen[ray]')")
     want = (REFERENCE / "temperature-rare.onnx.tsv").read_bytes()  # Ray writes the one-process file
     got = sample(tmp_path, "temperature-rare", "onnx", "--ray", "local", "--ray-workers", "2")
-    assert_same_samples(got, want, "temperature-rare on onnx over Ray")
+    assert_same_samples(got, want, "temperature-rare on onnx over Ray",
+                        "temperature-rare" not in STOPS_ROWS)
 
 
 def test_the_reference_readme_states_these_commands():

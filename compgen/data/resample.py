@@ -185,6 +185,18 @@ class SampleFilter:
         return cls(inputs, outputs, {t for x in inputs for t in x}, {t for y in outputs for t in y},
                    novel, rule, tags)
 
+    def rejects_input(self, x: Sequence[str]) -> bool:
+        """True when ``accept`` rejects every datum with input ``x``, whatever its output:
+        a decoder can stop such a row as soon as it has written ``x <sep>``."""
+        if not x or not all(t in self.input_tokens for t in x):
+            return True
+        if self.novel and tuple(x) in self.train_inputs:
+            return True
+        if self.train_tags is not None and not valid_morph(x, self.train_tags):
+            return True
+        # a rule that reads the input alone (the rare phrase of SCAN)
+        return getattr(self.rule, "phrase", None) is not None and not self.rule(x, ())
+
     def accept(self, tokens: Sequence[str]) -> tuple[list[str], list[str]] | None:
         parts = split_datum(tokens)
         if parts is None:

@@ -9,6 +9,8 @@ emitted token's (masked) log-probability, ``L`` the steps the longest row needed
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from compgen.decoding.contract import BEAM_WIDTH, Contract, StepRules, check_strategy
@@ -25,9 +27,15 @@ class GreedySearch:
     compacted out of the batch (``compact``), or else fed ``<pad>`` and given
     ``finished_token`` (default ``<pad>``) at log p 0 until every row has finished."""
 
-    def __init__(self, sampler=None, compact: bool = True, finished_token: int | None = None):
+    def __init__(self, sampler=None, compact: bool = True, finished_token: int | None = None,
+                 stop_input: Callable[[np.ndarray], bool] | None = None):
         self.sampler = sampler or Argmax()
         self.compact, self.finished_token = compact, finished_token
+        # stop_input(ids of x): True stops a row that has just written ``x <sep>`` (its
+        # caller's filter rejects every datum with that input); a second ``<sep>`` stops a
+        # row too (no filter keeps it). Compacted searches only: rows never interact, so
+        # the rows that go on are decoded exactly as without it.
+        self.stop_input = stop_input
 
     def best(self, stepper: Stepper, rules: StepRules, batch: int, max_len: int,
              sample_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -56,8 +64,10 @@ class GreedySearch:
             out[rows, t] = nxt
             out_logp[rows, t] = chosen_logp
             used = t + 1
-            after_sep = after_sep | (nxt == rules.sep)
             ended = nxt == rules.eos
+            if compact and self.stop_input is not None:
+                ended |= self._stopped(out, rows, nxt == rules.sep, after_sep, t)
+            after_sep = after_sep | (nxt == rules.sep)
             if compact:
                 if ended.all():
                     break
@@ -72,6 +82,12 @@ class GreedySearch:
                     break
                 token = fed
         return out[:, :used], out_logp[:, :used]
+
+    def _stopped(self, out, rows, sep, after_sep, t) -> np.ndarray:
+        stop = sep & after_sep
+        for i in np.flatnonzero(sep & ~after_sep):
+            stop[i] = self.stop_input(out[rows[i], :t])
+        return stop
 
 
 class BeamSearch:
@@ -157,17 +173,20 @@ def _follow_back(B: int, W: int, parents: list, tokens: list, token_logp: list
 
 
 def search_for(strategy: str, temperature: float = 1.0, seed: int = 0,
-               beam_width: int = BEAM_WIDTH, compact: bool = True) -> GreedySearch | BeamSearch:
+               beam_width: int = BEAM_WIDTH, compact: bool = True,
+               stop_input: Callable[[np.ndarray], bool] | None = None
+               ) -> GreedySearch | BeamSearch:
     """The search a ``--strategy`` names: greedy, temperature and mixed are a greedy
-    search (``compact``: see ``GreedySearch``) with the argmax, temperature or mixed
-    sampler; beam is a beam search."""
+    search (``compact``, ``stop_input``: see ``GreedySearch``) with the argmax,
+    temperature or mixed sampler; beam is a beam search (its hypotheses compete: none
+    is stopped early)."""
     check_strategy(strategy)
     if strategy == "beam":
         return BeamSearch(beam_width)
     if strategy == "greedy":
-        return GreedySearch(Argmax(), compact)
+        return GreedySearch(Argmax(), compact, stop_input=stop_input)
     sampler = Temperature if strategy == "temperature" else Mixed
-    return GreedySearch(sampler(temperature, seed), compact)
+    return GreedySearch(sampler(temperature, seed), compact, stop_input=stop_input)
 
 
 def decode(stepper, contract: Contract, protos: np.ndarray, z: np.ndarray,

@@ -15,10 +15,11 @@ from compgen.data import load_dataset, select_split
 from compgen.data.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.sources import resolve_data_dir
-from compgen.data.vocab import Vocab
+from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import rank_key
 from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.user_data import user_filter
+from compgen.sampling.journal import Journal, Position
 from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
@@ -64,7 +65,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                     batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
                     log: Callable[[str], None] = print,
                     raise_temperature: bool = False, keep: Callable | None = None,
-                    max_rows: int | None = None, tally: Tally | None = None) -> list[Sample]:
+                    max_rows: int | None = None, tally: Tally | None = None,
+                    journal: Journal | None = None) -> list[Sample]:
     """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
     ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
     what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
@@ -79,7 +81,10 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
     ``max_rows`` bounds the rows decoded in all (the last round is cut short): a
     deterministic decoder has nothing new to say past one pass over its prototype tuples.
-    ``tally`` (updated in place) counts what was decoded and accepted.
+    ``tally`` (updated in place) counts what was decoded and accepted. ``journal``
+    (``compgen.sampling.journal``) receives every round's accepted samples; one read back
+    for ``--resume`` starts the loop where it stopped (``draw_prototypes`` is then
+    already at its first row).
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
     asked = (strategy, temperature)
     nsamples = max(nsamples or n, n)
@@ -88,6 +93,14 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     tally.wanted = nsamples
     kept: list[Sample] = []
     stalled, rounds, first = 0, 0, 0
+    if journal is not None and journal.position is not None:
+        at = journal.position
+        kept = resumed_samples(at.samples, accept, journal.path)
+        stalled, rounds, first, strategy, temperature = (at.stalled, at.rounds, at.first,
+                                                         at.strategy, at.temperature)
+        tally.decoded, tally.rounds, tally.accepted = first, rounds, len(kept)
+        log(f"resuming from {journal.path}: {len(kept)} accepted after {rounds} rounds "
+            f"({first:,} candidates decoded)")
     while len(kept) < nsamples and (max_rounds == NO_ROUND_CAP or rounds < max_rounds):
         size = batch_size if max_rows is None else min(batch_size, max_rows - first)
         if size <= 0:
@@ -102,6 +115,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                 kept.append(Sample(pair[0], pair[1], score))
         tally.record(size, len(kept))
         stalled = stalled + 1 if len(kept) == before else 0
+        if journal is not None:
+            journal.record(kept[before:], Position(rounds, first, stalled, strategy, temperature))
         if rounds % PROGRESS_ROUNDS == 0:
             cap = "no cap" if max_rounds == NO_ROUND_CAP else f"at most {max_rounds}"
             log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds ({cap})")
@@ -116,6 +131,18 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                      max_rounds, raise_temperature, log,
                      exhausted=max_rows is not None and first >= max_rows)
     return (keep or most_probable)(kept, n)
+
+
+def resumed_samples(samples: list, accept: Callable, source) -> list[Sample]:
+    """A journal's accepted samples, given to the filter again (which then knows them:
+    a later duplicate is rejected as in the uninterrupted run)."""
+    kept = []
+    for x, y, logprob in samples:
+        if accept([*x, SEP, *y]) != (x, y):
+            raise UserError(f"{source}: a sample this job's filter does not accept "
+                            f"({' '.join(x)} -> {' '.join(y)}); run without --resume")
+        kept.append(Sample(x, y, logprob))
+    return kept
 
 
 def most_probable(samples: list[Sample], n: int) -> list[Sample]:
@@ -211,6 +238,12 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
         raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     novel = bool(config.get("sample", {}).get("novel", scan))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
+
+
+def input_stop(filt: SampleFilter, vocab: Vocab) -> Callable:
+    """The decoders' ``stop_input`` (``compgen.decoding.search.GreedySearch``) for
+    ``filt``: the ids of an input ``x`` -> True when no datum with that input is kept."""
+    return lambda ids: filt.rejects_input(vocab.decode(ids, strip=True))
 
 
 def scan_quality(run: SampleRun, data_dir=None) -> dict | None:

@@ -37,9 +37,11 @@ from compgen.sampling.collection import (
     SampleRun,
     Tally,
     collect_decoded,
+    input_stop,
     make_filter,
     report_shortfall,
 )
+from compgen.sampling.journal import Journal, job_key
 from compgen.sampling.options import SampleOptions
 from compgen.sampling.tuple_selection import TupleSelection, read_prototype_array, select_tuples
 from compgen.sampling.verify import check_generator_backends
@@ -115,9 +117,11 @@ class ExportDecoder:
     ``decoder(prototype indices, strategy, temperature, first) -> (rows, scores)``;
     ``seconds`` spent decoding, ``where`` it runs."""
 
-    def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions):
+    def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions,
+                 stop_input: Callable[[np.ndarray], bool] | None = None):
         self.contract = replace(Contract.from_manifest(manifest["decoding"]),
                                 beam_width=options.beam_width)
+        self.stop_input = stop_input   # rows whose input the filter rejects stop at <sep>
         self.stored = stored_array(folder, manifest)
         self.new_stepper, self.where = stepper_factory_on(
             folder, manifest, backend, options.threads, options.precision,
@@ -132,7 +136,8 @@ class ExportDecoder:
         ids = first + np.arange(len(idx), dtype=np.int64)
         z = prior_z(self.contract, self.seed, ids)
         tokens, token_logp = decode(self.new_stepper(), self.contract, protos, z, search_for(
-            strategy, temperature, self.seed, self.contract.beam_width), ids)
+            strategy, temperature, self.seed, self.contract.beam_width,
+            stop_input=self.stop_input), ids)
         self.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
 
@@ -164,10 +169,11 @@ def source_config(source) -> dict:
 
 def sample(source, options: SampleOptions, backend: str | None = None, *, out=None,
            data_dir=None, log: Callable[[str], None] = print, lm=None, decoder_factory=None,
-           tally: Tally | None = None) -> SampleRun:
+           tally: Tally | None = None, resume: bool = False) -> SampleRun:
     """The sampling entry of ``compgen sample``, ``compgen pipeline`` and the Python API:
     ``source`` is a checkpoint (eager) or an export folder (``backend``, default onnx);
-    ``options`` unset device: auto."""
+    ``options`` unset device: auto. ``resume``: go on from the journal an interrupted run
+    of the same job left beside ``out`` (``compgen.sampling.journal``; export folders)."""
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
@@ -184,7 +190,10 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
                            f"first run 'compgen export {source}'")
     if exported:
         return sample_export(source, options, backend, out=out, log=log, lm=lm,
-                             decoder_factory=decoder_factory, tally=tally)
+                             decoder_factory=decoder_factory, tally=tally, resume=resume)
+    if resume:
+        raise SettingError("`resume`: export folders only (a checkpoint draws its prototype "
+                           f"tuples at random); first run 'compgen export {source}'")
     if decoder_factory is not None:
         raise SettingError(f"`ray` samples an export folder: first run 'compgen export {source}'")
     # start-up: `compgen sample --backend onnx` loads no torch
@@ -197,7 +206,7 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
                     data_dir=None, log: Callable[[str], None] = print, lm=None,
                     decoder_factory: Callable | None = None, tally: Tally | None = None,
-                    **asked) -> SampleRun:
+                    resume: bool = False, **asked) -> SampleRun:
     """``sample_export`` with options given as keywords (``SampleOptions``'s; unset: the
     export's ``[sample]``, else the defaults; the device: the CPU). Exported graphs decode
     the prototype tuples stored at export time, with the training pairs stored with them
@@ -205,19 +214,24 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     config = load_manifest(Path(folder)).get("config", {})
     options = SampleOptions(config.get("sample", {}), n=n, **{"device": "cpu", **asked})
     return sample_export(folder, options, backend, out=out, log=log, lm=lm,
-                         decoder_factory=decoder_factory, tally=tally)
+                         decoder_factory=decoder_factory, tally=tally, resume=resume)
 
 
 def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=None,
                   log: Callable[[str], None] = print, lm=None,
                   decoder_factory: Callable | None = None,
-                  tally: Tally | None = None) -> SampleRun:
+                  tally: Tally | None = None, resume: bool = False) -> SampleRun:
     """Draw ``options.n`` unique (SCAN: novel) samples from an export folder with
     ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
     (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
-    ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``)."""
+    ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``). With ``out``,
+    a Python backend journals the accepted samples as they come (``OUT.partial``);
+    ``resume`` goes on from the journal of an interrupted run of the same job."""
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
+    if resume and (out is None or backend == "cpp"):
+        raise SettingError("`resume`: needs an output file and `backend` onnx, torchscript or "
+                           "torch (the C++ runner keeps no journal)")
     folder = Path(folder)
     manifest = load_manifest(folder)
     if manifest.get("kind", "recombine") != "recombine":
@@ -254,21 +268,40 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                                               lm, selection, max_rows, tally)
         where = "cpu (C++ runner)"
     else:
-        decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
-                       if decoder_factory is not None
-                       else ExportDecoder(folder, manifest, backend, options))
-        samples = collect_decoded(decode_rows, vocab, PrototypeCycle(selection),
-                                  options.n, options.nsamples, options.strategy,
-                                  options.temperature,
-                                  lm.filtered(filt.accept) if lm else filt.accept,
-                                  options.batch_size, options.max_rounds, log=log,
-                                  raise_temperature=options.raise_temperature,
-                                  keep=lm.keep if lm else None, max_rows=max_rows,
-                                  tally=tally)
+        journal = (Journal(out, job_key(manifest, options, lm.describe() if lm else None),
+                           resume) if out is not None else None)
+        cycle = PrototypeCycle(selection)
+        if journal is not None and journal.position is not None:
+            cycle.cursor = journal.position.first
+        try:
+            decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
+                           if decoder_factory is not None
+                           else ExportDecoder(folder, manifest, backend, options,
+                                              input_stop(filt, vocab)))
+            samples = collect_decoded(decode_rows, vocab, cycle,
+                                      options.n, options.nsamples, options.strategy,
+                                      options.temperature,
+                                      lm.filtered(filt.accept) if lm else filt.accept,
+                                      options.batch_size, options.max_rounds, log=log,
+                                      raise_temperature=options.raise_temperature,
+                                      keep=lm.keep if lm else None, max_rows=max_rows,
+                                      tally=tally, journal=journal)
+            if out is not None:
+                write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
+        except Exception:   # an error a rerun would meet again: nothing is kept
+            if journal is not None:
+                journal.close(finished=True)
+            raise
+        except BaseException:   # interrupted (Ctrl-C, SIGTERM): the journal stays
+            if journal is not None:
+                journal.close(finished=False)
+                log(f"{journal.path} keeps {tally.accepted} accepted samples: the same "
+                    "command with --resume goes on from there")
+            raise
+        if journal is not None:
+            journal.close(finished=True)
         decode_seconds = getattr(decode_rows, "seconds", None)
         where = getattr(decode_rows, "where", None)
-    if out is not None and backend != "cpp":
-        write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
                      tally.decoded, selection.description, where, table)

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <list>
 #include <map>
@@ -306,10 +307,15 @@ class Stepper {
   PrototypeCache cache_;
 };
 
+// Given the ids of an input x, true when the job's filter keeps no datum with it.
+using InputStop = std::function<bool(const std::vector<int64_t>&)>;
+
 // Greedy / temperature / mixed decoding of one sequence per row (compgen.decoding.decode).
+// With stop_input, a row stops once it has written `x <sep>` for an x the filter rejects,
+// or a second <sep> (compgen.decoding.search.GreedySearch's stop_input).
 inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
                       const torch::Tensor& z, int mode, double temperature, uint64_t seed,
-                      const std::vector<int64_t>& ids) {
+                      const std::vector<int64_t>& ids, const InputStop& stop_input = {}) {
   const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
   Decoded out{std::vector<std::vector<int64_t>>(B, std::vector<int64_t>(L, c.pad)),
               std::vector<std::vector<float>>(B, std::vector<float>(L, 0.0f))};
@@ -332,7 +338,12 @@ inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& 
         chosen = draw_token(masked.data(), V, temperature, stream_uniform(seed, ids[rows[r]], t));
       out.tokens[rows[r]][t] = chosen;
       out.logp[rows[r]][t] = masked[chosen];
-      if (chosen != c.eos) {
+      bool stop = chosen == c.eos;
+      if (!stop && chosen == c.sep && stop_input) {
+        const auto& row = out.tokens[rows[r]];
+        stop = after_sep[r] || stop_input(std::vector<int64_t>(row.begin(), row.begin() + t));
+      }
+      if (!stop) {
         live.push_back(static_cast<int64_t>(r));
         next.push_back(chosen);
         next_sep.push_back(after_sep[r] || chosen == c.sep);

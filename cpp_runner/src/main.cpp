@@ -259,6 +259,24 @@ class Filter {
     wanted_.insert(job.rule_ids.begin(), job.rule_ids.end());
   }
 
+  // compgen.data.resample.SampleFilter.rejects_input: no datum with input x is accepted,
+  // whatever its output (read-only: the decoding threads ask it at once).
+  bool rejects_input(const Ids& x) const {
+    if (x.empty()) return true;
+    for (auto t : x)
+      if (!train_.input_tokens.count(t)) return true;
+    if (job_.novel && train_.inputs.count(x)) return true;
+    if (job_.morphology) {
+      Ids tags;
+      if (!split_tags(x, tags) || tags.size() < 2) return true;
+      std::set<int64_t> distinct(tags.begin(), tags.end());
+      if (distinct.size() != tags.size()) return true;
+      for (auto t : tags)
+        if (!tags_.count(t)) return true;
+    }
+    return job_.rule == "contains" && !contains(x, job_.rule_ids);
+  }
+
   bool accept(const Ids& row, Ids& x, Ids& y) {
     const auto& c = job_.contract;
     Ids tokens;
@@ -439,6 +457,7 @@ int main() {
   std::vector<compgen::Stepper> steppers;
   for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(graphs, c);
 
+  compgen::InputStop stop_input;  // set once the filter exists (never for raw rows)
   // Rows first .. first + B - 1 of the prototype cycle on one stepper.
   auto decode_part = [&](compgen::Stepper& stepper, int64_t first, int64_t B, int mode,
                          double temperature) {
@@ -460,7 +479,7 @@ int main() {
                              : compgen::prior_z(c, static_cast<uint64_t>(job.seed), ids);
     if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width);
     return compgen::decode(stepper, c, protos, z, mode, temperature,
-                           static_cast<uint64_t>(job.seed), ids);
+                           static_cast<uint64_t>(job.seed), ids, stop_input);
   };
 
   auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {
@@ -516,6 +535,7 @@ int main() {
   }
 
   Filter filter(job, read_training(job.folder + "/train.tsv", vocab));
+  stop_input = [&filter](const Ids& x) { return filter.rejects_input(x); };
   lm->use_vocabulary(vocab);
   std::vector<Sample> kept;
   int mode = job.mode;

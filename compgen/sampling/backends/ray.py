@@ -30,9 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.data.vocab import Vocab
 from compgen.errors import SettingError
 from compgen.export.artifact import load_manifest
-from compgen.sampling.run import ExportDecoder
+from compgen.sampling.collection import input_stop, make_filter
+from compgen.sampling.run import ExportDecoder, shipped_training_table
 from compgen.system.ray_cluster import start_ray
 
 RAY_BACKENDS = ("onnx", "torchscript")
@@ -48,7 +50,12 @@ class _Shard:
             folder = Path(tmp)
             for name, data in files.items():
                 (folder / name).write_bytes(data)
-            self.decoder = ExportDecoder(folder, load_manifest(folder), backend, options)
+            manifest = load_manifest(folder)
+            # the job's filter, to stop rows whose input it rejects (as in one process)
+            filt = make_filter(manifest["config"], shipped_training_table(folder),
+                               options.resample, options.rare)
+            self.decoder = ExportDecoder(folder, manifest, backend, options,
+                                         input_stop(filt, Vocab.load(folder / "vocab.json")))
 
     def where(self) -> str:
         return self.decoder.where
