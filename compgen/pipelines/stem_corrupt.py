@@ -161,7 +161,7 @@ def test_rows(lang: str, test: str, data_dir: Path | None) -> list[Triple]:
         return lemma_split_test(lang, data_dir)
     if test == "test":
         return read_triples(language_file(lang, "test", resolve_data_dir(data_dir)))
-    raise UserError(f"unknown --test '{test}' (valid: lemma-split, test)")
+    raise SettingError(f"unknown `test` '{test}' (valid: lemma-split, test)")
 
 
 def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
