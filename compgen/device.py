@@ -22,7 +22,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.system.precision import PRECISIONS, resolve_precision
 
 DEVICE_ENV = "COMPGEN_DEVICE"
@@ -67,19 +67,19 @@ class Device:
 CPU = Device("cpu")
 
 
-def parse_device(text: str, option: str = "--device") -> Device | None:
+def parse_device(text: str, option: str = "`device`") -> Device | None:
     """``auto`` -> None, ``cpu`` / ``cuda`` / ``cuda:N`` -> Device; anything else is a
-    UserError naming ``option``. Syntax only: nothing is asked of torch."""
+    SettingError naming ``option``. Syntax only: nothing is asked of torch."""
     match = _SYNTAX.fullmatch(text.strip().lower())
     if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
-        raise UserError(f"{option} {text}: unknown device (valid: auto, cpu, cuda, cuda:N)")
+        raise SettingError(f"{option} {text}: unknown device (valid: auto, cpu, cuda, cuda:N)")
     kind, index = match.group(1), match.group(2)
     if kind == "auto":
         return None
     return Device(kind, int(index or 0))
 
 
-def resolve_device(requested: str | Device | None = None, option: str = "--device",
+def resolve_device(requested: str | Device | None = None, option: str = "`device`",
                    auto_cpu: bool = False) -> Device:
     """The device to compute on: ``requested``, else ``$COMPGEN_DEVICE``, else ``auto``.
     ``auto_cpu``: the work runs on the CPU only (the C++ runner, reduced precision), so
@@ -120,10 +120,10 @@ def _check(device: Device, option: str) -> Device:
                  else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         hidden = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
-        raise UserError(f"{option} {device}: no CUDA device here ({build}{hidden}); "
-                        "use --device cpu or auto")
+        raise SettingError(f"{option} {device}: no CUDA device here ({build}{hidden}); "
+                           "use `device` cpu or auto")
     if device.index >= count:
-        raise UserError(f"{option} {device}: torch sees {count} GPU(s) (cuda:0..cuda:{count - 1})")
+        raise SettingError(f"{option} {device}: torch sees {count} GPU(s) (cuda:0..cuda:{count - 1})")
     return device
 
 
@@ -134,20 +134,20 @@ def as_device(device: str | Device | None) -> Device:
 
 # ------------------------------------------------------------------ torch
 
-def training_precision(requested: str, device: Device, option: str = "--precision") -> str:
+def training_precision(requested: str, device: Device, option: str = "`precision`") -> str:
     """``auto`` | ``fp32`` | ``bf16`` -> ``fp32`` or ``bf16`` on ``device``: on the CPU
     from its flags (``compgen.system.precision``), on CUDA from what the GPU computes."""
     if not device.cuda:
         return resolve_precision(requested, option)
     if requested not in PRECISIONS:
-        raise UserError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
+        raise SettingError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
     # start-up: `compgen --help` loads no torch
     import torch
 
     supported = torch.cuda.is_bf16_supported()
     if requested == "bf16" and not supported:
-        raise UserError(f"{option} bf16: {torch.cuda.get_device_name(device.index)} computes "
-                        "no bf16; use --precision fp32 or auto")
+        raise SettingError(f"{option} bf16: {torch.cuda.get_device_name(device.index)} computes "
+                           "no bf16; use `precision` fp32 or auto")
     return "bf16" if requested == "bf16" or (requested == "auto" and supported) else "fp32"
 
 
@@ -161,12 +161,12 @@ def autocast(device: Device, bf16: bool):
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
-def use_tf32(device: Device, on: bool, option: str = "--tf32") -> None:
+def use_tf32(device: Device, on: bool, option: str = "`tf32`") -> None:
     """TF32 matrix products and cuDNN kernels on CUDA (10 mantissa bits instead of 23),
     or - ``on`` False - full fp32 there: torch lets cuDNN (the LSTMs) use TF32 by default,
     which would make CUDA's fp32 greedy samples differ from the CPU's."""
     if on and not device.cuda:
-        raise UserError(f"{option}: TF32 is a CUDA setting; the device is {device}")
+        raise SettingError(f"{option}: TF32 is a CUDA setting; the device is {device}")
     if not device.cuda:
         return
     # start-up: `compgen --help` loads no torch
@@ -189,8 +189,8 @@ def cpu_copy(tensor):
     return tensor.detach().to("cpu", copy=True).contiguous()
 
 
-def cuda_out_of_memory(exc: BaseException) -> str | None:
-    """One line with advice for a GPU that ran out of memory (torch or ONNX Runtime), or
+def cuda_out_of_memory(exc: BaseException) -> SettingError | None:
+    """Advice, as one line, for a GPU that ran out of memory (torch or ONNX Runtime), or
     None when ``exc`` is something else."""
     text = str(exc)
     if type(exc).__name__ != "OutOfMemoryError" and not (
@@ -198,8 +198,8 @@ def cuda_out_of_memory(exc: BaseException) -> str | None:
         return None
     asked = re.search(r"allocate ([\d.]+ [KMG]iB)", text)
     size = f" (asked for {asked.group(1)})" if asked else ""
-    return (f"the GPU ran out of memory{size}; use a smaller --batch-size, a smaller model, "
-            "or --device cpu")
+    return SettingError(f"the GPU ran out of memory{size}; use a smaller `batch_size`, a "
+                        "smaller model, or `device` cpu")
 
 
 # ------------------------------------------------------------------ ONNX Runtime
@@ -229,16 +229,16 @@ def ort_session(model, options, device: Device):
         return ort.InferenceSession(model, options, providers=device.ort_providers())
     available = ort.get_available_providers()
     if "CUDAExecutionProvider" not in available:
-        raise UserError(f"--device {device}: onnxruntime {ort.__version__} has no CUDA provider "
-                        f"(it has {', '.join(available)}); pip install 'compgen[gpu]' (or "
-                        "--device cpu)")
+        raise SettingError(f"`device` {device}: onnxruntime {ort.__version__} has no CUDA "
+                           f"provider (it has {', '.join(available)}); pip install "
+                           "'compgen[gpu]' (or `device` cpu)")
     with stdout_to_stderr():
         session = ort.InferenceSession(model, options, providers=device.ort_providers())
     used = session.get_providers()
     if "CUDAExecutionProvider" not in used:
-        raise UserError(f"--device {device}: onnxruntime {ort.__version__} could not load its "
-                        f"CUDA provider (it runs on {', '.join(used)}; the CUDA and cuDNN "
-                        "libraries it needs: pip install 'compgen[gpu]'); or --device cpu")
+        raise SettingError(f"`device` {device}: onnxruntime {ort.__version__} could not load "
+                           f"its CUDA provider (it runs on {', '.join(used)}; the CUDA and "
+                           "cuDNN libraries it needs: pip install 'compgen[gpu]'); or `device` cpu")
     return session
 
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from compgen.errors import UserError, read_text, where
+from compgen.errors import SettingError, UserError, read_text, where
 
 
 def user_cache(name: str) -> Path:
@@ -207,20 +207,20 @@ def parse_samples_tsv(text: str, source: str = "<samples>") -> list[tuple[list[s
     return pairs
 
 
-def read_inputs(path: str | os.PathLike, option: str = "--input") -> list[list[str]]:
+def read_inputs(path: str | os.PathLike, option: str = "`input`") -> list[list[str]]:
     """Inputs to predict, one per line, tokens separated by spaces (a TSV's first column).
     A samples file's header is skipped: ``#x<TAB>y...`` as written, or ``#x`` alone as
     ``cut -f1`` leaves it."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{option} {path}: no such file")
+        raise SettingError(f"{option} {path}: no such file")
     lines = [line for line in read_text(path).splitlines() if line.strip()]
     if lines and (lines[0] == "#x" or lines[0].startswith("#x\t")):
         lines = lines[1:]
     sources = [line.split("\t", 1)[0].split() for line in lines]
     sources = [s for s in sources if s]
     if not sources:
-        raise UserError(f"{option} {path}: no inputs (empty file)")
+        raise SettingError(f"{option} {path}: no inputs (empty file)")
     return sources
 
 

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import typer.main
 
+from compgen.cli import app
+from compgen.cli.common import flags_in
 from compgen.decoding.contract import Contract, prior_z
 from compgen.decoding.search import decode, search_for
 from compgen.device import (
@@ -55,10 +58,10 @@ def test_auto_is_the_cpu_without_a_gpu_and_cuda_with_one(monkeypatch):
 
 def test_cuda_where_there_is_none_or_past_the_last_gpu_is_an_error(monkeypatch):
     gpus(monkeypatch, 0)
-    with pytest.raises(UserError, match=r"--device cuda:0: no CUDA device here"):
+    with pytest.raises(UserError, match=r"^device cuda:0: no CUDA device here"):
         resolve_device("cuda")
     gpus(monkeypatch, 2)
-    with pytest.raises(UserError, match=r"--device cuda:2: torch sees 2 GPU\(s\)"):
+    with pytest.raises(UserError, match=r"^device cuda:2: torch sees 2 GPU\(s\)"):
         resolve_device("cuda:2")
 
 
@@ -80,8 +83,10 @@ def test_malformed_devices_are_refused(text):
 
 def test_a_cuda_out_of_memory_error_becomes_advice():
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; ...)")
-    message = cuda_out_of_memory(oom)
-    assert "asked for 2.00 GiB" in message and "--batch-size" in message
+    advice = cuda_out_of_memory(oom)
+    assert "asked for 2.00 GiB" in str(advice) and "smaller batch_size" in str(advice)
+    # the command line names the flags
+    assert "--batch-size" in flags_in(advice, typer.main.get_command(app))
     assert cuda_out_of_memory(RuntimeError("shape mismatch")) is None
 
 
@@ -146,7 +151,7 @@ def test_a_cuda_session_that_onnxruntime_cannot_make_is_an_error_and_prints_noth
         pytest.skip("this machine may really run ONNX Runtime's CUDA provider")
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    with pytest.raises(UserError, match="--device cuda:0: onnxruntime .*(no CUDA provider|"
+    with pytest.raises(UserError, match="^device cuda:0: onnxruntime .*(no CUDA provider|"
                                         "could not load its CUDA provider)"):
         ort_session(str(SHIPPED / "encoder.onnx"), options, Device("cuda", 0))
     assert capfd.readouterr().out == ""   # no fallback banner where samples would go

@@ -60,7 +60,7 @@ def test_eager_model_from_model_ts_equals_the_checkpoint(capped, small_scan, tmp
 
 def test_prototype_cap_must_be_positive(tmp_path, small_scan):
     ckpt = make_checkpoint(tmp_path / "g.pt", small_scan)
-    with pytest.raises(UserError, match="--prototypes 0: must be >= 1"):
+    with pytest.raises(UserError, match="max_prototypes 0: must be >= 1"):
         export_checkpoint(ckpt, tmp_path / "out", data_dir=small_scan, max_prototypes=0)
     assert not (tmp_path / "out").exists()
 

@@ -102,8 +102,9 @@ def test_lmplz_estimates_real_models(small_corpus, small_models, data_dir):
 def test_tiny_corpus_needs_discount_fallback(tmp_path):
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("a b c\na b d\n", encoding="utf-8")
-    with pytest.raises(UserError, match="--discount_fallback"):
+    with pytest.raises(SettingError, match="rerun with discount_fallback") as refused:
         train_lm(corpus, tmp_path / "tiny.arpa", order=3)
+    assert refused.value.text(flag_of).endswith("rerun with --discount_fallback")
     assert not (tmp_path / "tiny.arpa").exists()      # nothing half-written
     train_lm(corpus, tmp_path / "tiny.arpa", order=3, discount_fallback=True)
     assert ppl.load_model(tmp_path / "tiny.arpa").order == 3

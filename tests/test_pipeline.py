@@ -471,7 +471,7 @@ def test_reference_rows_resolve_to_the_reference_script():
     result = CliRunner().invoke(app, ["pipeline", REFERENCE_ROWS[0], "--max-rounds", "-1"])
     assert result.exit_code != 0 and "max_rounds must be >= 0" in str(result.exception)
     result = CliRunner().invoke(app, ["pipeline", REFERENCE_ROWS[0], "--backend", "onnx"])
-    assert result.exit_code != 0 and "--no-test-dropout" in str(result.exception)
+    assert result.exit_code != 0 and "no_test_dropout departs" in str(result.exception)
 
 
 def test_reference_row_samples_until_nsamples_are_accepted(tiny_run, tmp_path, monkeypatch):

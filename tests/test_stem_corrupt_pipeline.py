@@ -129,3 +129,43 @@ def test_pipeline_command_rejects_bad_options(toy_data, tmp_path, args, message)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and message in lines[0], run.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pipeline_config_reaches_the_run(toy_data, tmp_path):
+    """``compgen pipeline stem-corrupt-LANG --config FILE``: the file's pool, training, model
+    and [run] values (none the bundled preset's) are what the run makes and records."""
+    import subprocess
+    import sys
+
+    preset = tmp_path / "small.toml"
+    preset.write_text('kind = "stem-corrupt"\n[corrupt]\npool_size = 24\n'
+                      "[model]\nembed_dim = 16\nffn_dim = 32\nheads = 2\nencoder_layers = 1\n"
+                      "decoder_layers = 1\n[train]\nupdates = 7\nwarmup = 3\nvalidate_every = 7\n"
+                      '[run]\nstrategies = ["random"]\nsizes = [5]\nbeam = 1\n')
+    root = tmp_path / "runs"
+    run = subprocess.run([sys.executable, "-m", "compgen", "pipeline", "stem-corrupt-toy",
+                          "--config", str(preset), "--root", str(root), "--data-dir", str(toy_data),
+                          "--threads", "1"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    folder = root / "stem-corrupt-toy"
+    assert len((folder / "pool.tsv").read_text().splitlines()) == 24
+    assert sorted(p.name for p in (folder / "seed0").glob("*.json")) == ["M.json", "random-5.json"]
+    assert len((folder / "seed0" / "random-5.tsv").read_text().splitlines()) == 5
+    assert {json.loads(p.read_text())["updates"] for p in (folder / "seed0").glob("*.json")} == {7}
+    from compgen.training.inflection import load_inflection
+
+    assert load_inflection(folder / "seed0" / "random-5.pt").config["model"]["embed_dim"] == 16
+
+
+def test_pipeline_config_is_refused_where_it_does_not_apply(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "compgen", "pipeline", "jump-baseline", "--config",
+                          "stem_corrupt", "--root", str(tmp_path)], capture_output=True, text=True,
+                         check=False)
+    lines = run.stderr.strip().splitlines()
+    refusal = ("error: --config applies to the stem-corrupt-LANG pipelines, not jump-baseline "
+               "(its presets: --generator-config, --predictor-config)")
+    assert run.returncode == 2 and lines == [refusal], run.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -83,6 +83,13 @@ def test_a_wrong_key_or_value_is_one_error_naming_the_file_and_key(tmp_path, tex
         stem_corrupt_preset(tmp_path / "mine.toml")
 
 
+def test_the_bundled_preset_is_also_named_by_its_name(tmp_path, monkeypatch):
+    assert stem_corrupt_preset("stem_corrupt") == stem_corrupt_preset()
+    (tmp_path / "stem_corrupt").write_text('kind = "stem-corrupt"\n[run]\nbeam = 3\n')
+    monkeypatch.chdir(tmp_path)   # a file of that name is read instead
+    assert stem_corrupt_preset("stem_corrupt").run.beam == 3
+
+
 def test_a_missing_or_broken_file_is_one_error(tmp_path):
     with pytest.raises(UserError, match=r"nothere\.toml: no such preset file"):
         stem_corrupt_preset(tmp_path / "nothere.toml")

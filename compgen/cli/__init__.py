@@ -55,11 +55,11 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated(signum)
 
 
-def _gpu_out_of_memory_exit(exc: BaseException) -> None:
-    message = cuda_out_of_memory(exc)
-    if message is not None:
+def _gpu_out_of_memory_exit(exc: BaseException, command) -> None:
+    advice = cuda_out_of_memory(exc)
+    if advice is not None:
         exc.__traceback__ = None
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {flags_in(advice, command)}\n")
         sys.exit(2)
 
 
@@ -97,7 +97,7 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _disk_full_exit(where)
     except RuntimeError as exc:   # torch's allocator reports a failed allocation this way
-        _gpu_out_of_memory_exit(exc)
+        _gpu_out_of_memory_exit(exc, command)
         if "not enough memory" not in str(exc) and "can't allocate memory" not in str(exc):
             raise
         _out_of_memory_exit(exc)
@@ -105,7 +105,7 @@ def main() -> None:
         err_console.print("interrupted", markup=False)
         sys.exit(130)
     except BaseException as exc:
-        _gpu_out_of_memory_exit(exc)   # ONNX Runtime's errors are no RuntimeError
+        _gpu_out_of_memory_exit(exc, command)   # ONNX Runtime's errors are no RuntimeError
         # Polars writing Parquet (GECA's spill, outputs) reports a full disk as a
         # ComputeError holding the OS error, not as an OSError
         if "(os error 28)" in str(exc) or "(os error 122)" in str(exc):

@@ -162,7 +162,8 @@ def _size(n: int) -> str:
 
 
 # the settings whose flag is not ``--`` + the setting's name with dashes
-FLAGS = {"pool_size": "--pool"}
+FLAGS = {"pool_size": "--pool", "mirror": "--from", "max_prototypes": "--prototypes",
+         "discount_fallback": "--discount_fallback"}
 
 
 def flag_of(setting: str) -> str:
@@ -172,13 +173,17 @@ def flag_of(setting: str) -> str:
 
 
 def option_names(group) -> set[str]:
-    """The parameter names of every option of every command under ``group``."""
+    """The parameter names of every option of every command under ``group``, and the off
+    switches of its on/off flags by their own names (``all_prototypes``: --all-prototypes
+    sets ``rare_prototypes`` off)."""
     names: set[str] = set()
     for command in group.commands.values():
         if hasattr(command, "commands"):
             names |= option_names(command)
         else:
             names |= {param.name for param in command.params if param.name}
+            names |= {flag.removeprefix("--").replace("-", "_") for param in command.params
+                      for flag in getattr(param, "secondary_opts", ()) if flag.startswith("--")}
     return names
 
 

@@ -45,6 +45,7 @@ def pipeline_cmd(
     sizes: str | None = typer.Option(None, "--sizes", help="stem-corrupt-LANG: comma-separated subset sizes (default: the stem_corrupt preset's)"),
     updates: int | None = typer.Option(None, "--updates", help="stem-corrupt-LANG: inflection model updates (default: the stem_corrupt preset's; given: warm-up 2/3 of them)"),
     uncertainty: str | None = typer.Option(None, "--uncertainty", help="stem-corrupt-LANG: pool scores = hypothesis (beam output's score, the reference code) | reference (NLL of the pool's form, the paper); default: the stem_corrupt preset's"),
+    config: str | None = typer.Option(None, "--config", metavar="FILE|NAME", help="stem-corrupt-LANG: the STEM-CORRUPT preset, stem_corrupt (the default) or a TOML file read over it (compgen presets stem_corrupt); the options given here override it"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
@@ -64,9 +65,12 @@ def pipeline_cmd(
         from compgen.pipelines.stem_corrupt import pipeline_from_cli
 
         pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
-                          uncertainty=uncertainty,
+                          uncertainty=uncertainty, config=config,
                           log=lambda line: console.print(line, highlight=False, markup=False))
         return
+    if config is not None:
+        raise UserError(f"--config applies to the stem-corrupt-LANG pipelines, not {name} "
+                        "(its presets: --generator-config, --predictor-config)")
     for option, value in (("--generator-epochs", generator_epochs), ("--n", n), ("--nsamples", nsamples),
                           ("--generator-steps", generator_steps),
                           ("--predictor-epochs", predictor_epochs), ("--threads", threads),

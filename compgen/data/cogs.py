@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.errors import UserError, read_text, where
+from compgen.errors import SettingError, UserError, read_text, where
 
 SPLITS = ("train", "dev", "test")
 
@@ -58,6 +58,6 @@ def load_cogs(data_dir: Path) -> pl.DataFrame:
     for split in SPLITS:
         path = data_dir / "cogs" / f"{split}.tsv"
         if not path.is_file():
-            raise UserError(f"{path}: missing; run 'compgen data fetch cogs' or set --data-dir")
+            raise SettingError(f"{path}: missing; run 'compgen data fetch cogs' or set `data_dir`")
         parts.append(read_cogs_file(path, split))
     return pl.concat(parts)

@@ -38,7 +38,7 @@ import polars as pl
 
 from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
-from compgen.errors import UserError, read_text, where
+from compgen.errors import SettingError, UserError, read_text, where
 from compgen.io import parse_samples_tsv
 
 X_NAMES = ("x", "input", "source", "src")
@@ -85,8 +85,8 @@ def parse_columns(text: str | None) -> tuple[str, ...] | None:
         return None
     names = tuple(name.strip() for name in text.split(","))
     if len(names) < 2 or not all(names) or len(set(names)) != len(names):
-        raise UserError(f"--columns {text!r}: give two or more distinct names, comma-separated "
-                        "(e.g. input,output)")
+        raise SettingError(f"`columns` {text!r}: give two or more distinct names, "
+                           "comma-separated (e.g. input,output)")
     return names
 
 
@@ -224,12 +224,13 @@ def _pick(columns: Sequence[str], chosen: str | None, defaults: Sequence[str], s
           option: str, source: str) -> str:
     if chosen is not None:
         if chosen not in columns:
-            raise UserError(f"{source}: no field '{chosen}' ({option}); have: {', '.join(columns)}")
+            raise SettingError(f"{source}: no field '{chosen}' (`{option}`); have: "
+                               f"{', '.join(columns)}")
         return chosen
     present = [name for name in defaults if name in columns]
     if not present:
-        raise UserError(f"{source}: no {side} field: expected one of {', '.join(defaults)} "
-                        f"(or name it with {option}); have: {', '.join(columns)}")
+        raise SettingError(f"{source}: no {side} field: expected one of {', '.join(defaults)} "
+                           f"(or name it with `{option}`); have: {', '.join(columns)}")
     return present[0]
 
 
@@ -241,8 +242,8 @@ def records_table(frame: pl.DataFrame, source: str, fields: Fields | None = None
     fields = fields or Fields()
     if frame.height == 0:
         raise UserError(f"{source}: no examples")
-    xcol = _pick(frame.columns, fields.x, X_NAMES, "input (x)", "--x-field", source)
-    ycol = _pick(frame.columns, fields.y, Y_NAMES, "output (y)", "--y-field", source)
+    xcol = _pick(frame.columns, fields.x, X_NAMES, "input (x)", "x_field", source)
+    ycol = _pick(frame.columns, fields.y, Y_NAMES, "output (y)", "y_field", source)
     if xcol == ycol:
         raise UserError(f"{source}: x and y are the same field '{xcol}'")
     exprs = [_tokens(frame, name, side, source, first_line, lines) for name, side in
@@ -348,9 +349,9 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
     if len(cells) == 3:
         return sigmorphon.make_morph_table(sigmorphon.parse_sigmorphon(text, str(path)), split)
     if len(cells) > 3:
-        raise UserError(f"{where(path, lineno)}: {len(cells)} tab-separated fields: not "
-                        "x<TAB>y, SCAN, COGS, SIGMORPHON or a corpus (a TSV with more "
-                        "columns needs a header line or --columns)")
+        raise SettingError(f"{where(path, lineno)}: {len(cells)} tab-separated fields: not "
+                           "x<TAB>y, SCAN, COGS, SIGMORPHON or a corpus (a TSV with more "
+                           "columns needs a header line or `columns`)")
     for n, row in enumerate(text.splitlines(), 1):
         if "\t" in row:
             raise UserError(f"{where(path, n)}: a tab in a plain corpus (the first line has none)")

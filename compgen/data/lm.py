@@ -8,7 +8,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text
 from compgen.data.table import make_table
-from compgen.errors import UserError, read_text
+from compgen.errors import SettingError, UserError, read_text
 
 LANGUAGES = ("kin", "lao", "na", "tok")
 EMBEDDED = {"kin"}  # the package carries kin (207 kB compressed), so the demo runs offline
@@ -42,7 +42,7 @@ def load_lm(lang: str, data_dir: Path) -> pl.DataFrame:
         relpath = f"lm/{lang}/{split}.txt"
         text = embedded_text(f"{lang}_{split}.txt", relpath) if lang in EMBEDDED else None
         if text is None:
-            raise UserError(f"{path}: missing; run 'compgen data fetch lm' or set --data-dir")
+            raise SettingError(f"{path}: missing; run 'compgen data fetch lm' or set `data_dir`")
         ys = parse_corpus(text, f"<embedded {relpath}>")
         parts.append(make_table([[] for _ in ys], ys, split))
     return pl.concat(parts)

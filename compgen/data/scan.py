@@ -9,7 +9,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text
 from compgen.data.table import make_table
-from compgen.errors import UserError, read_text, where
+from compgen.errors import SettingError, UserError, read_text, where
 
 LINE = re.compile(r"^IN: (.+?) OUT: (.+)$")
 
@@ -69,7 +69,7 @@ def load_scan(split: str, data_dir: Path) -> pl.DataFrame:
             continue
         text = embedded_text(name) if split in EMBEDDED else None
         if text is None:
-            raise UserError(f"{path}: missing; run 'compgen data fetch scan' or set --data-dir")
+            raise SettingError(f"{path}: missing; run 'compgen data fetch scan' or set `data_dir`")
         xs, ys = parse_scan(text, f"<embedded {name}>")
         parts.append(make_table(xs, ys, part))
     return pl.concat(parts)

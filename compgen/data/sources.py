@@ -19,7 +19,7 @@ import urllib.request
 from importlib import resources
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import user_cache
 
 UPSTREAM = {
@@ -42,7 +42,7 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
     if option:
         path = Path(option)
         if not path.is_dir():
-            raise UserError(f"--data-dir {path}: no such folder")
+            raise SettingError(f"`data_dir` {path}: no such folder")
         return path
     env = os.environ.get("COMPGEN_DATA")
     if env:
@@ -92,7 +92,7 @@ def fetch(name: str, data_dir: Path, mirror: str | os.PathLike | None = None) ->
     wanted = {rel: digest for rel, digest in checksums().items() if rel.startswith(top + "/")}
     mirror_dir = Path(mirror) if mirror else None
     if mirror_dir is not None and not mirror_dir.is_dir():
-        raise UserError(f"--from {mirror_dir}: no such folder")
+        raise SettingError(f"`mirror` {mirror_dir}: no such folder")
     data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=data_dir, prefix=".fetch-") as tmp:
         staged = []
@@ -102,7 +102,7 @@ def fetch(name: str, data_dir: Path, mirror: str | os.PathLike | None = None) ->
             if mirror_dir is not None:
                 source = mirror_dir / rel
                 if not source.is_file():
-                    raise UserError(f"{source}: missing from the mirror given by --from")
+                    raise SettingError(f"{source}: missing from the mirror given by `mirror`")
                 shutil.copyfile(source, target)
                 origin = str(source)
             else:

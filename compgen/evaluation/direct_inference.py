@@ -61,7 +61,7 @@ from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
 from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
 from compgen.decoding.samplers import ForcedPrefix
 from compgen.decoding.search import GreedySearch
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.evaluation.metrics import exact_match, micro_f1
 from compgen.io import atomic_open
 from compgen.models.recombine import Memory, State, collate_prototypes, collate_targets, pad_2d
@@ -340,7 +340,7 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
                         f"{model.nproto} prototypes)")
     data = data or config["data"]
     if not data.startswith("scan/"):
-        raise UserError(f"--data {data}: direct inference runs on SCAN (scan/<split>)")
+        raise SettingError(f"`data` {data}: direct inference runs on SCAN (scan/<split>)")
     table = load_dataset(data, data_dir)
     train = unique_pairs(table, "train")
     by_input: dict[tuple, tuple[list[str], list[str]]] = {}

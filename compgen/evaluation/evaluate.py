@@ -20,7 +20,7 @@ import torch
 from compgen.data import load_dataset
 from compgen.data.files import Fields, reading_fields
 from compgen.data.vocab import EOS_ID
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.evaluation.metrics import predict, score_predictions
 from compgen.evaluation.plots import plot_attention, plot_generator_attention, plot_learning_curve
 from compgen.export.artifact import load_manifest
@@ -44,9 +44,9 @@ def evaluation_table(data: str, data_dir=None, trained_on: str | None = None) ->
     table = load_dataset(data, data_dir)
     if Path(data).is_file() and "test" not in table["split"].unique().to_list():
         if trained_on is not None:
-            raise UserError(f"{trained_on}: the model was trained on this file, which has no "
-                            "test split; give --data TEST_FILE (or train on a folder holding "
-                            "train and test files)")
+            raise SettingError(f"{trained_on}: the model was trained on this file, which has "
+                               "no test split; give `data` TEST_FILE (or train on a folder "
+                               "holding train and test files)")
         table = table.with_columns(split=pl.lit("test"))
     return table
 
@@ -107,8 +107,8 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
                 meta, int(manifest["decoding"]["max_len"]))
 
     if backend not in (None, "torch"):
-        raise UserError(f"--backend {backend} runs on an export folder: first run "
-                        f"'compgen export {path}'")
+        raise SettingError(f"`backend` {backend} runs on an export folder: first run "
+                           f"'compgen export {path}'")
     model, vocab, meta = load_predictor(path)
     if device is not None:
         model.to(device.torch)
@@ -128,7 +128,7 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
     explicit = data is not None
     data = data or recorded_data(meta)
     if not data:
-        raise UserError(f"{checkpoint}: names no data set; give --data")
+        raise SettingError(f"{checkpoint}: names no data set; give `data`")
     if explicit:
         table = evaluation_table(data, data_dir)
     else:   # read as it was for training (its --x-field/--y-field/--columns)

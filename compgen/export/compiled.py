@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
 from compgen.export.torchscript import Bf16Graph, bf16_copy
 
@@ -86,9 +86,9 @@ def build_libraries(model: nn.Module, target: Path, width: int) -> None:
         package.unlink()
 
 
-def compile_error(error: Exception) -> UserError:
+def compile_error(error: Exception) -> SettingError:
     text = str(error).strip()
     first = text.splitlines()[0] if text else type(error).__name__
-    return UserError("--precision bf16 with --backend torch or cpp compiles the model with "
-                     "TorchInductor, which failed (it needs a C++ compiler and the Python "
-                     f"headers): {first[:300]}")
+    return SettingError("`precision` bf16 with `backend` torch or cpp compiles the model with "
+                        "TorchInductor, which failed (it needs a C++ compiler and the Python "
+                        f"headers): {first[:300]}")

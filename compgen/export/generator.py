@@ -37,7 +37,7 @@ import torch
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from compgen.decoding.contract import Contract
 from compgen.decoding.search import BeamSearch, GreedySearch, decode
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.export.artifact import (
     FORMAT,
     LOGP_FLOOR,
@@ -193,7 +193,7 @@ class GeneratorExport(KindSpec):
 
     def __init__(self, checkpoint: Path, options: ExportOptions):
         if options.max_prototypes < 1:
-            raise UserError(f"--prototypes {options.max_prototypes}: must be >= 1")
+            raise SettingError(f"`max_prototypes` {options.max_prototypes}: must be >= 1")
         self.checkpoint, self.options = checkpoint, options
         self.earlier = None  # re-exporting an export folder: its weights and its prototype order
         if checkpoint.is_dir():

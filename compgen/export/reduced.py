@@ -24,7 +24,7 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.export.artifact import eager_model
 from compgen.export.compiled import build_libraries, compile_error
 from compgen.export.graphs import deterministic
@@ -54,8 +54,8 @@ def _staged(target: Path) -> Path:
 
 def check_bf16_variant(manifest: dict) -> None:
     if manifest["model"]["variant"] != "scan":
-        raise UserError("--precision bf16: the bf16 sampling graphs exist for SCAN generators "
-                        "(variant scan) only; use --precision fp32")
+        raise SettingError("`precision` bf16: the bf16 sampling graphs exist for SCAN "
+                           "generators (variant scan) only; use `precision` fp32")
 
 
 def _torch_version() -> str:
@@ -90,8 +90,8 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
     check_bf16_variant(manifest)
     width = manifest["decoding"].get("prototype_width", 0)
     if not width:
-        raise UserError(f"{folder}: the export has no fixed prototype width; export it again "
-                        "to sample it in bf16 with --backend torch or cpp")
+        raise SettingError(f"{folder}: the export has no fixed prototype width; export it "
+                           "again to sample it in bf16 with `backend` torch or cpp")
     folder = Path(folder)
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
     code += [Path(__file__).with_name(name) for name in ("compiled.py", "graphs.py")]

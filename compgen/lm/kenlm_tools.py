@@ -87,7 +87,7 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
             raise UserError(f"{corpus}: unknown split '{named_split}' (valid: {', '.join(SPLITS)})")
         path = resolve_data_dir(data_dir) / "lm" / lang / f"{named_split}.txt"
         if not path.is_file() and not _install_embedded(lang, named_split, path):
-            raise UserError(f"{path}: missing; run 'compgen data fetch lm' or set --data-dir")
+            raise SettingError(f"{path}: missing; run 'compgen data fetch lm' or set `data_dir`")
         return path
     raise UserError(f"{corpus}: no such file (nor an LM corpus name like lm/kin)")
 
@@ -161,8 +161,8 @@ def check_order(order: int) -> None:
 def _tool_error(tool: str, corpus: Path, stderr: str) -> UserError:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     if any("discount_fallback" in line for line in lines):
-        return UserError(f"{corpus}: lmplz cannot estimate Kneser-Ney discounts (corpus too small "
-                         "or artificial); rerun with --discount_fallback")
+        return SettingError(f"{corpus}: lmplz cannot estimate Kneser-Ney discounts (corpus too "
+                            "small or artificial); rerun with `discount_fallback`")
     # KenLM prints "FILE:LINE in FUNCTION threw EXCEPTION[ because `COND'].", then the
     # reason; its progress banner comes first and is no reason
     thrown = next((i for i, line in enumerate(lines) if " threw " in line), None)

@@ -18,7 +18,7 @@ import polars as pl
 from compgen.data import load_dataset
 from compgen.data.resample import SampleFilter, any_token_rule, rare_tokens
 from compgen.data.table import make_table
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.generic import generic_omega, prototype_lengths
 from compgen.neighborhoods.scan import unique_generative_data
 
@@ -43,11 +43,11 @@ def read_user_pairs(data: str, data_dir: str | os.PathLike | None = None) -> pl.
         table = table.filter(pl.col("split") == "train")
     empty = table.filter((pl.col("x").list.len() == 0) | (pl.col("y").list.len() == 0)).height
     if empty:
-        raise UserError(f"--data {data}: {empty} of {table.height} rows have an empty input or "
-                        "output; a generator trains on x<TAB>y pairs")
+        raise SettingError(f"`data` {data}: {empty} of {table.height} rows have an empty input "
+                           "or output; a generator trains on x<TAB>y pairs")
     if table.height < 3:
-        raise UserError(f"--data {data}: {table.height} training pairs; a generator needs "
-                        "at least 3 to retrieve prototypes")
+        raise SettingError(f"`data` {data}: {table.height} training pairs; a generator needs "
+                           "at least 3 to retrieve prototypes")
     return table
 
 
@@ -92,8 +92,8 @@ def rare_choice(config: dict, rare: str | None, table: pl.DataFrame) -> list[str
     known = set(table["x"].explode().drop_nulls()) | set(table["y"].explode().drop_nulls())
     unknown = [t for t in tokens if t not in known]
     if unknown or not tokens:
-        raise UserError(f"--rare {rare}: {', '.join(unknown) or 'no token'} is not a token of "
-                        f"the training data ({config.get('data')})")
+        raise SettingError(f"`rare` {rare}: {', '.join(unknown) or 'no token'} is not a token "
+                           f"of the training data ({config.get('data')})")
     return tokens
 
 
@@ -103,7 +103,7 @@ def user_prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: 
     """Omega of a generator trained on user data: a function k -> k prototype tuples.
     ``rare_prototypes`` keeps only tuples holding a rare token (``--rare``)."""
     if rare_prototypes and resample != "rare":
-        raise UserError("--rare-prototypes: needs --resample rare")
+        raise SettingError("`rare_prototypes`: needs `resample` rare")
     if nproto == 0:
         return lambda k: [() for _ in range(k)]
     snapshot = config[SNAPSHOT_KEY]
@@ -115,11 +115,11 @@ def user_prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: 
     except (KeyError, TypeError) as exc:
         raise UserError(f"damaged {SNAPSHOT_KEY} in the generator's config ({exc})") from None
     except ValueError as exc:
-        raise UserError(f"--rare {rare or 'auto'}: {exc}") from None
+        raise SettingError(f"`rare` {rare or 'auto'}: {exc}") from None
     if len(omega) == 0:
-        raise UserError(f"no prototype tuple {'holds a rare token' if wanted else 'qualifies'} "
-                        f"(--prototype-cut {prototype_cut}); try --prototype-cut none"
-                        + (" or --all-prototypes" if wanted else ""))
+        raise SettingError(f"no prototype tuple {'holds a rare token' if wanted else 'qualifies'} "
+                           f"(`prototype_cut` {prototype_cut}); try `prototype_cut` none"
+                           + (" or `all_prototypes`" if wanted else ""))
     return omega.sample
 
 
@@ -140,10 +140,10 @@ def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
     (neither input nor output seen in training; the preset's ``novel`` turns it off)
     and, with ``--resample rare``, holding a rare token (``rare_choice``)."""
     if resample not in ("none", "rare"):
-        raise UserError(f"--resample {resample}: unknown (valid: none, rare)")
+        raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     rule = any_token_rule(rare_choice(config, rare, train)) if resample == "rare" else None
     if resample == "rare" and not rule.tokens:
-        raise UserError("--resample rare: the training data have no rare token (none is in "
-                        "at most 1 % of the pairs); name some with --rare TOK,TOK")
+        raise SettingError("`resample` rare: the training data have no rare token (none is in "
+                           "at most 1 % of the pairs); name some with `rare` TOK,TOK")
     novel = bool(config.get("sample", {}).get("novel", True))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=False)

@@ -365,9 +365,9 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
         result = None
     if result is None or not result.samples:
         path.unlink(missing_ok=True)  # a rerun must sample again, not train on nothing
-        raise UserError(f"{run.name} seed {seed}: the generator made no sample that passes the "
-                        "filter; train it longer (--generator-epochs) or allow more rounds "
-                        "(--max-rounds; SCAN around_right: --rare-prototypes)")
+        raise SettingError(f"{run.name} seed {seed}: the generator made no sample that passes "
+                           "the filter; train it longer (`generator_epochs`) or allow more "
+                           "rounds (`max_rounds`; SCAN around_right: `rare_prototypes`)")
     record_settings(path, settings)
     quality = scan_quality(result, opts.data_dir)
     if quality:
@@ -541,7 +541,7 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
     if not seeds:
         raise SettingError("`seeds`: give at least one seed")
     if opts.test_dropout and opts.backend != "torch":
-        recipe = (f" ({name} samples with dropout, as the reference; --no-test-dropout "
+        recipe = (f" ({name} samples with dropout, as the reference; `no_test_dropout` "
                   "departs from it)" if run.recipe.get("test_dropout") else "")
         raise SettingError(f"`test_dropout`: exported graphs sample without dropout; "
                            f"use `backend` torch, not {opts.backend}{recipe}")

@@ -14,6 +14,7 @@ an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -54,6 +55,7 @@ from compgen.training.inflection import (
     uncertainty,
 )
 from compgen.training.inflection_config import InflectionTrainConfig
+from compgen.training.stem_corrupt_preset import StemCorruptPreset, stem_corrupt_preset
 
 Triple = tuple[str, str, str]
 BASELINE = "none"   # strategy name of the gold-only model
@@ -63,7 +65,9 @@ BASELINE = "none"   # strategy name of the gold-only model
 class StemCorruptRunOptions(StemCorruptRunConfig):
     """The preset's ``[run]`` (strategies, sizes, uncertainty, beam), the pool and the
     training it uses (defaults: the preset's ``[corrupt]``, ``[train]`` and ``[model]``),
-    and where it reads and writes."""
+    and where it reads and writes. ``corrupt`` and ``train`` hold the rest of those
+    sections (theta, the aligner; batch size, learning rate, ...): the fields above win
+    over their pool size, seed, updates, warm-up, validation and model."""
     root: Path = Path("runs/pipeline")
     pool_size: int = StemCorruptConfig.pool_size
     pool_seed: int = StemCorruptConfig.seed
@@ -73,6 +77,18 @@ class StemCorruptRunOptions(StemCorruptRunConfig):
     model: InflectionConfig = field(default_factory=InflectionConfig)
     data_dir: Path | None = None
     log: Callable[[str], None] = field(default=lambda line: None)
+    corrupt: StemCorruptConfig = field(default_factory=StemCorruptConfig)
+    train: InflectionTrainConfig = field(default_factory=InflectionTrainConfig)
+
+    @classmethod
+    def from_preset(cls, preset: StemCorruptPreset, **given) -> StemCorruptRunOptions:
+        """The options of ``preset`` (``stem_corrupt_preset``'s), ``given`` over them."""
+        values = {**{f.name: getattr(preset.run, f.name) for f in dataclasses.fields(preset.run)},
+                  "pool_size": preset.corrupt.pool_size, "pool_seed": preset.corrupt.seed,
+                  "updates": preset.train.updates, "warmup": preset.train.warmup,
+                  "validate_every": preset.train.validate_every, "model": preset.train.model,
+                  "corrupt": preset.corrupt, "train": preset.train}
+        return cls(**{**values, **given})
 
 
 def gold_and_dev(lang: str, data_dir: Path | None = None) -> tuple[list[Triple], list[Triple]]:
@@ -161,7 +177,7 @@ def test_rows(lang: str, test: str, data_dir: Path | None) -> list[Triple]:
         return lemma_split_test(lang, data_dir)
     if test == "test":
         return read_triples(language_file(lang, "test", resolve_data_dir(data_dir)))
-    raise UserError(f"unknown --test '{test}' (valid: lemma-split, test)")
+    raise SettingError(f"unknown `test` '{test}' (valid: lemma-split, test)")
 
 
 def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
@@ -190,8 +206,8 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
 
 def _train(train: list[Triple], dev: list[Triple], out: Path, seed: int,
            opts: StemCorruptRunOptions, lang: str) -> dict:
-    cfg = InflectionTrainConfig(updates=opts.updates, warmup=opts.warmup,
-                                validate_every=opts.validate_every, seed=seed, model=opts.model)
+    cfg = dataclasses.replace(opts.train, updates=opts.updates, warmup=opts.warmup,
+                              validate_every=opts.validate_every, seed=seed, model=opts.model)
     cfg.validate()
     return train_inflection(train, dev, out, cfg, lang=lang)
 
@@ -222,7 +238,8 @@ def run_language(lang: str, seeds: Sequence[int], opts: StemCorruptRunOptions) -
     pool_path = folder / "pool.tsv"
     if not pool_path.is_file():
         start = time.perf_counter()
-        write_triples(pool_path, stem_corrupt_pool(gold, StemCorruptConfig(opts.pool_size, seed=opts.pool_seed)))
+        config = dataclasses.replace(opts.corrupt, pool_size=opts.pool_size, seed=opts.pool_seed)
+        write_triples(pool_path, stem_corrupt_pool(gold, config))
         opts.log(f"{lang}: pool of {opts.pool_size:,} in {time.perf_counter() - start:.1f} s")
     pool = read_triples(pool_path)
     results = []
@@ -284,9 +301,11 @@ def write_report(root: Path) -> dict[str, Path]:
 def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: str | None,
                       sizes: str | None, updates: int | None, threads: int | None,
                       data_dir: Path | None, log: Callable[[str], None],
-                      uncertainty: str | None = None) -> dict[str, Path]:
+                      uncertainty: str | None = None,
+                      config: str | Path | None = None) -> dict[str, Path]:
     """``compgen pipeline stem-corrupt-LANG``: parse the options, run, write the report
-    (an option left None is the STEM-CORRUPT preset's)."""
+    (an option left None is the STEM-CORRUPT preset's: the bundled one, or ``config``, a
+    preset file read over it)."""
     lang = name.removeprefix("stem-corrupt-")
     given = {}
     if sizes is not None:
@@ -304,7 +323,8 @@ def pipeline_from_cli(name: str, seeds: Sequence[int], root: Path, strategies: s
         if threads < 1:
             raise SettingError("`threads` must be >= 1")
         torch.set_num_threads(threads)
-    opts = StemCorruptRunOptions(root=root, data_dir=data_dir, log=log, **given)
+    opts = StemCorruptRunOptions.from_preset(stem_corrupt_preset(config), root=root,
+                                             data_dir=data_dir, log=log, **given)
     if opts.uncertainty not in ("hypothesis", "reference"):
         raise SettingError(f"`uncertainty` must be hypothesis or reference (got {opts.uncertainty!r})")
     if updates is not None:   # keep the paper's warm-up share (4000 of 6000)

@@ -143,5 +143,5 @@ def select_tuples(array: np.ndarray | None, stored: int, vocab_index: dict,
         if len(chosen) == 0:
             raise SettingError(f"`rare` {' '.join(words)}: no prototype tuple stored in "
                                f"{source} contains it ({len(array):,} tuples); sample with "
-                               "--all-prototypes or export with more `prototypes`")
+                               "`all_prototypes` or export with more `max_prototypes`")
     return TupleSelection(chosen, len(array))

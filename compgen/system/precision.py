@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -55,10 +55,10 @@ def cpu_computes_bf16(cpuinfo: Path | None = None) -> bool:
                                                 for group in BF16_EMULATION_FLAGS)
 
 
-def resolve_precision(requested: str, option: str = "--precision") -> str:
+def resolve_precision(requested: str, option: str = "`precision`") -> str:
     """``auto`` | ``fp32`` | ``bf16`` -> the precision to train in (``fp32`` or ``bf16``)."""
     if requested not in PRECISIONS:
-        raise UserError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
+        raise SettingError(f"{option} must be one of {', '.join(PRECISIONS)} (got {requested!r})")
     if requested == "auto":
         return "bf16" if cpu_has_bf16() else "fp32"
     if requested == "bf16" and not cpu_has_bf16():
@@ -66,9 +66,9 @@ def resolve_precision(requested: str, option: str = "--precision") -> str:
     return requested
 
 
-def _no_bf16_units(option: str, instead: str) -> UserError:
-    return UserError(f"{option} bf16: this CPU has no bf16 units (no {' or '.join(BF16_FLAGS)} "
-                     f"in the CPU flags); use --precision {instead}")
+def _no_bf16_units(option: str, instead: str) -> SettingError:
+    return SettingError(f"{option} bf16: this CPU has no bf16 units (no "
+                        f"{' or '.join(BF16_FLAGS)} in the CPU flags); use `precision` {instead}")
 
 
 def check_sample_precision(precision: str, backend: str) -> None:

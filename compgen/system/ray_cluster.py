@@ -10,7 +10,7 @@ import os
 import socket
 from pathlib import Path
 
-from compgen.errors import UserError
+from compgen.errors import SettingError
 from compgen.io import quiet_native_stderr
 
 
@@ -19,7 +19,7 @@ def import_ray():
         # optional: ray is an extra (compgen[ray])
         import ray
     except ImportError:
-        raise UserError("--ray needs the ray package: pip install 'compgen[ray]'") from None
+        raise SettingError("`ray` needs the ray package: pip install 'compgen[ray]'") from None
     return ray
 
 
@@ -31,7 +31,7 @@ SETTINGS_FRAME = 0x04
 
 
 def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """A UserError unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
+    """A SettingError unless ``host:port`` (or ``ray://host:port``) accepts a TCP connection
     and answers as a gRPC server within ``timeout`` seconds: Ray itself retries an
     unreachable head for minutes, and one that is some other server for half a minute."""
     if not address or address in ("auto", "local"):
@@ -42,18 +42,19 @@ def check_reachable(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
     try:
         connection = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except socket.gaierror:
-        raise UserError(f"--ray {address}: unknown host {host!r}") from None
+        raise SettingError(f"`ray` {address}: unknown host {host!r}") from None
     except OSError as exc:
         reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-        raise UserError(f"--ray {address}: cannot connect within {timeout:g} s ({reason})"
-                        ) from None
+        raise SettingError(f"`ray` {address}: cannot connect within {timeout:g} s ({reason})"
+                           ) from None
     with connection:
         # a TLS-only cluster answers nothing to plain HTTP/2: Ray's own checks decide there
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
             return
         if not _answers_http2(connection, timeout):
-            raise UserError(f"--ray {address}: a server answers there, but not as a Ray head "
-                            "(no gRPC); give the address `ray start --head` printed") from None
+            raise SettingError(f"`ray` {address}: a server answers there, but not as a Ray "
+                               "head (no gRPC); give the address `ray start --head` printed"
+                               ) from None
 
 
 def _answers_http2(connection, timeout: float) -> bool:
@@ -93,5 +94,5 @@ def start_ray(address: str | None, workers: int):
                 ray.init(address=address or None, runtime_env=env, include_dashboard=False,
                          log_to_driver=False, configure_logging=False, **kwargs)
         except ConnectionError as exc:   # an answer that is no Ray head
-            raise UserError(f"--ray {address}: {str(exc).strip().splitlines()[0]}") from None
+            raise SettingError(f"`ray` {address}: {str(exc).strip().splitlines()[0]}") from None
     return ray

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from compgen.data.vocab import SPECIALS, Vocab
 from compgen.device import CPU, Device, resolve_device, to_device
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import keep_torch_compiler_cache
 from compgen.models.inflection import (
     EOS_ID,
@@ -223,7 +223,7 @@ def uncertainty(model: InflectionModel, triples: Sequence[Triple], mode: str = "
         _, scores = predict(model, triples, beam=beam, batch=batch)
         return [-s / math.log(2) for s in scores]
     if mode != "reference":
-        raise UserError(f"unknown --uncertainty mode '{mode}' (valid: hypothesis, reference)")
+        raise SettingError(f"unknown `uncertainty` mode '{mode}' (valid: hypothesis, reference)")
     src, tgt = model.encode_sources(triples), model.encode_targets(triples)
     out: list[float] = []
     for part in _batches(len(src), 250):

@@ -24,6 +24,7 @@ SECTIONS = {"corrupt": StemCorruptConfig, "aligner": AlignerConfig, "model": Inf
             "train": InflectionTrainConfig, "run": StemCorruptRunConfig}
 # fields that hold another section (``[corrupt]``'s aligner, ``[train]``'s model), not keys
 NESTED = ("aligner", "model")
+BUNDLED_NAME = Path(STEM_CORRUPT_PRESET).stem   # what `compgen presets` lists it as
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,11 @@ class StemCorruptPreset:
 
 
 def stem_corrupt_preset(config: str | Path | None = None) -> StemCorruptPreset:
-    """The bundled preset, or the TOML file ``config`` read over it."""
-    if config is None:
+    """The bundled preset (``config`` None or its name, ``stem_corrupt``), or the TOML file
+    ``config`` read over it."""
+    path = Path(config) if config is not None else None
+    if path is None or (str(config) == BUNDLED_NAME and not path.is_file()):
         return read_stem_corrupt_preset(bundled_preset(STEM_CORRUPT_PRESET), STEM_CORRUPT_PRESET)
-    path = Path(config)
     if not path.is_file():
         raise UserError(f"{path}: no such preset file")
     try:

@@ -16,7 +16,7 @@ import torch
 
 from compgen.augment.csl.forest import context_offsets
 from compgen.augment.csl.rules import Rule, is_nt, nt_index
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,9 @@ def draw_samples(sample: Callable[[], tuple[list[str], list[str]]], n: int, dedu
     while len(out) < n:
         attempts += 1
         if dedup and attempts > 100 * n + 1000:
-            raise UserError(f"could not draw {n} distinct samples (got {len(out)})"
-                            + (" that are not training pairs; ask for fewer with --n" if exclude else ""))
+            raise SettingError(f"could not draw {n} distinct samples (got {len(out)})"
+                               + (" that are not training pairs; ask for fewer with `n`"
+                                  if exclude else ""))
         x, y = sample()
         if dedup:
             key = (tuple(x), tuple(y))

@@ -18,7 +18,7 @@ from importlib import metadata, util
 from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
-from compgen.errors import UserError
+from compgen.errors import SettingError, UserError
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
 from compgen.system import cache
@@ -73,8 +73,8 @@ def build_runner(log=print, kenlm: bool = False) -> Path:
 
         for tool in ("cmake", "c++"):   # needed to build only: a verified runner runs without
             if shutil.which(tool) is None:
-                raise UserError(f"'{tool}' not found: install cmake and a C++ compiler "
-                                "(apt-get install cmake g++) to use --backend cpp")
+                raise SettingError(f"'{tool}' not found: install cmake and a C++ compiler "
+                                   "(apt-get install cmake g++) to use `backend` cpp")
         remove_stale_staging(folder)
         staged = folder.with_name(staging_prefix(folder) + "build")
         build_dir = staged / "build"
