@@ -52,6 +52,11 @@ def test_presets_list_and_show():
     assert listed == {p.stem for p in CONFIG_DIR.glob("*.toml")} | {"csl_scan", "csl_cogs", "csl_generic"}
     assert all(line.rstrip().endswith((".", ")")) for line in proc.stdout.splitlines() if line.strip())
     assert "max_num_nts = 3" in compgen("presets", "csl_generic").stdout
+    about = {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip()}
+    assert "novel examples kept per template" in about["geca_generic"]
+    assert "novel_variants = true" in compgen("presets", "geca_generic").stdout
+    assert not any("novel_variants" in compgen("presets", name).stdout
+                   for name in ("geca_scan", "geca_lm", "geca_lm_na", "geca_semparse"))
     shown = compgen("presets", "recombine_sig_cpu")
     assert tomllib.loads(shown.stdout)["kind"] == "recombine"
     bad = compgen("presets", "no_such_preset")

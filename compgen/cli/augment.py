@@ -37,6 +37,8 @@ def augment_geca(
     wug_size: int | None = typer.Option(None, "--wug-size", help="max tokens per span"),
     wug_count: int | None = typer.Option(None, "--wug-count", help="max spans per fragment (1-3)"),
     variants: str | None = typer.Option(None, "--variants", help="fragments tried per template, or 'all'"),
+    novel_variants: bool | None = typer.Option(None, "--novel-variants/--tried-variants", help="--variants counts novel examples kept per template, every fragment tried (default for the generic preset), or fragments tried, novel or not (the reference; every other preset)"),
+    novel_tries: str | None = typer.Option(None, "--novel-tries", help="with --novel-variants: distinct fragments tried per template, a run of its candidates from a seeded start, or 'all'"),
     n_sample: str | None = typer.Option(None, "--n-sample", help="max synthesized examples, or 'all'"),
     max_comp_len: str | None = typer.Option(None, "--max-comp-len", help="skip examples with len(x)+1+len(y) >= this; 'none'"),
     dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="deduplicate training pairs first"),
@@ -62,11 +64,12 @@ def augment_geca(
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
               "variants": _count_option("--variants", variants, ("all",)),
+              "novel_tries": _count_option("--novel-tries", novel_tries, ("all",)),
               "n_sample": _count_option("--n-sample", n_sample, ("all", "none")),
               "max_comp_len": _count_option("--max-comp-len", max_comp_len, ("none",))}
     overrides = {"wug_size": wug_size, "wug_count": wug_count, "dedup": dedup, "output_only": output_only,
                  "template_sim": template_sim, "sim_window_size": sim_window_size, "seed": seed,
-                 "reference_offsets": reference_offsets}
+                 "reference_offsets": reference_offsets, "novel_variants": novel_variants}
     cfg = make_config(preset, {**overrides, **{k: v for k, v in limits.items() if v != "unlimited"}},
                       data, reference_split)
     for key, value in limits.items():

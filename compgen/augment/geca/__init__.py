@@ -31,6 +31,14 @@ reference implementation with the same meaning (geca-spec.md §2-§8):
 * ``wug_size`` max tokens per span; ``wug_count`` max spans per fragment.
 * ``variants`` fragments tried per template (None = all candidates, no truncation: the
   output SET is then a deterministic function of the input and the flags).
+* ``novel_variants`` False (the reference): ``variants`` fragments are tried per
+  template, novel or not. True (the generic preset): every candidate is tried and at most
+  ``variants`` of the novel examples are kept per template, drawn in a seeded order. On
+  data whose training set already holds most recombinations (a compositional split with a
+  held-out primitive) the tried candidates mostly rebuild training pairs, so the
+  reference's count leaves a template with nothing new.
+* ``novel_tries`` with novel_variants: distinct candidates tried per template, a run of
+  its candidate list from a seeded start (None = all); it bounds the work on large data.
 * ``n_sample`` cap on synthesized examples (None = no cap).
 * ``max_comp_len`` examples with len(x) + 1 + len(y) >= max_comp_len give no templates.
 * ``dedup`` deduplicate training pairs first; ``output_only`` language modelling (input

@@ -180,17 +180,42 @@ def template_rank(t: np.ndarray, seed: int) -> np.ndarray:
     return mix(t.astype(U64) ^ _seed_key(seed, 2))
 
 
+def first_novel_per_template(rows_t: np.ndarray, rows_f: np.ndarray, variants: int | None,
+                             seed: int) -> np.ndarray:
+    """Indices of the novel proposals kept when ``variants`` counts novel examples: at most
+    ``variants`` per template, drawn in a seeded order keyed by (template, fragment);
+    templates keep the order in which they first appear (their visiting order)."""
+    if variants is None or not len(rows_t):
+        return np.arange(len(rows_t))
+    _, first, tmpl = np.unique(rows_t, return_index=True, return_inverse=True)
+    draw_key = mix(mix(rows_t.astype(U64) ^ _seed_key(seed, 3)) ^ rows_f.astype(U64))
+    order = np.lexsort((draw_key, first[tmpl]))
+    ranked_t = rows_t[order]
+    starts = np.flatnonzero(np.r_[True, ranked_t[1:] != ranked_t[:-1]])
+    within = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    return np.sort(order[within < variants])
+
+
 def proposal_order(rows_t: np.ndarray, sub: np.ndarray, seed: int) -> np.ndarray:
     """Permutation putting proposals in their global order: templates by their seeded
     rank, then the draw (or candidate) index within the template."""
     return np.lexsort((sub, rows_t, template_rank(rows_t, seed)))
 
 
+@dataclass(frozen=True)
+class DistinctTries:
+    """The draw of ``novel_variants``: up to ``n`` distinct candidates per template (None =
+    all), a run of its candidate list from a seeded start, wrapping around; which of them
+    are novel is decided later. The run keeps the proposals of a large data set to
+    n per template where all candidates can be a hundred times more."""
+    n: int | None
+
+
 def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
-          variants: int | None, seed: int):
+          variants: int | DistinctTries | None, seed: int):
     """(template, fragment, index) rows: for each template `variants` draws without
     replacement from its key's candidate multiset, or every candidate once when variants
-    is None. The draws of a template depend only on the seed, its id and its candidate
+    is None, or a run of distinct candidates (``DistinctTries``). The draws of a template depend only on the seed, its id and its candidate
     multiset (see ``_uniform``); ``proposal_order`` sorts the rows of any set of
     partitions into the one global order."""
     ck = cand["key"].to_numpy()
@@ -202,7 +227,12 @@ def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
     n_cand = k_start[key_all + 1] - k_start[key_all]
     sel = ok_t[t_all] & (n_cand > 0)
     t, key = t_all[sel], key_all[sel]
-    if variants is None:
+    if isinstance(variants, DistinctTries) and variants.n is not None:
+        cnt = k_start[key + 1] - k_start[key]
+        start = np.floor(_uniform(t, 0, seed) * cnt).astype(np.int64)
+        g, w = segments(np.minimum(cnt, variants.n))
+        return t[g], cf[k_start[key][g] + (start[g] + w) % cnt[g]], w
+    if variants is None or isinstance(variants, DistinctTries):
         cnt = k_start[key + 1] - k_start[key]
         g, w = segments(cnt)
         return t[g], cf[k_start[key][g] + w], w

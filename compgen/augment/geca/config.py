@@ -19,6 +19,8 @@ class GecaConfig:
     wug_size: int = 4
     wug_count: int = 2
     variants: int | None = 2
+    novel_variants: bool = False
+    novel_tries: int | None = None
     n_sample: int | None = 1000
     max_comp_len: int | None = None
     dedup: bool = False
@@ -40,6 +42,8 @@ class GecaConfig:
              f"`wug_limit` must be >= 1 (got {self.wug_limit})")
         need(self.variants is None or self.variants >= 1,
              f"`variants` must be >= 1 or 'all' (got {self.variants})")
+        need(self.novel_tries is None or self.novel_tries >= 1,
+             f"`novel_tries` must be >= 1 or 'all' (got {self.novel_tries})")
         need(self.n_sample is None or self.n_sample >= 1,
              f"`n_sample` must be >= 1 (got {self.n_sample})")
         need(self.max_comp_len is None or self.max_comp_len >= 1,

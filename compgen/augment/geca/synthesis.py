@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
 from compgen.augment.geca.arrays import peak_rss_mb, unique
-from compgen.augment.geca.candidates import join_tables, window_classes
+from compgen.augment.geca.candidates import (
+    DistinctTries,
+    first_novel_per_template,
+    join_tables,
+    window_classes,
+)
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.extraction import encode, grams, instances, reference_holdout, units
 from compgen.augment.geca.hashing import Hasher
@@ -81,7 +86,8 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
             return _empty_result(stats, clock, data)
         rows_t, rows_f = _proposals(st.ta_t, st.ta_f, st.n_t, st.env, st.frag_grams, st.ok_t,
                                     st.n_spans_t, cfg, execution, stats, say, clock)
-        chosen_t, chosen_f = realize_sharded(c, cfg, bounds, st, rows_t, rows_f)
+        chosen_t, chosen_f = _per_template(
+            *realize_sharded(c, _realize_config(cfg), bounds, st, rows_t, rows_f), cfg)
         texts = materialize_sharded(c, st, chosen_t, chosen_f)
     else:
         found = _extract_in_memory(c, cfg, stats, say, clock)
@@ -89,8 +95,9 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
             return _empty_result(stats, clock, data)
         u, hasher, rep_units, frag_grams, gram_len, gram_rep, joins = found
         rows_t, rows_f = _proposals(*joins, cfg, execution, stats, say, clock)
-        chosen_t, chosen_f = realize_and_filter(c, u, hasher, data, rep_units, frag_grams,
-                                                 gram_len, gram_rep, rows_t, rows_f, cfg)
+        chosen_t, chosen_f = _per_template(
+            *realize_and_filter(c, u, hasher, data, rep_units, frag_grams, gram_len, gram_rep,
+                                rows_t, rows_f, _realize_config(cfg)), cfg)
         texts = materialize(c, u, rep_units, frag_grams, gram_len, gram_rep, chosen_t, chosen_f)
     xs, ys, tx, fx = texts
     keep_i = _exact_check(xs, ys, data, cfg)
@@ -168,14 +175,34 @@ def _proposals(ta_t, ta_f, n_t, env, frag_grams, ok_t, n_spans_t, cfg, execution
     """The proposals (template, fragment) in the global order whose fragment has as many
     spans as the template has wugs."""
     tables = join_tables(ta_t, ta_f, n_t, env, frag_grams)
-    rows_t, rows_f = candidate_proposals(tables, ok_t, cfg.variants, cfg.seed, execution,
-                                         stats, say)
+    # novel_variants: novel_tries distinct candidates are proposed; the cap per template
+    # (variants) comes after the novelty check
+    tried = DistinctTries(cfg.novel_tries) if cfg.novel_variants else cfg.variants
+    rows_t, rows_f = candidate_proposals(tables, ok_t, tried, cfg.seed, execution, stats, say)
     del tables
     stats["proposals"] = len(rows_t)
     say(f"{len(rows_t):,} proposals ({clock():.1f}s)")
     n_spans_f = (frag_grams >= 0).sum(1)
     same = n_spans_t[rows_t] == n_spans_f[rows_f]
     return rows_t[same], rows_f[same]
+
+
+def _realize_config(cfg: GecaConfig) -> GecaConfig:
+    """The config realisation runs with: without the n_sample cap when the cap per template
+    (novel_variants) still has to choose among the novel proposals."""
+    return replace(cfg, n_sample=None) if cfg.novel_variants else cfg
+
+
+def _per_template(chosen_t, chosen_f, cfg: GecaConfig):
+    """The novel proposals (in proposal order) that stay: all of them, or with
+    novel_variants at most ``variants`` per template, then the first n_sample (+ a margin
+    for the exact re-check)."""
+    if not cfg.novel_variants:
+        return chosen_t, chosen_f
+    keep = first_novel_per_template(chosen_t, chosen_f, cfg.variants, cfg.seed)
+    if cfg.n_sample is not None:
+        keep = keep[: cfg.n_sample + 16]
+    return chosen_t[keep], chosen_f[keep]
 
 
 def _exact_check(xs, ys, data: pl.DataFrame, cfg) -> list[int]:
