@@ -113,7 +113,24 @@ def _pieces(lo, hi, starts, ends, r_pos, r_len, gram_start, gram_len):
     return g, start, length
 
 
-def materialize_rows(c, exs, starts, ends, r_pos, r_len, r_k, frag_grams, gram_len, gram_rep, fs):
+def materialize_rows(c, exs, starts, ends, r_pos, r_len, r_k, frag_grams, gram_len, gram_rep, fs,
+                     chunk: int = 100_000):
+    """``materialize_chunk`` over chunks of ``chunk`` proposals (rows of proposal i are
+    starts[i]..ends[i], consecutive from starts[0]), so its per-token arrays stay small."""
+    exs, starts, ends, fs = (np.asarray(a, np.int64) for a in (exs, starts, ends, fs))
+    parts = []
+    for a in range(0, max(len(fs), 1), chunk):
+        b = min(a + chunk, len(fs))
+        r0, r1 = (int(starts[a]), int(ends[b - 1])) if b > a else (0, 0)
+        parts.append(materialize_chunk(c, exs[a:b], starts[a:b] - r0, ends[a:b] - r0,
+                                       r_pos[r0:r1], r_len[r0:r1], r_k[r0:r1], frag_grams,
+                                       gram_len, gram_rep, fs[a:b]))
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(pl.concat([p[i] for p in parts]) for i in range(4))
+
+
+def materialize_chunk(c, exs, starts, ends, r_pos, r_len, r_k, frag_grams, gram_len, gram_rep, fs):
     """Token lists (x, y: List(String) columns), template text and fragment text of
     proposals i whose template is example exs[i] with the replaced occurrences rows
     starts[i]..ends[i] (global positions r_pos, lengths r_len, span index r_k; sorted by
