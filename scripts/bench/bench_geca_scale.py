@@ -165,7 +165,7 @@ def run_child(corpus: Path, out: Path, budget: str, extra: list[str]) -> dict:
             "partitions": int(partitions.group(1).replace(",", "")) if partitions else None,
             "shards": int(shards.group(1).replace(",", "")) if shards else None,
             "rows": data.count(b"\n"), "sha256": hashlib.sha256(data).hexdigest()[:16],
-            "command": " ".join(cmd[1:])}
+            "load_average_after": load_average(), "command": " ".join(cmd[1:])}
 
 
 def main() -> None:
@@ -204,7 +204,8 @@ def main() -> None:
             row[name] = run_child(corpus, work / f"out-{corpus_id}-{size}-{name}.tsv", budget, [])
             r = row[name]
             print(f"{size:>9,} {name:>6}: {r['seconds']:8.1f} s  peak {r['peak_rss_mb']:6,} MB  "
-                  f"shards {r['shards']}  partitions {r['partitions']}  rows {r['rows']:,}  sha {r['sha256']}", flush=True)
+                  f"shards {r['shards']}  partitions {r['partitions']}  rows {r['rows']:,}  sha {r['sha256']}  "
+                  f"load {r['load_average_after']}", flush=True)
         if "memory" in row:
             row["identical"] = row["memory"]["sha256"] == row["budget"]["sha256"]
             row["time_ratio_budget_over_memory"] = round(row["budget"]["seconds"] / row["memory"]["seconds"], 3)

@@ -84,14 +84,16 @@ class JoinTables:
     """Inputs of the candidate joins. ``templates`` (t, E, own) and ``e_members`` (E, f)
     are split by environment class E into partitions; the others are read whole by
     every partition: ``a_members`` (A, f, w) the fragment-set classes with >= 2
-    fragments (the T1 side, w = their template count), ``own_members`` (own, f) the
-    fragments of every fragment-set class, ``grams`` (f, g0, g1, g2) each fragment's
-    span grams."""
+    fragments (the T1 side, w = their template count), ``own_start``/``own_f`` the
+    fragments of every fragment-set class (those of class o are
+    ``own_f[own_start[o]:own_start[o + 1]]``), ``frag_grams`` (n_f, 3) each fragment's
+    span grams (-1: no span)."""
     templates: pl.DataFrame
     e_members: pl.DataFrame
     a_members: pl.DataFrame
-    own_members: pl.DataFrame
-    grams: pl.DataFrame
+    own_start: np.ndarray
+    own_f: np.ndarray
+    frag_grams: np.ndarray
 
 
 def join_tables(ta_t, ta_f, n_t, env_class, frag_grams) -> JoinTables:
@@ -105,8 +107,14 @@ def join_tables(ta_t, ta_f, n_t, env_class, frag_grams) -> JoinTables:
     is_first = np.zeros(n_t, bool)
     is_first[own_first] = True
     sel = is_first[ta_t]
-    own_members = pl.DataFrame({"own": own[ta_t[sel]], "f": ta_f[sel]})
-    del sel, is_first
+    # pairs sorted by template, and a class's first template in template order: the
+    # classes' rows come out sorted by class
+    own_of_row, own_f = own[ta_t[sel]], ta_f[sel].astype(np.int64)
+    order = np.argsort(own_of_row, kind="stable")
+    own_of_row, own_f = own_of_row[order], own_f[order]
+    own_start = np.searchsorted(own_of_row, np.arange(n_own + 1))
+    own_members = pl.DataFrame({"own": own_of_row, "f": own_f})
+    del sel, is_first, order
     weight = np.bincount(own[mult > 1], minlength=n_own)
     a_members = (own_members.rename({"own": "A"})
                  .join(pl.DataFrame({"A": np.flatnonzero(weight), "w": weight[weight > 0]}), on="A"))
@@ -127,38 +135,83 @@ def join_tables(ta_t, ta_f, n_t, env_class, frag_grams) -> JoinTables:
         e_members = pl.DataFrame({"E": e_at[win[sel]], "f": wf_f[sel]})
         del win, wf_f, sel
         templates = pl.DataFrame({"t": np.arange(n_t), "E": e_of_win[env_class], "own": own})
-    grams = pl.DataFrame({"f": np.arange(len(frag_grams)), "g0": frag_grams[:, 0],
-                          "g1": frag_grams[:, 1], "g2": frag_grams[:, 2]})
-    return JoinTables(templates, e_members, a_members, own_members, grams)
+    return JoinTables(templates, e_members, a_members, own_start, own_f,
+                      np.ascontiguousarray(frag_grams, dtype=np.int64))
+
+
+@dataclass
+class KeyCandidates:
+    """The candidate multisets of some class keys (E, own), each environment class's
+    stored once: ``f``/``c`` the candidates of every E with their counts (sorted by E,
+    then f), ``lo``/``hi`` the range of each key's E in them, ``drop_at`` (key * stride +
+    position, sorted) the candidates a key drops because they overlap its own fragments,
+    ``t``/``key`` every template's key. Storing E's candidates once instead of once per
+    key keeps the joins linear in the candidates: an E shared by thousands of keys (a
+    common window such as "the _ of") would otherwise copy its list thousands of times."""
+    f: np.ndarray
+    c: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    drop_at: np.ndarray
+    stride: int
+    t: np.ndarray
+    key: np.ndarray
+
+
+def _gram_rows(frags: np.ndarray, frag_grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, gram) for every span gram of every fragment in ``frags``."""
+    grams = frag_grams[frags]
+    row, col = np.nonzero(grams >= 0)
+    return row, grams[row, col]
 
 
 def partition_candidates(templates: pl.DataFrame, e_members: pl.DataFrame, a_members,
-                         own_members, grams):
-    """Candidate multiset of every class key of ``templates`` (the templates of some
-    environment classes; ``e_members`` holds at least those classes' rows): rows
-    (key, frag, count) sorted by (key, frag), and the template -> key map. A key's
-    candidates depend only on its (E, own), so any split by E gives the same ones."""
-    # for a fragment a' of E: the number of T1 (>= 2 fragments) that contain a' and share
-    # a fragment with E
+                         own_start, own_f, frag_grams) -> KeyCandidates:
+    """Candidate multisets of the class keys of ``templates`` (the templates of some
+    environment classes; ``e_members`` holds at least those classes' rows). A key's
+    candidates depend only on its (E, own), so any split of the keys gives the same ones.
+
+    E's candidates: the fragments a' of the T1 classes (>= 2 fragments) that share a
+    fragment with E, counted once per such class with its template count. A key drops
+    the a' that overlap own: a' is one of own, or shares an identical span with every
+    one of own (found by a join on (E, span gram), so only overlapping pairs are made)."""
     pairs = e_members.join(a_members.select("A", "f"), on="f").select("E", "A").unique()
     counts = (pairs.join(a_members, on="A").group_by("E", "f")
-              .agg(pl.col("w").sum().alias("c")))
+              .agg(pl.col("w").sum().alias("c")).sort("E", "f"))
+    del pairs
     keys = templates.select("E", "own").unique().sort("E", "own").with_row_index("key")
     t_key = templates.join(keys, on=["E", "own"]).select("t", "key").sort("t")
-    cand = keys.join(counts, on="E")
-    # overlap(a', own): a' is one of own, or shares an identical span with every one of own
-    g = grams
-    chk = (cand.select("key", "own", "f").join(own_members.rename({"f": "b"}), on="own")
-           .join(g, on="f").join(g.rename({"f": "b", "g0": "h0", "g1": "h1", "g2": "h2"}), on="b"))
-    share = pl.lit(False)
-    for i in range(3):
-        for j in range(3):
-            share = share | ((pl.col(f"g{i}") == pl.col(f"h{j}")) & (pl.col(f"g{i}") >= 0))
-    bad = (chk.group_by("key", "f")
-           .agg(((pl.col("f") == pl.col("b")).any() | share.all()).alias("overlap"))
-           .filter(pl.col("overlap")).select("key", "f"))
-    cand = cand.join(bad, on=["key", "f"], how="anti").select("key", "f", "c").sort("key", "f")
-    return cand, t_key
+    ce = counts["E"].to_numpy()
+    cf = counts["f"].to_numpy().astype(np.int64)
+    cc = counts["c"].to_numpy().astype(np.int64)
+    del counts
+    k_e = keys["E"].to_numpy()
+    k_own = keys["own"].to_numpy()
+    lo = np.searchsorted(ce, k_e, side="left")
+    hi = np.searchsorted(ce, k_e, side="right")
+    stride = len(cf) + 1
+    # own side: (key, E, b, gram) for the fragments b of every key with candidates
+    live = np.flatnonzero(hi > lo)
+    n_own = own_start[k_own + 1] - own_start[k_own]
+    g, w = segments(n_own[live])
+    b = own_f[own_start[k_own[live]][g] + w]
+    row, gram = _gram_rows(b, frag_grams)
+    own_side = pl.DataFrame({"key": live[g][row], "E": k_e[live][g][row], "b": b[row], "gram": gram})
+    del g, w, b, row, gram
+    row, gram = _gram_rows(cf, frag_grams)
+    cand_side = pl.DataFrame({"E": ce[row], "gram": gram, "pos": row, "f": cf[row]})
+    del row, gram
+    drop = (own_side.join(cand_side, on=["E", "gram"]).select("key", "pos", "b", "f").unique()
+            .group_by("key", "pos")
+            .agg(pl.len().alias("n_b"), (pl.col("f") == pl.col("b")).any().alias("is_own")))
+    del own_side, cand_side
+    d_key = drop["key"].to_numpy().astype(np.int64)
+    d_pos = drop["pos"].to_numpy().astype(np.int64)
+    dropped = drop["is_own"].to_numpy() | (drop["n_b"].to_numpy() == n_own[d_key])
+    drop_at = np.sort(d_key[dropped] * stride + d_pos[dropped])
+    return KeyCandidates(cf, cc, lo, hi, drop_at, stride,
+                         t_key["t"].to_numpy(), t_key["key"].to_numpy().astype(np.int64))
+
 
 
 _MASK = (1 << 64) - 1
@@ -196,6 +249,20 @@ def first_novel_per_template(rows_t: np.ndarray, rows_f: np.ndarray, variants: i
     return np.sort(order[within < variants])
 
 
+def _nth_kept(kc: KeyCandidates, key: np.ndarray, lo: np.ndarray, idx: np.ndarray,
+              first_drop: np.ndarray) -> np.ndarray:
+    """The position in E's list of each key's ``idx``-th candidate once its dropped ones
+    are left out: the smallest p with p = lo + idx + (drops of the key at or before p),
+    reached from below (each pass moves past the drops it has found)."""
+    pos = lo + idx
+    while True:
+        before = np.searchsorted(kc.drop_at, key * kc.stride + pos, side="right") - first_drop
+        moved = lo + idx + before
+        if np.array_equal(moved, pos):
+            return pos
+        pos = moved
+
+
 def proposal_order(rows_t: np.ndarray, sub: np.ndarray, seed: int) -> np.ndarray:
     """Permutation putting proposals in their global order: templates by their seeded
     rank, then the draw (or candidate) index within the template."""
@@ -211,49 +278,66 @@ class DistinctTries:
     n: int | None
 
 
-def draw(cand: pl.DataFrame, t_key: pl.DataFrame, ok_t: np.ndarray, n_keys: int,
-          variants: int | DistinctTries | None, seed: int):
+def draw(kc: KeyCandidates, ok_t: np.ndarray, variants: int | DistinctTries | None,
+         seed: int):
     """(template, fragment, index) rows: for each template `variants` draws without
     replacement from its key's candidate multiset, or every candidate once when variants
     is None, or a run of distinct candidates (``DistinctTries``). The draws of a template depend only on the seed, its id and its candidate
     multiset (see ``_uniform``); ``proposal_order`` sorts the rows of any set of
-    partitions into the one global order."""
-    ck = cand["key"].to_numpy()
-    cf = cand["f"].to_numpy()
-    cc = cand["c"].to_numpy().astype(np.int64)
-    k_start = np.searchsorted(ck, np.arange(n_keys + 1))
-    t_all = t_key["t"].to_numpy()
-    key_all = t_key["key"].to_numpy()
-    n_cand = k_start[key_all + 1] - k_start[key_all]
-    sel = ok_t[t_all] & (n_cand > 0)
-    t, key = t_all[sel], key_all[sel]
+    partitions into the one global order.
+
+    A draw picks a point of the key's multiset laid out by fragment; the key's list is
+    E's list less the dropped candidates and the copies already drawn, so the point is
+    found in E's cumulative counts by skipping what lies before it (a fixed point: each
+    pass moves past at least one skipped candidate)."""
+    n_keys = len(kc.lo)
+    d_key = kc.drop_at // kc.stride
+    d_pos = kc.drop_at % kc.stride
+    n_drop = np.bincount(d_key, minlength=n_keys)
+    n_cand = kc.hi - kc.lo - n_drop
+    sel = ok_t[kc.t] & (n_cand[kc.key] > 0)
+    t, key = kc.t[sel], kc.key[sel]
+    first_drop = np.searchsorted(kc.drop_at, key * kc.stride)
+    lo = kc.lo[key]
     if isinstance(variants, DistinctTries) and variants.n is not None:
-        cnt = k_start[key + 1] - k_start[key]
+        cnt = n_cand[key]
         start = np.floor(_uniform(t, 0, seed) * cnt).astype(np.int64)
         g, w = segments(np.minimum(cnt, variants.n))
-        return t[g], cf[k_start[key][g] + (start[g] + w) % cnt[g]], w
+        pos = _nth_kept(kc, key[g], lo[g], (start[g] + w) % cnt[g], first_drop[g])
+        return t[g], kc.f[pos], w
     if variants is None or isinstance(variants, DistinctTries):
-        cnt = k_start[key + 1] - k_start[key]
-        g, w = segments(cnt)
-        return t[g], cf[k_start[key][g] + w], w
-    cum = np.cumsum(cc)
+        g, w = segments(kc.hi[key] - lo)
+        pos = lo[g] + w
+        at = key[g] * kc.stride + pos
+        j = np.searchsorted(kc.drop_at, at)
+        kept = ~np.isin(at, kc.drop_at)
+        return t[g][kept], kc.f[pos][kept], (w - (j - first_drop[g]))[kept]
+    cum = np.cumsum(kc.c)
     base = np.concatenate([[0], cum])
-    lo = k_start[key]
-    total = base[k_start[key + 1]] - base[lo]
+    drop_base = np.concatenate([[0], np.cumsum(kc.c[d_pos])])
+    total = base[kc.hi[key]] - base[lo] - (drop_base[first_drop + n_drop[key]] - drop_base[first_drop])
     drawn = []
     rows_t, rows_f, sub = [], [], []
     for r in range(variants):
-        live = total - r > 0
-        u_ = np.floor(_uniform(t, r, seed) * np.maximum(total - r, 1)).astype(np.int64)
-        target = base[lo] + u_
-        idx = np.searchsorted(cum, target, side="right")
-        for _ in range(r + 1):          # skip copies already drawn (fixed point)
-            s = np.zeros(len(t), np.int64)
+        live = np.flatnonzero(total - r > 0)
+        u_ = np.floor(_uniform(t[live], r, seed) * (total[live] - r)).astype(np.int64)
+        target = base[lo[live]] + u_
+        pos = np.searchsorted(cum, target, side="right")
+        todo = np.arange(len(live))
+        while len(todo):
+            i = live[todo]
+            at = key[i] * kc.stride + pos[todo]
+            skip = drop_base[np.searchsorted(kc.drop_at, at, side="right")] - drop_base[first_drop[i]]
             for d in drawn:
-                s += d <= idx
-            idx = np.searchsorted(cum, target + s, side="right")
-        drawn.append(np.where(live, idx, -1))
+                skip += d[i] <= pos[todo]
+            moved = np.searchsorted(cum, target[todo] + skip, side="right")
+            changed = moved != pos[todo]
+            pos[todo] = moved
+            todo = todo[changed]
+        d = np.full(len(t), -1, np.int64)
+        d[live] = pos
+        drawn.append(d)
         rows_t.append(t[live])
-        rows_f.append(cf[idx[live]])
-        sub.append(np.full(int(live.sum()), r, np.int64))
+        rows_f.append(kc.f[pos])
+        sub.append(np.full(len(live), r, np.int64))
     return tuple(map(np.concatenate, (rows_t, rows_f, sub)))

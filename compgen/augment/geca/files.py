@@ -12,7 +12,7 @@ from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
 from compgen.data import load_dataset, select_split
 from compgen.errors import UserError
-from compgen.io import write_samples_tsv
+from compgen.io import SPACE_TOKEN, atomic_open
 
 
 def load_training(data: str, data_dir=None) -> pl.DataFrame:
@@ -37,8 +37,28 @@ def augment_file(data: str, output, config: GecaConfig, concat: bool = False, da
         execution = replace(execution, spill_dir=Path(output).resolve().parent)
     result = geca_augment(load_training(data, data_dir), config, progress=progress,
                           execution=execution)
-    rows = list(zip(result.table["x"].to_list(), result.table["y"].to_list()))
-    if concat:
-        rows = list(zip(result.train["x"].to_list(), result.train["y"].to_list())) + rows
-    result.stats["rows_written"] = write_samples_tsv(output, rows)
+    tables = [result.train, result.table] if concat else [result.table]
+    result.stats["rows_written"] = write_tables_tsv(output, tables)
     return result
+
+
+def _field(column: str) -> pl.Expr:
+    """A token list as a samples-TSV field (``io.write_samples_tsv``'s: tokens joined by
+    spaces, a space token written as U+2581)."""
+    return (pl.col(column).list.eval(pl.when(pl.element() == " ").then(pl.lit(SPACE_TOKEN))
+                                     .otherwise(pl.element())).list.join(" "))
+
+
+def write_tables_tsv(output, tables: list[pl.DataFrame], chunk: int = 100_000) -> int:
+    """The x, y columns of ``tables`` as ``x<TAB>y`` lines (what ``write_samples_tsv``
+    writes for those rows), atomically, a chunk of rows at a time: a million
+    synthesized examples as Python lists of strings would take gigabytes."""
+    n = 0
+    with atomic_open(output, "w", encoding="utf-8") as out:
+        for table in tables:
+            for begin in range(0, table.height, chunk):
+                lines = table.slice(begin, chunk).select(
+                    pl.concat_str([_field("x"), _field("y")], separator="\t"))
+                out.write("\n".join(lines.to_series().to_list()) + "\n")
+                n += lines.height
+    return n

@@ -1,4 +1,4 @@
-"""GECA's candidate joins in partitions: split by a hash of the environment class so each
+"""GECA's candidate joins in partitions: class keys packed by their join cost so each
 partition's joins fit a memory budget, spilled to Parquet in a temporary folder that is
 always removed, or run as Ray tasks.
 
@@ -141,36 +141,41 @@ def spill_folder(parent: str | os.PathLike | None = None):
 
 
 def key_costs(tables: JoinTables) -> pl.DataFrame:
-    """Per class key (E, own): an upper bound on the rows of its widest join (the
-    overlap check: every candidate of E against every fragment of own). A candidate of
-    E comes from a T1 class A sharing a fragment f with E, so E has at most
-    sum over f in E, A containing f of |A| candidates."""
+    """Per class key (E, own): the rows its share of a partition's joins makes. E's
+    candidate join is counted on E's first key (rows of E's fragments against the T1
+    classes, then of the distinct (E, T1 class) pairs against those classes' fragments:
+    computed exactly, it is a small join); every key adds its templates and its own
+    fragments (three span grams each, for the overlap join)."""
     a_size = tables.a_members.group_by("A").agg(pl.len().cast(pl.Int64).alias("size"))
-    spread = (tables.a_members.join(a_size, on="A").group_by("f")
-              .agg(pl.col("size").sum().alias("spread")))
-    reach = (tables.e_members.join(spread, on="f").group_by("E")
-             .agg(pl.col("spread").sum().alias("reach")))
-    own_size = tables.own_members.group_by("own").agg(pl.len().cast(pl.Int64).alias("n_own"))
+    matches = tables.e_members.join(tables.a_members.select("A", "f"), on="f").select("E", "A")
+    e_cost = (matches.group_by("E").agg(pl.len().cast(pl.Int64).alias("m"))
+              .join(matches.unique().join(a_size, on="A").group_by("E")
+                    .agg(pl.col("size").sum().alias("pa")), on="E")
+              .select("E", (pl.col("m") + 2 * pl.col("pa")).alias("e_cost")))
+    own_size = pl.DataFrame({"own": np.arange(len(tables.own_start) - 1),
+                             "n_own": np.diff(tables.own_start)})
+    first_of_e = pl.col("own") == pl.col("own").min().over("E")
     return (tables.templates.group_by("E", "own").agg(pl.len().cast(pl.Int64).alias("n_t"))
-            .join(reach, on="E", how="left").join(own_size, on="own", how="left")
-            .select("E", "own", ((pl.col("reach").fill_null(0) + 1)
-                                 * (pl.col("n_own").fill_null(0) + 1) + pl.col("n_t")).alias("cost"))
+            .join(e_cost, on="E", how="left").join(own_size, on="own", how="left")
+            .select("E", "own", (pl.when(first_of_e).then(pl.col("e_cost").fill_null(0)).otherwise(0)
+                                 + pl.col("n_t") + 3 * pl.col("n_own") + 1).alias("cost"))
             .sort("E", "own"))
 
 
 def assign_partitions(tables: JoinTables, n_parts: int, execution: Execution):
-    """Partition of every class key (E, own) and the partition count. A fixed count (or
-    no budget) splits by a hash of E; a budget packs the keys, in (E, own) order, into
-    partitions whose summed join cost fits what the budget leaves (at least n_parts).
-    Any split gives the same proposals (see the module doc); an E whose keys fall in
-    several partitions has its fragment rows in each."""
-    if execution.partitions is not None or execution.memory_budget is None:
-        keys = tables.templates.select("E", "own").unique()
-        return keys.with_columns((pl.col("E").hash(seed=58) % n_parts).alias("part")), n_parts
+    """Partition of every class key (E, own) and the partition count: the keys, in (E,
+    own) order, packed into partitions of about equal join cost (see ``key_costs``):
+    ``n_parts`` of them for a fixed count, and under a budget as many as make each fit
+    what the budget leaves (at least n_parts). Any split gives the same proposals (see
+    the module doc); an E with more keys than one partition holds (a common window
+    shared by thousands of templates) is cut between partitions, each reading E's
+    fragment rows."""
     costs = key_costs(tables)
-    room = max(execution.memory_budget - current_rss_bytes(), execution.memory_budget // 8)
     total = int(costs["cost"].sum())
-    per_part = max(1, min(room // JOIN_ROW_BYTES, math.ceil(total / n_parts)))
+    per_part = max(1, math.ceil(total / n_parts))
+    if execution.partitions is None and execution.memory_budget is not None:
+        room = max(execution.memory_budget - current_rss_bytes(), execution.memory_budget // 8)
+        per_part = max(1, min(room // JOIN_ROW_BYTES, per_part))
     packed = (pl.col("cost").cum_sum() - pl.col("cost")) // per_part
     keys = costs.select("E", "own", (packed.rank("dense") - 1).cast(pl.Int64).alias("part"))
     return keys, max(1, int(keys["part"].max() or 0) + 1)
@@ -191,10 +196,9 @@ def run_partition(templates, e_members, shared: dict, ok_t, variants, seed):
     if templates.height == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
-    cand, t_key = partition_candidates(templates, e_members, shared["a_members"],
-                                       shared["own_members"], shared["grams"])
-    n_keys = int(t_key["key"].max()) + 1 if t_key.height else 0
-    return draw(cand, t_key, ok_t, n_keys, variants, seed)
+    kc = partition_candidates(templates, e_members, shared["a_members"], shared["own_start"],
+                              shared["own_f"], shared["frag_grams"])
+    return draw(kc, ok_t, variants, seed)
 
 
 def _gather(outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -218,8 +222,8 @@ def candidate_proposals(tables: JoinTables, ok_t: np.ndarray, variants, seed: in
     if n_parts > 1 or execution.memory_budget is not None:
         keys, n_parts = assign_partitions(tables, n_parts, execution)
     stats["partitions"] = n_parts
-    shared = {"a_members": tables.a_members, "own_members": tables.own_members,
-              "grams": tables.grams}
+    shared = {"a_members": tables.a_members, "own_start": tables.own_start,
+              "own_f": tables.own_f, "frag_grams": tables.frag_grams}
     if execution.ray:
         rows = _run_on_ray(tables, shared, ok_t, variants, seed, keys, execution, say)
     elif n_parts == 1:

@@ -101,9 +101,8 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
         texts = materialize(c, u, rep_units, frag_grams, gram_len, gram_rep, chosen_t, chosen_f)
     xs, ys, tx, fx = texts
     keep_i = _exact_check(xs, ys, data, cfg)
-    out = pl.DataFrame({"x": [xs[i] for i in keep_i], "y": [ys[i] for i in keep_i],
-                        "split": [SPLIT_NAME] * len(keep_i)},
-                       schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String})
+    out = pl.DataFrame({"x": xs.gather(keep_i), "y": ys.gather(keep_i),
+                        "split": pl.Series([SPLIT_NAME] * len(keep_i), dtype=pl.String)})
     stats.update(
         synthesized=out.height,
         templates_used=len(set(chosen_t[keep_i].tolist())),
@@ -111,7 +110,8 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
         seconds=round(clock(), 3),
         peak_rss_mb=round(peak_rss_mb(), 1),
     )
-    return GecaResult(out, stats, [tx[i] for i in keep_i], [fx[i] for i in keep_i], data)
+    templates = list(zip(tx["x"].gather(keep_i).to_list(), tx["y"].gather(keep_i).to_list()))
+    return GecaResult(out, stats, templates, fx.gather(keep_i).to_list(), data)
 
 
 def _extract_in_memory(c, cfg, stats, say, clock):
@@ -205,16 +205,15 @@ def _per_template(chosen_t, chosen_f, cfg: GecaConfig):
     return chosen_t[keep], chosen_f[keep]
 
 
-def _exact_check(xs, ys, data: pl.DataFrame, cfg) -> list[int]:
+def _exact_check(xs, ys, data: pl.DataFrame, cfg) -> np.ndarray:
     """Indices of the realized examples that are exactly novel (per side) and not
     repeated, in order, up to n_sample: a re-check of what the hashes decided."""
-    schema = {"i": pl.Int64, "x": pl.List(pl.String), "y": pl.List(pl.String)}
-    cand = pl.DataFrame({"i": range(len(xs)), "x": xs, "y": ys}, schema=schema)
+    cand = pl.DataFrame({"i": pl.Series(range(len(xs)), dtype=pl.Int64), "x": xs, "y": ys})
     if not cfg.output_only:
         cand = cand.join(data.select("x").unique(), on="x", how="anti")
     cand = (cand.join(data.select("y").unique(), on="y", how="anti").sort("i")
             .unique(subset=["x", "y"], keep="first", maintain_order=True))
-    keep_i = cand["i"].to_list()
+    keep_i = cand["i"].to_numpy()
     return keep_i if cfg.n_sample is None else keep_i[: cfg.n_sample]
 
 
