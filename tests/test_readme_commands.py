@@ -5,7 +5,8 @@ says how long it takes and gives a shortened form (`[shorter: OPTIONS]` in its c
 options appended to the line's first `compgen` command).
 
 With COMPGEN_README_RUN=1 the blocks also run, in order, in a temporary folder, each line
-in its shortened form where it has one (about 35 min on 2 shared cores).
+in its shortened form where it has one (about 35 min on 2 shared cores); a `--precision bf16`
+line on a CPU without bf16 units must give its one `error:` line instead.
 COMPGEN_README_ONLY=REGEX runs only the commands that match it and the earlier commands
 that write the files they read."""
 
@@ -20,6 +21,7 @@ import pytest
 import typer
 
 from compgen.cli import app
+from compgen.system.precision import cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -211,6 +213,12 @@ def test_readme_numbers_walk_through_runs(tmp_path, data_dir):
     assert [r for r in rows if r and not r.startswith("#")]
 
 
+def needs_bf16_units(words: list[str]) -> bool:
+    """True for a command that asks for bf16 (``--precision bf16``; the last value wins)."""
+    values = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--precision"]
+    return bool(values) and values[-1] == "bf16"
+
+
 def run_commands(tmp_path, data_dir, plan) -> None:
     """Run ``plan`` (``run_plan``'s commands, shortened) in order in ``tmp_path``, which sees
     the repository's tests/ folder (the README's tests/data/... paths)."""
@@ -229,4 +237,11 @@ def run_commands(tmp_path, data_dir, plan) -> None:
             continue
         proc = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True,
                               check=False)
+        if needs_bf16_units(words) and not cpu_has_bf16():
+            # the README's bf16 lines are for CPUs with the units; elsewhere the refusal
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(
+                "error: --precision bf16: this CPU has no bf16 units"), (
+                f"{' '.join(words)}\n{proc.stderr[-2000:]}")
+            continue
         assert proc.returncode == 0, f"{' '.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
