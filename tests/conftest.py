@@ -110,7 +110,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The README run (35 min) is opt-in: deselected unless COMPGEN_README_RUN=1."""
+    """The README run (35–55 min) is opt-in: deselected unless COMPGEN_README_RUN=1."""
     if os.environ.get("COMPGEN_README_RUN") == "1":
         return
     slow = [item for item in items if item.get_closest_marker("readme_run")]

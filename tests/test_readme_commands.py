@@ -5,7 +5,7 @@ says how long it takes and gives a shortened form (`[shorter: OPTIONS]` in its c
 options appended to the line's first `compgen` command).
 
 With COMPGEN_README_RUN=1 the blocks also run, in order, in a temporary folder, each line
-in its shortened form where it has one (about 35 min on 2 shared cores); a `--precision bf16`
+in its shortened form where it has one (35–55 min on 2 shared cores); a `--precision bf16`
 line on a CPU without bf16 units must give its one `error:` line instead.
 COMPGEN_README_ONLY=REGEX runs only the commands that match it and the earlier commands
 that write the files they read."""
@@ -196,7 +196,7 @@ def test_a_subset_runs_with_the_lines_it_needs():
     assert not any(line.startswith("compgen augment geca") for line in plan)
 
 
-# runs every README command (35 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
+# runs every README command (35–55 min on 2 shared cores): deselected unless COMPGEN_README_RUN=1
 @pytest.mark.readme_run
 def test_readme_blocks_run_in_order(tmp_path, data_dir):
     run_commands(tmp_path, data_dir, run_plan(os.environ.get("COMPGEN_README_ONLY")))
