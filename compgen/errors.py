@@ -22,10 +22,16 @@ class SettingError(UserError, ValueError):
 
     def text(self, name_of) -> str:
         """The message with every `setting` written as ``name_of(setting)``."""
-        return _SETTING.sub(lambda match: name_of(match.group(1)), self.template)
+        return name_settings(self.template, name_of)
 
 
 _SETTING = re.compile(r"`([a-z][a-z0-9_]*)`")
+
+
+def name_settings(template: str, name_of) -> str:
+    """``template`` (a message, or a log line, naming settings in backquotes) with every
+    `setting` written as ``name_of(setting)``."""
+    return _SETTING.sub(lambda match: name_of(match.group(1)), template)
 
 
 class Terminated(BaseException):

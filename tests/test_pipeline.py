@@ -207,9 +207,9 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
                          Timer(tmp_path / name / "timing.json"))
         except UserError:
             pass
-        shortfall = [line for line in lines if "--max-rounds (now 6)" in line]
+        shortfall = [line for line in lines if "`max_rounds` (now 6)" in line]
         assert len(shortfall) == 1, lines
-        assert ("--raise-temperature" in shortfall[0]) == (raise_temperature is False)
+        assert ("`raise_temperature`" in shortfall[0]) == (raise_temperature is False)
         if raise_temperature is False:
             assert not any("no new samples" in line for line in lines), lines
     with pytest.raises(UserError, match="nsamples 3 must be >= n 5"):

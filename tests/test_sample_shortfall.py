@@ -45,7 +45,7 @@ def test_nothing_accepted_is_an_error_and_the_temperature_stays(one_torch_thread
     model, vocab = model_and_vocab(outdrop_test=False)
     calls, lines = [], []
     torch.manual_seed(0)
-    with pytest.raises(UserError, match=r"no sample passed the filter in 12 rounds.*--max-rounds"):
+    with pytest.raises(UserError, match=r"no sample passed the filter in 12 rounds.*max_rounds"):
         collect_decoded(eager_decoder(model, vocab, calls), vocab, lambda k: [PROTOTYPES] * k,
                         n=5, strategy="temperature", temperature=1.0, accept=lambda toks: None,
                         batch_size=4, max_rounds=12, log=lines.append)
@@ -82,8 +82,8 @@ def test_fewer_samples_than_asked_is_a_warning_with_the_count(one_torch_thread):
                               log=lines.append)
     assert len(samples) == 2
     (warning,) = lines
-    assert warning.startswith("warning: 2 of the 50 samples asked for (--n)")
-    assert "--max-rounds (now 5)" in warning and "--raise-temperature" in warning
+    assert warning.startswith("warning: 2 of the 50 samples asked for (`n`)")
+    assert "`max_rounds` (now 5)" in warning and "`raise_temperature`" in warning
     assert "rounds (temperature sampling at T 2);" in warning
 
 
@@ -179,3 +179,25 @@ def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monk
     assert options.max_rounds == NO_ROUND_CAP
     with pytest.raises(UserError, match="max_rounds must be >= 0"):
         SampleOptions.resolve({}, max_rounds=-1)
+
+
+def test_the_command_line_names_the_flags_that_help(tmp_path):
+    """The library names settings (`max_rounds`); `compgen sample` prints their flags, in
+    the shortfall warning and in the error line alike."""
+    export = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
+    common = ["-m", "compgen", "sample", str(export), "--max-rounds", "1", "--threads", "1",
+              "-o", str(tmp_path / "s.tsv")]
+    few = subprocess.run([sys.executable, *common, "--n", "500", "--batch-size", "64",
+                          "--strategy", "temperature", "--resample", "none"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert few.returncode == 0, few.stderr
+    (warning,) = [line for line in few.stderr.splitlines() if line.startswith("warning:")]
+    assert "asked for (--n)" in warning and "--max-rounds (now 1), --raise-temperature" in warning
+    none = subprocess.run([sys.executable, *common, "--n", "5", "--batch-size", "1",
+                           "--strategy", "greedy", "--resample", "rare", "--rare",
+                           "jump twice after walk", "--all-prototypes"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert none.returncode == 2
+    assert none.stderr.strip().startswith("error: no sample passed the filter in 1 rounds")
+    assert none.stderr.strip().endswith("--max-rounds (now 1), --raise-temperature")
+    assert "`" not in few.stderr + none.stderr

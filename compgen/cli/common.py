@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import resource
 from pathlib import Path
@@ -12,7 +13,7 @@ from rich.console import Console
 from compgen import __version__
 from compgen.decoding.random_stream import check_seed
 from compgen.device import DEVICE_HELP
-from compgen.errors import UserError
+from compgen.errors import UserError, name_settings
 from compgen.io import check_output
 
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
@@ -193,3 +194,18 @@ def flags_in(error, group) -> str:
     it is."""
     known = option_names(group) | set(FLAGS)
     return error.text(lambda name: flag_of(name) if name in known else f"`{name}`")
+
+
+@functools.cache
+def _known_settings() -> frozenset:
+    return frozenset(option_names(typer.main.get_command(app)) | set(FLAGS))
+
+
+def log_with_flags(console_to: Console):
+    """A library ``log`` callback that prints each line with its `settings` written as
+    the flags that set them (as ``flags_in`` does for errors)."""
+    def log(line: str) -> None:
+        known = _known_settings()
+        console_to.print(name_settings(line, lambda name: flag_of(name) if name in known
+                                       else f"`{name}`"), highlight=False, markup=False)
+    return log

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, DeviceOption, app, console, ray_address
+from compgen.cli.common import DataDir, DeviceOption, app, console, log_with_flags, ray_address
 from compgen.decoding.random_stream import check_seed
 from compgen.device import resolve_device
 from compgen.errors import UserError
@@ -66,7 +66,7 @@ def pipeline_cmd(
 
         pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
                           uncertainty=uncertainty, config=config,
-                          log=lambda line: console.print(line, highlight=False, markup=False))
+                          log=log_with_flags(console))
         return
     if config is not None:
         raise UserError(f"--config applies to the stem-corrupt-LANG pipelines, not {name} "
@@ -99,7 +99,7 @@ def pipeline_cmd(
                            predictor_epochs=predictor_epochs, keep_every=keep_every, p_aug=p_aug,
                            csl_temperature=csl_temperature, backend=backend,
                            threads=threads, direct_limit=direct_limit, device=device,
-                           log=lambda line: console.print(line, highlight=False, markup=False))
+                           log=log_with_flags(console))
     if ray is not None:
         # start-up: `compgen --help` loads no torch or polars
         from compgen.pipelines.ray_seeds import run_seeds

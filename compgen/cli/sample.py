@@ -12,7 +12,15 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, DeviceOption, app, console, err_console, ray_address
+from compgen.cli.common import (
+    DataDir,
+    DeviceOption,
+    app,
+    console,
+    err_console,
+    log_with_flags,
+    ray_address,
+)
 from compgen.errors import UserError
 
 
@@ -104,7 +112,7 @@ def sample_cmd(
         with sampling_progress(tally):
             run = sample(checkpoint, options, backend, out=target, data_dir=data_dir,
                          lm=ranking, decoder_factory=factory, tally=tally, resume=resume,
-                         log=lambda line: err_console.print(line, highlight=False, markup=False))
+                         log=log_with_flags(err_console))
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()

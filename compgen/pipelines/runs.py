@@ -361,7 +361,7 @@ def make_samples(run: Run, seed: int, generator: Path, folder: Path, opts: Pipel
     try:
         result = _sample(run, generator, samples, seed, folder, path, opts, options)
     except NoSamples as exc:
-        opts.log(f"[{run.name} seed {seed}] {exc}")
+        opts.log(f"[{run.name} seed {seed}] {exc.template}")
         result = None
     if result is None or not result.samples:
         path.unlink(missing_ok=True)  # a rerun must sample again, not train on nothing

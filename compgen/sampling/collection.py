@@ -25,8 +25,9 @@ from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
 
 
-class NoSamples(UserError):
-    """No decoded candidate passed the filter: an error, never an empty samples file."""
+class NoSamples(SettingError):
+    """No decoded candidate passed the filter: an error, never an empty samples file. It
+    names the settings that help (the command line prints their flags)."""
 
 
 @dataclass
@@ -167,15 +168,16 @@ def report_shortfall(kept: int, n: int, rounds: int, batch_size: int, asked: tup
         f", raised to {describe_sampler(*final)}" if tuple(final) != tuple(asked) else "")
     if exhausted:
         helps = ("every selected prototype tuple was decoded once, and a deterministic "
-                 "decoder would only repeat them: --all-prototypes, --strategy mixed or "
-                 "temperature, or an export with more --prototypes")
+                 "decoder would only repeat them: `all_prototypes`, `strategy` mixed or "
+                 "temperature, or an export with more `max_prototypes`")
     else:
-        helps = f"--max-rounds (now {max_rounds})" + ("" if raise_temperature else ", --raise-temperature")
+        helps = f"`max_rounds` (now {max_rounds})" + (
+            "" if raise_temperature else ", `raise_temperature`")
     if not kept:
         raise NoSamples(f"no sample passed the filter in {rounds} rounds of {batch_size} "
                         f"({sampler}); train the generator longer or allow more: {helps}")
-    if kept < n:
-        log(f"warning: {kept} of the {n} samples asked for (--n) passed the filter in "
+    if kept < n:   # settings in backquotes: the command line logs them as its flags
+        log(f"warning: {kept} of the {n} samples asked for (`n`) passed the filter in "
             f"{rounds} rounds ({sampler}); for more: {helps}")
 
 

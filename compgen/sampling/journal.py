@@ -70,11 +70,15 @@ class Journal:
         mode = "a" if self.position is not None else "w"
         # held open for the whole job (one write per round); closed by close()
         self.handle = open(self.path, mode, encoding="utf-8")  # noqa: SIM115
-        if self.position is None:
-            self.handle.write(f"{MAGIC}\t{VERSION}\t{key}\n")
-            self._sync()
-        else:   # drop what followed the last complete round: that round is decoded again
-            self.handle.truncate(self.complete_bytes)
+        try:
+            if self.position is None:
+                self.handle.write(f"{MAGIC}\t{VERSION}\t{key}\n")
+                self._sync()
+            else:   # drop what followed the last complete round: it is decoded again
+                self.handle.truncate(self.complete_bytes)
+        except BaseException:
+            self.close(finished=self.position is None)
+            raise
 
     def _read(self) -> Position:
         position, pending, complete = Position(), [], 0
@@ -122,7 +126,12 @@ class Journal:
     def close(self, finished: bool) -> None:
         """Finished (the output written) or failed for good: the journal goes; interrupted:
         it stays for ``--resume``."""
-        self.handle.close()
-        if finished:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+        try:
+            self.handle.close()   # may fail to write its buffer (a full disk)
+        except OSError:
+            if not finished:
+                raise
+        finally:
+            if finished:
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
