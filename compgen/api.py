@@ -235,12 +235,18 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
         return pl.DataFrame(evaluate_predictor(model, name, data_dir, beam))
 
 
-def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *,
+def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *, side: str | None = None,
                 discount_fallback: bool = False) -> Path:
-    """Estimate a modified Kneser-Ney n-gram model with lmplz (``compgen lm train``)."""
+    """Estimate a modified Kneser-Ney n-gram model with lmplz (``compgen lm train``) on a
+    corpus file (one sentence a line), or with ``side`` (y, x or xy) on that side of a data
+    set's training pairs (a name, file or folder, as ``load`` reads it)."""
     # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.lm.kenlm_tools import train_lm
+    from compgen.lm.side_corpus import train_side_lm
 
+    if side is not None:
+        train_side_lm(str(corpus), side, output, order, discount_fallback)
+        return Path(output)
     return train_lm(corpus, output, order, discount_fallback=discount_fallback)
 
 

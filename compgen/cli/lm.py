@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,8 +45,8 @@ def lm_train(
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
     # start-up: `compgen --help` loads no polars
-    from compgen.lm.kenlm_tools import check_order, find_kenlm_binaries, train_lm
-    from compgen.lm.side_corpus import write_side_corpus
+    from compgen.lm.kenlm_tools import check_order, train_lm
+    from compgen.lm.side_corpus import train_side_lm
 
     if geca and not side:
         raise UserError("--geca needs --side (which side of the pairs the LM reads)")
@@ -56,17 +55,11 @@ def lm_train(
     if side is None:
         train_lm(corpus, output, order, discount_fallback, memory, data_dir)
     else:
-        find_kenlm_binaries()  # fail before GECA runs
-        with tempfile.TemporaryDirectory(prefix="compgen-lm-side-") as tmp:
-            text = Path(tmp) / "corpus.txt"
-            counts = write_side_corpus(corpus, side, text, geca, seed, data_dir)
-            console.print(f"{corpus}: side {side}, {counts['original']} pairs"
-                          + (f" + {counts['synthetic']} GECA pairs ({geca})" if geca else ""),
-                          highlight=False, markup=False)
-            try:
-                train_lm(text, output, order, discount_fallback, memory, data_dir)
-            except UserError as exc:   # name the data, not the temporary corpus
-                raise UserError(str(exc).replace(str(text), f"{corpus} (--side {side})")) from None
+        counts = train_side_lm(corpus, side, output, order, discount_fallback, memory, geca,
+                               seed, data_dir)
+        console.print(f"{corpus}: side {side}, {counts['original']} pairs"
+                      + (f" + {counts['synthetic']} GECA pairs ({geca})" if geca else ""),
+                      highlight=False, markup=False)
     console.print(f"wrote {output} ({order}-gram, {time.perf_counter() - start:.1f} s)",
                   highlight=False, markup=False)
 

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
@@ -75,6 +76,13 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
     """A corpus argument -> a file path. An existing file is used as it is; ``lm/<lang>``
     names the ``split`` file of that LM corpus and ``lm/<lang>/<split>`` any split."""
     path = Path(corpus)
+    kind = RECORD_SUFFIXES.get(path.suffix.lower())
+    if kind or path.is_dir():
+        # a data set is pairs, not one sentence a line: read as text it would give JSON,
+        # CSV or Parquet bytes as words
+        what = f"a {kind.upper()} data file" if kind else "a folder"
+        raise UserError(f"{corpus}: {what}, not a corpus (one sentence a line); train on one "
+                        "side of its pairs: --side y|x|xy (Python: side=)")
     if path.is_file():
         return path
     match = re.fullmatch(r"lm/(\w+)(?:/(\w+))?", str(corpus))

@@ -5,11 +5,13 @@ split or of a samples TSV, optionally with GECA's synthesized examples appended,
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from compgen.augment.geca import geca_augment, load_training, make_config
 from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
+from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
 from compgen.lm.scorer import SIDES, side_text
 
 
@@ -41,3 +43,20 @@ def write_side_corpus(data: str, side: str, path: str | os.PathLike,
     with atomic_open(path, "w", encoding="utf-8") as out:
         out.writelines(line + "\n" for line in lines if line.strip())
     return {"original": len(pairs), "synthetic": len(synthetic)}
+
+
+def train_side_lm(data: str, side: str, output: str | os.PathLike, order: int = 5,
+                  discount_fallback: bool = False, memory: str = "500M",
+                  geca: str | None = None, seed: int = 0, data_dir=None) -> dict:
+    """``train_lm`` on one side of ``data``'s training pairs (``write_side_corpus``): what
+    ``compgen lm train DATA --side SIDE`` and ``compgen.kenlm_train(..., side=)`` run.
+    Returns the counts of ``write_side_corpus``."""
+    find_kenlm_binaries()  # fail before GECA runs
+    with tempfile.TemporaryDirectory(prefix="compgen-lm-side-") as tmp:
+        text = Path(tmp) / "corpus.txt"
+        counts = write_side_corpus(data, side, text, geca, seed, data_dir)
+        try:
+            train_lm(text, output, order, discount_fallback, memory, data_dir)
+        except UserError as exc:   # name the data, not the temporary corpus
+            raise UserError(str(exc).replace(str(text), f"{data} (side {side})")) from None
+    return counts
