@@ -188,12 +188,16 @@ def option_names(group) -> set[str]:
     return names
 
 
+def with_flags(template: str, known) -> str:
+    """``template`` (a SettingError's, or a library log line) with each `setting` of
+    ``known`` written as its flag; a backquoted word that no command has as an option
+    (text quoted from a user's program, say) stays as it is."""
+    return name_settings(template, lambda name: flag_of(name) if name in known else f"`{name}`")
+
+
 def flags_in(error, group) -> str:
-    """A SettingError's message with each setting written as its flag; a backquoted word
-    that no command has as an option (text quoted from a user's program, say) stays as
-    it is."""
-    known = option_names(group) | set(FLAGS)
-    return error.text(lambda name: flag_of(name) if name in known else f"`{name}`")
+    """A SettingError's message with each setting written as its flag."""
+    return with_flags(error.template, option_names(group) | set(FLAGS))
 
 
 @functools.cache
@@ -205,7 +209,5 @@ def log_with_flags(console_to: Console):
     """A library ``log`` callback that prints each line with its `settings` written as
     the flags that set them (as ``flags_in`` does for errors)."""
     def log(line: str) -> None:
-        known = _known_settings()
-        console_to.print(name_settings(line, lambda name: flag_of(name) if name in known
-                                       else f"`{name}`"), highlight=False, markup=False)
+        console_to.print(with_flags(line, _known_settings()), highlight=False, markup=False)
     return log

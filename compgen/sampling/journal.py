@@ -59,14 +59,17 @@ class Journal:
     """``OUT.partial`` of one job. ``resume``: read what an interrupted run of the same job
     left (``position``); otherwise any old journal is replaced."""
 
-    def __init__(self, out: str | os.PathLike, key: str, resume: bool = False):
-        self.path, self.key = journal_path(out), key
+    def __init__(self, out: str | os.PathLike, key: str, resume: bool = False,
+                 log=print):
+        self.path, self.key, self.log = journal_path(out), key, log
         self.position: Position | None = None
+        self.accepted = 0   # samples it holds
         if resume:
             if not self.path.is_file():
                 raise SettingError(f"`resume`: {self.path} does not exist (nothing to resume; "
                                    "run without it)")
             self.position = self._read()
+            self.accepted = len(self.position.samples)
         mode = "a" if self.position is not None else "w"
         # held open for the whole job (one write per round); closed by close()
         self.handle = open(self.path, mode, encoding="utf-8")  # noqa: SIM115
@@ -118,10 +121,23 @@ class Journal:
                      f"{position.strategy}\t{position.temperature!r}\n")
         self.handle.write("".join(lines))
         self._sync()
+        self.accepted += len(accepted)
 
     def _sync(self) -> None:
         self.handle.flush()
         os.fsync(self.handle.fileno())
+
+    def __enter__(self) -> Journal:  # noqa: PYI034 (typing.Self: Python 3.11+; 3.10 is supported)
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        """Success, or an error a rerun would meet again: the journal goes. Interrupted
+        (Ctrl-C, SIGTERM: not an ``Exception``): it stays, and the log says so."""
+        interrupted = kind is not None and not issubclass(kind, Exception)
+        self.close(finished=not interrupted)
+        if interrupted:
+            self.log(f"{self.path} keeps {self.accepted} accepted samples: the same command "
+                     "with --resume goes on from there")
 
     def close(self, finished: bool) -> None:
         """Finished (the output written) or failed for good: the journal goes; interrupted:

@@ -12,6 +12,7 @@ runner does the whole job in one process, n-gram scores, floor and rerank includ
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -268,12 +269,12 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                                               lm, selection, max_rows, tally)
         where = "cpu (C++ runner)"
     else:
-        journal = (Journal(out, job_key(manifest, options, lm.describe() if lm else None),
-                           resume) if out is not None else None)
-        cycle = PrototypeCycle(selection)
-        if journal is not None and journal.position is not None:
-            cycle.cursor = journal.position.first
-        try:
+        key = job_key(manifest, options, lm.describe() if lm else None)
+        with (Journal(out, key, resume, log) if out is not None
+              else contextlib.nullcontext()) as journal:
+            cycle = PrototypeCycle(selection)
+            if journal is not None and journal.position is not None:
+                cycle.cursor = journal.position.first
             decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
                            if decoder_factory is not None
                            else ExportDecoder(folder, manifest, backend, options,
@@ -288,18 +289,6 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                                       tally=tally, journal=journal)
             if out is not None:
                 write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
-        except Exception:   # an error a rerun would meet again: nothing is kept
-            if journal is not None:
-                journal.close(finished=True)
-            raise
-        except BaseException:   # interrupted (Ctrl-C, SIGTERM): the journal stays
-            if journal is not None:
-                journal.close(finished=False)
-                log(f"{journal.path} keeps {tally.accepted} accepted samples: the same "
-                    "command with --resume goes on from there")
-            raise
-        if journal is not None:
-            journal.close(finished=True)
         decode_seconds = getattr(decode_rows, "seconds", None)
         where = getattr(decode_rows, "where", None)
     seconds = time.perf_counter() - start
