@@ -81,8 +81,8 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
         # a data set is pairs, not one sentence a line: read as text it would give JSON,
         # CSV or Parquet bytes as words
         what = f"a {kind.upper()} data file" if kind else "a folder"
-        raise UserError(f"{corpus}: {what}, not a corpus (one sentence a line); train on one "
-                        "side of its pairs: --side y|x|xy (Python: side=)")
+        raise SettingError(f"{corpus}: {what}, not a corpus (one sentence a line); train on "
+                           "one side of its pairs: `side` y|x|xy")
     if path.is_file():
         return path
     match = re.fullmatch(r"lm/(\w+)(?:/(\w+))?", str(corpus))

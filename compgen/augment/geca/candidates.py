@@ -282,8 +282,8 @@ def draw(kc: KeyCandidates, ok_t: np.ndarray, variants: int | DistinctTries | No
          seed: int):
     """(template, fragment, index) rows: for each template `variants` draws without
     replacement from its key's candidate multiset, or every candidate once when variants
-    is None, or a run of distinct candidates (``DistinctTries``). The draws of a template depend only on the seed, its id and its candidate
-    multiset (see ``_uniform``); ``proposal_order`` sorts the rows of any set of
+    is None, or a run of distinct candidates (``DistinctTries``). The draws of a template
+    depend only on the seed, its id and its candidate multiset (see ``_uniform``); ``proposal_order`` sorts the rows of any set of
     partitions into the one global order.
 
     A draw picks a point of the key's multiset laid out by fragment; the key's list is
