@@ -10,11 +10,21 @@ paragraphs come first, then the generated sections, then its own ``##`` sections
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from compgen.io import atomic_open
 
 CARD = "README.md"
+
+PROTOTYPE_FILE = "prototypes.txt"   # a generator's tuples of its preset's length cut of Omega
+CUT_FILE = re.compile(r"prototypes\.(mean|mean\+std|none)\.txt")   # of the other cuts
+
+
+def cut_file(cut: str) -> str:
+    """The file a generator export stores the tuples of another length cut in."""
+    return f"prototypes.{cut}.txt"
+
 
 # what each file of an export folder is, by name
 FILE_ROLES = {
@@ -89,6 +99,10 @@ def _files(folder: Path, manifest: dict) -> list[str]:
     prototypes = manifest.get("decoding", {}).get("prototypes")
     for name in names:
         role = FILE_ROLES.get(name, "")
+        cut = CUT_FILE.fullmatch(name)
+        if cut:
+            role = (f"prototype tuples drawn with the {cut.group(1)} length cut "
+                    f"(`--prototype-cut {cut.group(1)}`)")
         if name == "prototypes.txt" and prototypes:
             role = f"{prototypes:,} " + role
         lines.append(f"| `{name}` | {sizes.get(name, 0):,} | {role} |")

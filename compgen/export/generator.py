@@ -13,7 +13,9 @@ A generator's folder holds
 * ``vocab.json`` (and ``vocab.txt``, one token per line, for the C++ runner);
 * ``prototypes.txt``: the sampling-time prototype tuples (Omega) of the training data,
   shuffled once, as token ids already formatted for the model (one tuple per line, K
-  tab-separated fields); every runtime cycles through it;
+  tab-separated fields); every runtime cycles through it; ``prototypes.CUT.txt``: the
+  same for Omega's other length cuts (SCAN and user data: ``--prototype-cut CUT``), listed
+  in the manifest's ``decoding.prototype_cuts``;
 * ``manifest.json``: model kind and config, vocabulary size, opset, graph inputs and
   outputs with dynamic axes, the decoding contract, sha256 of every file, and the
   parity figures measured before the artifact was written.
@@ -47,6 +49,7 @@ from compgen.export.artifact import (
     read_prototypes,
     write_vocab,
 )
+from compgen.export.card import PROTOTYPE_FILE, cut_file
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
@@ -60,6 +63,7 @@ from compgen.sampling.backends.onnx import OnnxGenerator
 from compgen.sampling.backends.torchscript import TorchScriptGenerator
 from compgen.sampling.eager import BEAM_WIDTH, beam_search, prototype_source, sample_batch
 from compgen.sampling.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
+from compgen.sampling.options import PROTOTYPE_CUTS
 from compgen.training.checkpoint import load_generator
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)
@@ -207,10 +211,32 @@ class GeneratorExport(KindSpec):
         # user data: the pairs the checkpoint records
         self.table = training_table(self.config, options.data_dir)
         self.tuples = []
+        drawn = export_prototype_options(self.config)
+        self.drawn_with = drawn.get("prototype_cut", "mean")
         if self.earlier is None and model.nproto:
-            draw = prototype_source(self.config, self.table, model.nproto, options.seed,
-                                    **export_prototype_options(self.config))
-            self.tuples = draw(min(options.max_prototypes, MAX_PROTOTYPES, _omega_size(draw)))
+            self.tuples = self._draw(model.nproto, drawn)
+        # the tuples of Omega's other length cuts (SCAN and user data), so that
+        # `compgen sample EXPORT --prototype-cut CUT` decodes tuples drawn with CUT
+        self.cut_tuples = {}
+        for cut in PROTOTYPE_CUTS if model.nproto else ():
+            stored = (self.earlier or {}).get("decoding", {}).get("prototype_cuts", {})
+            if cut == self.drawn_with:
+                continue
+            if cut in stored:   # re-exporting a folder: its tuples, in its order
+                self.cut_tuples[cut] = (checkpoint / stored[cut]["file"]).read_text(
+                    encoding="utf-8")
+                continue
+            try:
+                self.cut_tuples[cut] = self._draw(model.nproto, {**drawn, "prototype_cut": cut})
+            except SettingError:   # no length cut here (morphology), or an empty Omega
+                pass
+
+    def _draw(self, nproto: int, omega_options: dict) -> list:
+        draw = prototype_source(self.config, self.table, nproto, self.options.seed,
+                                **omega_options)
+        # re-exporting a folder: as many tuples per cut as it stores for its preset's
+        cap = self.earlier["decoding"]["prototypes"] if self.earlier else self.options.max_prototypes
+        return draw(min(cap, MAX_PROTOTYPES, _omega_size(draw)))
 
     def write(self, folder: Path) -> dict:
         model, vocab, config, earlier = self.model, self.vocab, self.config, self.earlier
@@ -226,9 +252,18 @@ class GeneratorExport(KindSpec):
         else:
             (folder / "prototypes.txt").write_text(self.stored, encoding="utf-8")
             self.prototypes = earlier["decoding"]["prototypes"]
-        self.width = max((len(p) for tup in read_prototypes(folder / "prototypes.txt",
-                                                            model.nproto) for p in tup),
-                         default=0)
+        self.width = _widest(folder / PROTOTYPE_FILE, model.nproto)
+        cuts = {self.drawn_with: {"file": PROTOTYPE_FILE, "prototypes": self.prototypes,
+                                  "prototype_width": self.width}}
+        for cut, tuples in self.cut_tuples.items():
+            path = folder / cut_file(cut)
+            if isinstance(tuples, str):
+                path.write_text(tuples, encoding="utf-8")
+                count = len(tuples.splitlines())
+            else:
+                count = write_prototypes(path, tuples, vocab, variant, max_len)
+            cuts[cut] = {"file": path.name, "prototypes": count,
+                         "prototype_width": _widest(path, model.nproto)}
         write_training_pairs(folder / TRAINING_PAIRS, self.table)
         beam_width = int(config.get("sample", {}).get("beam_width", BEAM_WIDTH))
         return {
@@ -249,6 +284,7 @@ class GeneratorExport(KindSpec):
                 "latent_prior": ("direction ~ uniform on the sphere, norm ~ U(0, max_norm)"
                                  if cfg.vae else "zeros"),
                 "test_time_dropout": False,
+                **({"prototype_cuts": cuts} if model.nproto else {}),
             },
             "training_pairs": TRAINING_PAIRS,
         }
@@ -265,6 +301,11 @@ class GeneratorExport(KindSpec):
         manifest["load_check"] = as_manifest(greedy_rows(folder, manifest))
         if self.earlier is not None and self.earlier.get("card"):   # the card's own text stays
             manifest["card"] = self.earlier["card"]
+
+
+def _widest(path: Path, nproto: int) -> int:
+    """The longest prototype of a tuple file (the width its tuples are padded to)."""
+    return max((len(p) for tup in read_prototypes(path, nproto) for p in tup), default=0)
 
 
 def _omega_size(draw) -> int:

@@ -545,13 +545,9 @@ def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dic
                   "departs from it)" if run.recipe.get("test_dropout") else "")
         raise SettingError(f"`test_dropout`: exported graphs sample without dropout; "
                            f"use `backend` torch, not {opts.backend}{recipe}")
-    # options that change how Omega is drawn: only the checkpoint draws it (an export
-    # decodes the tuples it stored), and only rows whose generator draws SCAN prototypes
+    # options that change how Omega is drawn: only rows whose generator draws SCAN
+    # prototypes (a checkpoint draws them; an export stores every cut's and selects)
     cut = opts.prototype_cut not in (None, "mean")
-    for setting, given in (("prototype_cut", cut), ("rare_prototypes", opts.rare_prototypes)):
-        if given and opts.backend != "torch":
-            raise SettingError(f"`{setting}`: an export decodes the prototype tuples drawn "
-                               f"at export time; use `backend` torch, not {opts.backend}")
     if cut and (run.augment != "generator" or run.task != "scan"
                 or not run.generator.get("model.nproto")):
         raise SettingError(f"`prototype_cut`: {name} draws no SCAN prototypes by length")

@@ -44,7 +44,13 @@ from compgen.sampling.collection import (
 )
 from compgen.sampling.journal import Journal, job_key
 from compgen.sampling.options import SampleOptions
-from compgen.sampling.tuple_selection import TupleSelection, read_prototype_array, select_tuples
+from compgen.sampling.tuple_selection import (
+    PROTOTYPE_FILE,
+    TupleSelection,
+    read_prototype_array,
+    select_tuples,
+    tuples_for_cut,
+)
 from compgen.sampling.verify import check_generator_backends
 from compgen.system.precision import check_sample_precision
 
@@ -120,6 +126,7 @@ class ExportDecoder:
 
     def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions,
                  stop_input: Callable[[np.ndarray], bool] | None = None):
+        manifest = manifest_for_cut(manifest, options.prototype_cut)
         self.contract = replace(Contract.from_manifest(manifest["decoding"]),
                                 beam_width=options.beam_width)
         self.stop_input = stop_input   # rows whose input the filter rejects stop at <sep>
@@ -242,11 +249,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
 
-    drawn_with = export_prototype_options(config).get("prototype_cut", "mean")
-    if options.prototype_cut != drawn_with:
-        raise SettingError(f"`prototype_cut` {options.prototype_cut}: an export stores the "
-                           f"prototype tuples drawn at export time with the {drawn_with} cut; "
-                           "sample the checkpoint instead")
+    manifest = manifest_for_cut(manifest, options.prototype_cut)
     if options.test_dropout:
         raise SettingError("`test_dropout`: exported graphs are deterministic; sample the "
                            "checkpoint instead")
@@ -311,17 +314,28 @@ def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
     chosen = wanted in (None, True)
     cover = tuple(phrase) if phrase is not None and chosen else ()
     any_of = tuple(sorted(tokens)) if tokens is not None and chosen else ()
-    return select_tuples(stored_array(folder, manifest), manifest["decoding"]["prototypes"],
-                         vocab.index, cover, any_of, str(folder / "prototypes.txt"))
+    decoding = manifest["decoding"]
+    return select_tuples(stored_array(folder, manifest), decoding["prototypes"], vocab.index,
+                         cover, any_of, str(folder / decoding.get("prototype_file", PROTOTYPE_FILE)))
+
+
+def manifest_for_cut(manifest: dict, cut: str | None) -> dict:
+    """The manifest as a job with this length cut of Omega's prototypes reads it (the
+    file of its tuples: ``compgen.sampling.tuple_selection.tuples_for_cut``); None: the
+    cut the preset's tuples were drawn with."""
+    drawn_with = export_prototype_options(manifest["config"]).get("prototype_cut", "mean")
+    return tuples_for_cut(manifest, cut or drawn_with, drawn_with)
 
 
 def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
-    """The export's prototype tuples as one id array (None without prototypes)."""
+    """The export's prototype tuples (of the job's cut: ``manifest_for_cut``) as one id
+    array (None without prototypes)."""
     nproto = manifest["model"]["nproto"]
     if nproto == 0:
         return None
-    return read_prototype_array(folder / "prototypes.txt", nproto,
-                                manifest["decoding"]["prototype_width"])
+    decoding = manifest["decoding"]
+    return read_prototype_array(folder / decoding.get("prototype_file", PROTOTYPE_FILE),
+                                nproto, decoding["prototype_width"])
 
 
 def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
@@ -353,6 +367,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
                    raise_temperature=options.raise_temperature,
                    filter_spec=accept_lines,
                    tuples=None if selection is None else selection.selected,
+                   prototype_file=manifest["decoding"].get("prototype_file", PROTOTYPE_FILE),
                    max_rows=max_rows)
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
         Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,10 @@ the filter would throw away:
   rare phrase between them; with a copying generator these are the tuples that yield the
   rare word (on SCAN jump 6.6 % of the stored tuples, which gave nearly every accepted
   sample); ``any_of``: tuples holding at least one of the rare tokens (user data);
+* ``prototype_cut`` (SCAN and user data): an export stores one file of tuples per length
+  cut of Omega's prototypes (``prototypes.txt`` for the preset's, ``prototypes.CUT.txt``
+  for the others, listed in the manifest's ``decoding.prototype_cuts``); a job reads the
+  file of its cut (``tuples_for_cut``);
 * ``max_rows``: a deterministic strategy (greedy, beam: the exported graphs decode
   without dropout) decodes each selected tuple once; a second pass could only repeat
   candidates the uniqueness filter already holds.
@@ -30,9 +34,36 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import SettingError, UserError, read_text
+from compgen.export.card import CUT_FILE, PROTOTYPE_FILE
 
 DETERMINISTIC = ("greedy", "beam")
 PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps
+
+
+def tuples_for_cut(manifest: dict, cut: str, drawn_with: str) -> dict:
+    """The manifest as a job sampling with the ``cut`` length cut reads it: its decoding
+    section names that cut's tuple file (``prototype_file``), how many tuples it holds
+    and their width. ``drawn_with``: the cut of ``prototypes.txt`` in an export written
+    before ``decoding.prototype_cuts`` (which then stores that cut alone)."""
+    decoding = manifest["decoding"]
+    cuts = decoding.get("prototype_cuts") or {drawn_with: {
+        "file": PROTOTYPE_FILE, "prototypes": decoding["prototypes"],
+        "prototype_width": decoding.get("prototype_width", 0)}}
+    if cut not in cuts:
+        raise SettingError(f"`prototype_cut` {cut}: this export stores prototype tuples drawn "
+                           f"with the {' and '.join(sorted(cuts))} cut only; export it again "
+                           "(compgen export FOLDER -o NEW: an export of a SCAN or user-data "
+                           "generator stores every cut), or sample its checkpoint")
+    chosen = cuts[cut]
+    name = chosen.get("file")
+    listed = manifest.get("files", {})
+    if name != PROTOTYPE_FILE and not (isinstance(name, str) and CUT_FILE.fullmatch(name)
+                                       and name in listed):
+        raise UserError(f"manifest.json: decoding.prototype_cuts.{cut}.file = {name!r}, "
+                        "expected prototypes.CUT.txt listed in files")
+    return {**manifest, "decoding": {**decoding, "prototype_file": name,
+                                     "prototypes": chosen["prototypes"],
+                                     "prototype_width": chosen["prototype_width"]}}
 
 
 class TupleSelection:

@@ -5,7 +5,8 @@
 // newline: the decoding contract from manifest.json, the sampling options, the filter), so
 // no value (a path holding a newline) can become another record. The program loads model.ts once, then runs the
 // sampling loop of compgen/sampling.py (collect_decoded): rounds of --batch-size prototype
-// tuples taken in order from the job's selection of prototypes.txt (cycling; at most
+// tuples taken in order from the job's selection of prototypes.txt (or the file of its
+// length cut; cycling; at most
 // max_rows rows), decoded with the loop of
 // compgen/decoding.py (decode.hpp), filtered (valid x <sep> y, the rare-token rule,
 // unique, novel against the training pairs shipped in the export, known tokens) until
@@ -52,6 +53,7 @@ using Ids = std::vector<int64_t>;
 
 struct Job {
   std::string folder, out, model;  // model: the sampler to load (default folder/model.ts)
+  std::string prototypes_file = "prototypes.txt";  // the tuples of the job's length cut
   std::string compiled;             // a folder of AOTInductor packages to run instead
   compgen::Contract contract;
   int64_t n = 400, nsamples = 400, batch = 128, max_rounds = 200, patience = 3, threads = 0;
@@ -121,6 +123,7 @@ Job read_job(std::istream& in) {
     }
     if (lm_line) continue;
     if (key == "folder") job.folder = value;
+    else if (key == "prototypes_file") job.prototypes_file = value;
     else if (key == "out") job.out = value;
     else if (key == "model") job.model = value;
     else if (key == "compiled") job.compiled = value;
@@ -439,10 +442,11 @@ int main() {
   const int64_t nproto = model.attr("nproto").toInt();
   const auto vocab = read_vocab(job.folder + "/vocab.txt");
   if (static_cast<int64_t>(vocab.size()) != c.vocab_size) fail("vocab.txt: size differs from the manifest");
-  const auto tuples = read_prototypes(job.folder + "/prototypes.txt", nproto, c.vocab_size);
+  const auto tuples = read_prototypes(job.folder + "/" + job.prototypes_file, nproto,
+                                     c.vocab_size);
   const int64_t cycle = std::max<int64_t>(1, static_cast<int64_t>(tuples.size()));
   for (auto t : job.tuples)
-    if (t < 0 || t >= cycle) fail("job: tuple index outside prototypes.txt");
+    if (t < 0 || t >= cycle) fail("job: tuple index outside " + job.prototypes_file);
   // sample i decodes the stored tuple selected[i % selected count]
   auto tuple_of = [&](int64_t sample) {
     if (job.tuples.empty()) return sample % cycle;

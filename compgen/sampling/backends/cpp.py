@@ -118,14 +118,15 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
              model: Path | None = None, compiled: Path | None = None,
-             tuples=None, max_rows: int | None = None) -> str:
+             tuples=None, max_rows: int | None = None,
+             prototype_file: str = "prototypes.txt") -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
     bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
     (``compgen.export.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
     the samples cycle through (``compgen.sampling.tuple_selection``; default all, in
-    order); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
+    order) of ``prototype_file`` (the file of the job's length cut); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
     records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
                ("batch_size", batch_size),
                ("max_rounds", max_rounds or UNCAPPED_ROUNDS), ("seed", seed),
@@ -149,6 +150,8 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         records.append(("model", Path(model).resolve()))
     if compiled is not None:
         records.append(("compiled", Path(compiled).resolve()))
+    if prototype_file != "prototypes.txt":
+        records.append(("prototypes_file", prototype_file))
     if tuples is not None:
         records.append(("tuples", list(tuples)))
     if max_rows is not None:
