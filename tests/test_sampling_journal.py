@@ -141,7 +141,7 @@ def test_sigterm_keeps_the_journal_and_resume_finishes_the_job(uninterrupted, tm
 
 @pytest.mark.parametrize("extra, says", [
     ([], "--resume: needs -o"),
-    (["--backend", "cpp", "-o", "s.tsv"], "--resume: needs an output file and --backend"),
+    (["--backend", "cpp", "-o", "s.tsv"], "--resume: s.tsv.partial does not exist"),
 ])
 def test_resume_where_there_is_no_journal_is_one_error_line(extra, says, tmp_path):
     job = compgen("sample", str(SHIPPED), "--n", "5", "--resume", *extra, cwd=tmp_path)
