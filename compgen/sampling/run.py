@@ -264,11 +264,14 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     tally = tally or Tally()
     start = time.perf_counter()
     where = None
+    # the runner built and the filter in its terms before the journal opens: an error of
+    # the setup (no compiler, a rule it lacks) leaves an interrupted run's journal alone
+    runner = _cpp_setup(filt, vocab, lm, log) if backend == "cpp" else None
     key = job_key(manifest, options, lm.describe() if lm else None)
     with (Journal(out, key, resume, log) if out is not None
           else contextlib.nullcontext()) as journal:
-        if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
-            samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out,
+        if runner is not None:   # the runner scores, filters and reranks with the LM itself
+            samples, decode_seconds = _sample_cpp(folder, manifest, options, runner, vocab, out,
                                                   log, lm, selection, max_rows, tally, journal)
             where = "cpu (C++ runner)"
         else:
@@ -324,23 +327,30 @@ def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
                                 manifest["decoding"]["prototype_width"])
 
 
-def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
-                out, log, lm=None, selection: TupleSelection | None = None,
-                max_rows: int | None = None, tally: Tally | None = None,
-                journal: Journal | None = None) -> tuple[list[Sample], float]:
-    """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
-    scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
-    spent decoding. ``journal``: the runner appends its rounds to it (and goes on from
-    its position, read here)."""
+def _cpp_setup(filt, vocab: Vocab, lm, log) -> tuple[Path, dict]:
+    """The runner binary (with ``lm``: the KenLM build, which scores, filters and reranks
+    as ``lm`` would) and the filter as its job records."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
-    from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
-
-    resume = None if journal is None else runner_resume(journal, vocab)
+    from compgen.sampling.backends.cpp import build_runner
 
     accept_lines = filter_spec(filt, vocab)
     if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
         accept_lines.update(lm.runner_job())
-    binary = build_runner(log=log, kenlm=lm is not None)
+    return build_runner(log=log, kenlm=lm is not None), accept_lines
+
+
+def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tuple,
+                vocab: Vocab, out, log, lm=None, selection: TupleSelection | None = None,
+                max_rows: int | None = None, tally: Tally | None = None,
+                journal: Journal | None = None) -> tuple[list[Sample], float]:
+    """The whole job in one C++ runner process (``runner``: ``_cpp_setup``'s); returns
+    what it wrote and its seconds spent decoding. ``journal``: the runner appends its
+    rounds to it (and goes on from its position, read here)."""
+    # start-up: `compgen sample --backend onnx` loads no C++ runner code
+    from compgen.sampling.backends.cpp import job_text, run_harness
+
+    binary, accept_lines = runner
+    resume = None if journal is None else runner_resume(journal, vocab)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     model = compiled = None
     if options.precision == "bf16":
