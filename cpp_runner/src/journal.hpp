@@ -68,11 +68,11 @@ inline int64_t read_integer(const std::string& key, const std::string& text) {
 
 // Reads one job record into `resume` when its key is a resume key; false for any other.
 inline bool read_resume_record(const std::string& key, const std::string& value, Resume& resume) {
+  if (key.rfind("resume_", 0) != 0) return false;
   std::istringstream in(value);
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
   const bool sample = key == "resume_sample";
-  if (key.rfind("resume_", 0) != 0) return false;
   if (sample ? words.size() < 2 : words.size() != 1)
     throw std::runtime_error("job record " + key + ": bad value");
   if (sample) {
