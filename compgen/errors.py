@@ -34,6 +34,11 @@ def name_settings(template: str, name_of) -> str:
     return _SETTING.sub(lambda match: name_of(match.group(1)), template)
 
 
+class Interrupted(UserError):
+    """Work cut short from outside, not by its input (a child process killed by a
+    signal): what it kept for a rerun (a sampling journal) stays."""
+
+
 class Terminated(BaseException):
     """SIGTERM arrived: raised in the main thread so that every ``finally`` runs (staging
     folders removed, child processes killed) before the process exits with 128 + 15."""

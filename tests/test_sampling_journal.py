@@ -141,7 +141,7 @@ def test_sigterm_keeps_the_journal_and_resume_finishes_the_job(uninterrupted, tm
 
 @pytest.mark.parametrize("extra, says", [
     ([], "--resume: needs -o"),
-    (["--backend", "cpp", "-o", "s.tsv"], "--resume: needs an output file and --backend"),
+    (["--backend", "cpp", "-o", "s.tsv"], "--resume: s.tsv.partial does not exist"),
 ])
 def test_resume_where_there_is_no_journal_is_one_error_line(extra, says, tmp_path):
     job = compgen("sample", str(SHIPPED), "--n", "5", "--resume", *extra, cwd=tmp_path)
@@ -149,3 +149,22 @@ def test_resume_where_there_is_no_journal_is_one_error_line(extra, says, tmp_pat
     assert job.returncode == 2
     assert err.strip().splitlines() == [err.strip()] and err.startswith(f"error: {says}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_job_stopped_right_after_raising_its_temperature_goes_on_raised(tmp_path):
+    """Rounds of one candidate stall often: the journal keeps the raised sampler, so the
+    resumed job decodes the next round as the uninterrupted one does."""
+    job = {**JOB, "strategy": "greedy", "raise_temperature": True, "batch_size": 1,
+           "max_rounds": 200}
+    raised, tally = [], Tally()
+    full = tmp_path / "full.tsv"
+    sample_exported(SHIPPED, 4, backend="onnx", out=full, tally=tally, **job,
+                    log=lambda line: raised.append(tally.rounds) if "no new" in line else None)
+    assert raised
+    out = tmp_path / "samples.tsv"
+    with pytest.raises(Stop):
+        sample_exported(SHIPPED, 4, backend="onnx", out=out, log=quiet,
+                        tally=stop_after(raised[0] + 1), **job)
+    assert journal_path(out).read_text().splitlines()[-1].split("\t")[4] == "mixed"
+    sample_exported(SHIPPED, 4, backend="onnx", out=out, log=quiet, resume=True, **job)
+    assert out.read_bytes() == full.read_bytes()

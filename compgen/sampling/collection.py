@@ -116,8 +116,6 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                 kept.append(Sample(pair[0], pair[1], score))
         tally.record(size, len(kept))
         stalled = stalled + 1 if len(kept) == before else 0
-        if journal is not None:
-            journal.record(kept[before:], Position(rounds, first, stalled, strategy, temperature))
         if rounds % PROGRESS_ROUNDS == 0:
             cap = "no cap" if max_rounds == NO_ROUND_CAP else f"at most {max_rounds}"
             log(f"sampling: {len(kept)} of {nsamples} accepted after {rounds} rounds ({cap})")
@@ -128,6 +126,8 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
                 temperature = round(temperature + 0.1, 3)
             log(f"no new samples for {patience} rounds: {strategy} sampling at T {temperature}")
             stalled = 0
+        if journal is not None:   # the state the next round starts from (raised or not)
+            journal.record(kept[before:], Position(rounds, first, stalled, strategy, temperature))
     report_shortfall(len(kept), n, rounds, batch_size, asked, (strategy, temperature),
                      max_rounds, raise_temperature, log,
                      exhausted=max_rows is not None and first >= max_rows)

@@ -11,6 +11,9 @@ contract), so the resumed job writes the file the uninterrupted one would have w
 
 The first line names the job (a digest of the export's manifest and every option that
 changes which samples are kept); a journal of another job is refused, never mixed in.
+The C++ runner appends its rounds itself (``hand_over``), in the same lines; the first
+line, the check of the key and the removal stay here, so a job started on one backend
+goes on on any other.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compgen.errors import SettingError, UserError
+from compgen.errors import Interrupted, SettingError, UserError
 from compgen.io import field_tokens, token_field
 
 MAGIC = "#compgen-sample-journal"
@@ -64,6 +67,7 @@ class Journal:
         self.path, self.key, self.log = journal_path(out), key, log
         self.position: Position | None = None
         self.accepted = 0   # samples it holds
+        self.handed_over = False
         if resume:
             if not self.path.is_file():
                 raise SettingError(f"`resume`: {self.path} does not exist (nothing to resume; "
@@ -71,6 +75,8 @@ class Journal:
             self.position = self._read()
             self.accepted = len(self.position.samples)
         mode = "a" if self.position is not None else "w"
+        if mode == "w":   # beside the output, whose folder the job makes
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         # held open for the whole job (one write per round); closed by close()
         self.handle = open(self.path, mode, encoding="utf-8")  # noqa: SIM115
         try:
@@ -123,6 +129,14 @@ class Journal:
         self._sync()
         self.accepted += len(accepted)
 
+    def hand_over(self) -> Path:
+        """The path, for a writer in another process (the C++ runner appends every round
+        in the lines ``record`` writes): this handle is closed, its first line (or the
+        cut back to the last complete round) already on disk."""
+        self.handle.close()
+        self.handed_over = True
+        return self.path
+
     def _sync(self) -> None:
         self.handle.flush()
         os.fsync(self.handle.fileno())
@@ -132,9 +146,14 @@ class Journal:
 
     def __exit__(self, kind, error, trace) -> None:
         """Success, or an error a rerun would meet again: the journal goes. Interrupted
-        (Ctrl-C, SIGTERM: not an ``Exception``): it stays, and the log says so."""
-        interrupted = kind is not None and not issubclass(kind, Exception)
+        (Ctrl-C, SIGTERM: not an ``Exception``; a runner killed: ``Interrupted``): it
+        stays, and the log says so."""
+        interrupted = kind is not None and (not issubclass(kind, Exception)
+                                            or issubclass(kind, Interrupted))
         self.close(finished=not interrupted)
+        if interrupted and self.handed_over:   # what the other process wrote
+            with contextlib.suppress(OSError, UserError):
+                self.accepted = len(self._read().samples)
         if interrupted:
             self.log(f"{self.path} keeps {self.accepted} accepted samples: the same command "
                      "with --resume goes on from there")

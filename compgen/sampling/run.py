@@ -23,7 +23,7 @@ import polars as pl
 
 from compgen.data.resample import is_tag, split_morph
 from compgen.data.table import make_table, token_lists
-from compgen.data.vocab import Vocab
+from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
@@ -233,13 +233,16 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
     (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
     ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``). With ``out``,
-    a Python backend journals the accepted samples as they come (``OUT.partial``);
-    ``resume`` goes on from the journal of an interrupted run of the same job."""
+    every backend journals the accepted samples as they come (``OUT.partial``);
+    ``resume`` goes on from the journal of an interrupted run of the same job, whichever
+    backend wrote it."""
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
-    if resume and (out is None or backend == "cpp"):
-        raise SettingError("`resume`: needs an output file and `backend` onnx, torchscript or "
-                           "torch (the C++ runner keeps no journal)")
+    if resume and out is None:
+        raise SettingError("`resume`: needs an output file (the journal is kept beside it)")
+    if backend == "cpp" and options.device != "cpu":
+        raise SettingError(f"`device` {options.device}: `backend` cpp runs on the CPU; use "
+                           "`backend` onnx, torchscript or torch (or `device` cpu)")
     folder = Path(folder)
     manifest = load_manifest(folder)
     if manifest.get("kind", "recombine") != "recombine":
@@ -264,17 +267,17 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     tally = tally or Tally()
     start = time.perf_counter()
     where = None
-    if backend == "cpp":   # the runner scores, filters and reranks with the LM itself
-        if options.device != "cpu":
-            raise SettingError(f"`device` {options.device}: `backend` cpp runs on the CPU; use "
-                               "`backend` onnx, torchscript or torch (or `device` cpu)")
-        samples, decode_seconds = _sample_cpp(folder, manifest, options, filt, vocab, out, log,
-                                              lm, selection, max_rows, tally)
-        where = "cpu (C++ runner)"
-    else:
-        key = job_key(manifest, options, lm.describe() if lm else None)
-        with (Journal(out, key, resume, log) if out is not None
-              else contextlib.nullcontext()) as journal:
+    # the runner built and the filter in its terms before the journal opens: an error of
+    # the setup (no compiler, a rule it lacks) leaves an interrupted run's journal alone
+    runner = _cpp_setup(filt, vocab, lm, log) if backend == "cpp" else None
+    key = job_key(manifest, options, lm.describe() if lm else None)
+    with (Journal(out, key, resume, log) if out is not None
+          else contextlib.nullcontext()) as journal:
+        if runner is not None:   # the runner scores, filters and reranks with the LM itself
+            samples, decode_seconds = _sample_cpp(folder, manifest, options, runner, vocab, out,
+                                                  log, lm, selection, max_rows, tally, journal)
+            where = "cpu (C++ runner)"
+        else:
             cycle = PrototypeCycle(selection)
             if journal is not None and journal.position is not None:
                 cycle.cursor = journal.position.first
@@ -292,8 +295,8 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                                       tally=tally, journal=journal)
             if out is not None:
                 write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
-        decode_seconds = getattr(decode_rows, "seconds", None)
-        where = getattr(decode_rows, "where", None)
+            decode_seconds = getattr(decode_rows, "seconds", None)
+            where = getattr(decode_rows, "where", None)
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
                      tally.decoded, selection.description, where, table)
@@ -338,20 +341,30 @@ def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
                                 nproto, decoding["prototype_width"])
 
 
-def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, vocab: Vocab,
-                out, log, lm=None, selection: TupleSelection | None = None,
-                max_rows: int | None = None, tally: Tally | None = None
-                ) -> tuple[list[Sample], float]:
-    """The whole job in one C++ runner process (with ``lm``: the KenLM build, which
-    scores, filters and reranks as ``lm`` would); returns what it wrote and its seconds
-    spent decoding."""
+def _cpp_setup(filt, vocab: Vocab, lm, log) -> tuple[Path, dict]:
+    """The runner binary (with ``lm``: the KenLM build, which scores, filters and reranks
+    as ``lm`` would) and the filter as its job records."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
-    from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
+    from compgen.sampling.backends.cpp import build_runner
 
     accept_lines = filter_spec(filt, vocab)
     if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
         accept_lines.update(lm.runner_job())
-    binary = build_runner(log=log, kenlm=lm is not None)
+    return build_runner(log=log, kenlm=lm is not None), accept_lines
+
+
+def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tuple,
+                vocab: Vocab, out, log, lm=None, selection: TupleSelection | None = None,
+                max_rows: int | None = None, tally: Tally | None = None,
+                journal: Journal | None = None) -> tuple[list[Sample], float]:
+    """The whole job in one C++ runner process (``runner``: ``_cpp_setup``'s); returns
+    what it wrote and its seconds spent decoding. ``journal``: the runner appends its
+    rounds to it (and goes on from its position, read here)."""
+    # start-up: `compgen sample --backend onnx` loads no C++ runner code
+    from compgen.sampling.backends.cpp import job_text, run_harness
+
+    binary, accept_lines = runner
+    resume = None if journal is None else runner_resume(journal, vocab)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
     model = compiled = None
     if options.precision == "bf16":
@@ -368,7 +381,8 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
                    filter_spec=accept_lines,
                    tuples=None if selection is None else selection.selected,
                    prototype_file=manifest["decoding"].get("prototype_file", PROTOTYPE_FILE),
-                   max_rows=max_rows)
+                   max_rows=max_rows, resume=resume,
+                   journal=None if journal is None else journal.hand_over())
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
         Path(out).parent.mkdir(parents=True, exist_ok=True)
     result = run_harness(binary, job, log, out=out)
@@ -383,6 +397,28 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, filt, voca
                      exhausted=max_rows is not None and result.rows >= max_rows)
     text = Path(out).read_text(encoding="utf-8") if out is not None else result.output
     return read_scored_samples(text, str(out or "<runner>")), result.decode_seconds
+
+
+def runner_resume(journal: Journal, vocab: Vocab):
+    """A journal's position as the runner's resume records (None: a new job): the samples
+    as ids of ``x <sep> y``; a token outside the vocabulary is a damaged journal."""
+    # start-up: `compgen sample --backend onnx` loads no C++ runner code
+    from compgen.sampling.backends.cpp import RunnerResume
+
+    at = journal.position
+    if at is None:
+        return None
+    if at.strategy not in MODES:
+        raise UserError(f"{journal.path}: damaged journal (strategy {at.strategy!r})")
+    ids, samples = vocab.index, []
+    for x, y, logprob in at.samples:
+        unknown = [t for t in (*x, *y) if t not in ids]
+        if unknown:
+            raise UserError(f"{journal.path}: a sample with {unknown[0]!r}, a token this "
+                            "export does not know; run without --resume")
+        samples.append(([ids[t] for t in x] + [ids[SEP]] + [ids[t] for t in y], logprob))
+    return RunnerResume(at.rounds, at.first, at.stalled, MODES[at.strategy], at.temperature,
+                        samples)
 
 
 def read_scored_samples(text: str, source: str) -> list[Sample]:

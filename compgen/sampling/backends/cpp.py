@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, replace
 from importlib import metadata, util
 from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
-from compgen.errors import SettingError, UserError
+from compgen.errors import Interrupted, SettingError, UserError
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
 from compgen.system import cache
@@ -113,20 +114,38 @@ class HarnessResult:
     accepted: int = 0         # of them, passed the filter (before the n best are kept)
 
 
+@dataclass
+class RunnerResume:
+    """Where an interrupted run of the job stood (``compgen.sampling.journal.Position``)
+    in the runner's terms: the loop state after its last complete round and the samples
+    accepted until then, in acceptance order, as (ids of x <sep> y, logprob)."""
+    rounds: int
+    first: int      # rows decoded: the next round's first sample index
+    stalled: int
+    mode: int
+    temperature: float
+    samples: list
+
+
 def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
              max_rounds: int, threads: int | None, raise_temperature: bool = False,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
              model: Path | None = None, compiled: Path | None = None,
              tuples=None, max_rows: int | None = None,
-             prototype_file: str = "prototypes.txt") -> str:
+             prototype_file: str = "prototypes.txt", journal: Path | None = None,
+             resume: RunnerResume | None = None) -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
     bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
     (``compgen.export.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
     the samples cycle through (``compgen.sampling.tuple_selection``; default all, in
-    order) of ``prototype_file`` (the file of the job's length cut); ``max_rows``: rows decoded at most (one pass of a deterministic decoder)."""
+    order) of ``prototype_file`` (the file of the job's length cut); ``max_rows``: rows
+    decoded at most (one pass of a deterministic decoder).
+    ``journal``: the job's ``OUT.partial``, every round appended to it
+    (``compgen.sampling.journal``); ``resume``: go on from there, the journal's samples
+    given to the filter again (logprobs exact: ``repr``)."""
     records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
                ("batch_size", batch_size),
                ("max_rounds", max_rounds or UNCAPPED_ROUNDS), ("seed", seed),
@@ -156,6 +175,13 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         records.append(("tuples", list(tuples)))
     if max_rows is not None:
         records.append(("max_rows", max_rows))
+    if journal is not None:
+        records.append(("journal", Path(journal).resolve()))
+    if resume is not None:
+        records += [("resume_rounds", resume.rounds), ("resume_first", resume.first),
+                    ("resume_stalled", resume.stalled), ("resume_mode", resume.mode),
+                    ("resume_temperature", repr(resume.temperature))]
+        records += [("resume_sample", [*ids, repr(logprob)]) for ids, logprob in resume.samples]
     records += list((filter_spec or {}).items())
     return "".join(job_record(key, value) for key, value in records)
 
@@ -187,6 +213,10 @@ def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> H
                                          result.stdout.decode("utf-8", "replace"),
                                          result.stderr.decode("utf-8", "replace"))
     lines = result.stderr.strip().splitlines()
+    if result.returncode < 0:   # killed from outside: a journal it kept stays for --resume
+        number = -result.returncode
+        name = signal.Signals(number).name if number in set(signal.Signals) else number
+        raise Interrupted(f"C++ runner: killed by signal {name}")
     if result.returncode != 0:
         message = lines[-1] if lines else f"failed (exit {result.returncode})"
         raise UserError(f"C++ runner: {message.removeprefix('error: ')}")
