@@ -243,3 +243,23 @@ def test_sigterm_to_compgen_keeps_the_journal_and_leaves_no_runner(uninterrupted
     assert done.returncode == 0, err
     assert out.read_bytes() == uninterrupted
     assert sorted(os.listdir(tmp_path)) == ["samples.tsv"]
+
+
+def test_the_runner_reports_every_round_as_it_goes(runner, full_run, tmp_path):
+    """The progress bar's figures come from the runner after every round, while it runs
+    (the journal of that round is already on disk when its figures arrive)."""
+    out = tmp_path / "s.tsv"
+    seen = []
+
+    def on_round(tally):
+        seen.append((tally.rounds, tally.decoded, tally.accepted,
+                     journal_path(out).read_text().count("\n#round")))
+
+    tally = Tally(on_round=on_round)
+    run = sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, tally=tally, **JOB)
+    assert [r for r, *_ in seen] == list(range(1, len(seen) + 1))
+    assert [d for _, d, *_ in seen] == [32 * r for r, *_ in seen]
+    assert [j for *_, j in seen] == [r for r, *_ in seen]
+    accepted = [a for _, _, a, _ in seen]
+    assert accepted == sorted(accepted) and accepted[-1] >= tally.wanted > accepted[-2]
+    assert seen[-1][1] == run.decoded == full_run[1]

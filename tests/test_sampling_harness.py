@@ -59,13 +59,13 @@ def test_cpp_sample_is_one_runner_process(runner, tmp_path, monkeypatch):
     """Several rounds (batch 8, 40 samples) and still one process: the model is loaded
     once, the filters run inside it."""
     started = []
-    real_run = subprocess.run
 
-    def counting_run(cmd, *args, **kwargs):
-        started.append(cmd)
-        return real_run(cmd, *args, **kwargs)
+    class CountingPopen(subprocess.Popen):   # every child process (subprocess.run's too)
+        def __init__(self, cmd, *args, **kwargs):
+            started.append(cmd)
+            super().__init__(cmd, *args, **kwargs)
 
-    monkeypatch.setattr(subprocess, "run", counting_run)
+    monkeypatch.setattr(subprocess, "Popen", CountingPopen)
     run = sample_exported(SHIPPED, 40, backend="cpp", strategy="temperature", nsamples=40,
                           batch_size=8, seed=0, threads=1, out=tmp_path / "s.tsv",
                           log=lambda m: None)

@@ -77,7 +77,7 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     ``max_rounds`` 0 (``NO_ROUND_CAP``): rounds until ``nsamples`` are accepted, as the
     reference's scripts (a filter that accepts nothing then never ends).
     Every ``PROGRESS_ROUNDS`` rounds it logs how many are accepted (the C++ runner, which
-    runs this loop natively, reports at the end only).
+    runs this loop natively, gives its figures after every round to the progress bar).
     ``keep(accepted, n)`` chooses the ``n`` kept from the accepted samples in decoding order
     (default ``most_probable``; ``compgen.lm.rerank.LmRanking.keep`` with an n-gram LM).
     ``max_rows`` bounds the rows decoded in all (the last round is cut short): a

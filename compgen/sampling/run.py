@@ -385,7 +385,8 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
                    journal=None if journal is None else journal.hand_over())
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-    result = run_harness(binary, job, log, out=out)
+    result = run_harness(binary, job, log, out=out,
+                         on_round=None if tally is None else _runner_progress(tally, options))
     if tally is not None:
         tally.decoded, tally.rounds, tally.accepted = result.rows, result.rounds, result.accepted
     if lm is not None:
@@ -419,6 +420,17 @@ def runner_resume(journal: Journal, vocab: Vocab):
         samples.append(([ids[t] for t in x] + [ids[SEP]] + [ids[t] for t in y], logprob))
     return RunnerResume(at.rounds, at.first, at.stalled, MODES[at.strategy], at.temperature,
                         samples)
+
+
+def _runner_progress(tally: Tally, options: SampleOptions) -> Callable[[int, int, int], None]:
+    """The C++ runner's round figures into ``tally`` (and its progress bar)."""
+    tally.wanted = max(options.nsamples or options.n, options.n)
+
+    def update(rounds: int, rows: int, accepted: int) -> None:
+        tally.rounds, tally.decoded, tally.accepted = rounds, rows, accepted
+        if tally.on_round is not None:
+            tally.on_round(tally)
+    return update
 
 
 def read_scored_samples(text: str, source: str) -> list[Sample]:

@@ -103,7 +103,9 @@ class PrototypeCache {
   using Row = std::vector<int64_t>;
   using Entry = std::vector<torch::Tensor>;
 
-  explicit PrototypeCache(int64_t budget = int64_t{256} << 20) : budget_(budget) {}
+  // compgen.decoding.prototypes.CACHE_BYTES: a job cycling through more distinct
+  // prototypes than fit misses most of them on every pass
+  explicit PrototypeCache(int64_t budget = int64_t{768} << 20) : budget_(budget) {}
 
   const Entry* find(const Row& row) {
     auto it = index_.find(row);

@@ -20,7 +20,8 @@
 // stopped (journal.hpp).
 // With `raw 1` it writes every decoded row of one round as ids (export parity checks).
 // The last line on stderr reports what happened:
-// "done kept rounds strategy T decode_seconds seconds lm_sentences lm_seconds rows accepted".
+// "done kept rounds strategy T decode_seconds seconds lm_sentences lm_seconds rows accepted";
+// after every round "round ROUNDS ROWS ACCEPTED" (the progress bar's figures).
 #include <ATen/Parallel.h>
 #include <torch/script.h>
 
@@ -470,6 +471,8 @@ int main() {
       std::cerr << "raised " << mode << " " << temperature << std::endl;
       stalled = 0;
     }
+    // the progress bar's figures (compgen.sampling.backends.cpp.run_harness reads them live)
+    std::cerr << "round " << rounds << " " << rows << " " << kept.size() << std::endl;
     if (!journal.active()) continue;
     std::string lines;  // the round's samples, then the state the next round starts from
     for (size_t k = before; k < kept.size(); ++k)

@@ -14,6 +14,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import metadata, util
 from pathlib import Path
@@ -196,22 +198,22 @@ def job_record(key: str, value) -> str:
     return f"{key} {len(text.encode('utf-8', 'surrogateescape'))}\n{text}\n"
 
 
-def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> HarnessResult:
-    """Run the whole sampling job in one runner process; its progress lines go to ``log``.
-    ``out``: the job's output file (its staging file is removed if the run is cut short)."""
+def run_harness(binary: Path, job: str, log=print, out: Path | None = None,
+                on_round: Callable[[int, int, int], None] | None = None) -> HarnessResult:
+    """Run the whole sampling job in one runner process; its progress lines go to ``log``
+    as they come, and ``on_round(rounds, rows decoded, accepted)`` is called after every
+    round (the progress bar). ``out``: the job's output file (its staging file is removed
+    if the run is cut short)."""
     # idle OpenMP threads sleep instead of spinning: on a shared machine spinning threads
     # wait for descheduled ones at every barrier (3x slower under load, measured)
     env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "COMPGEN_PARENT_PID": str(os.getpid())}
     try:
-        result = subprocess.run([str(binary)], input=job.encode("utf-8", "surrogateescape"),
-                                check=False, capture_output=True, env=env)
+        returncode, stdout, stderr = _run_streaming(binary, job, env, log, on_round)
     finally:   # interrupted (the runner is killed with it): no staging file of it stays
         if out is not None:
             out = Path(out).resolve()
             out.with_name(f".{out.name}.{os.getpid()}.runner.tmp").unlink(missing_ok=True)
-    result = subprocess.CompletedProcess(result.args, result.returncode,
-                                         result.stdout.decode("utf-8", "replace"),
-                                         result.stderr.decode("utf-8", "replace"))
+    result = subprocess.CompletedProcess([str(binary)], returncode, stdout, stderr)
     lines = result.stderr.strip().splitlines()
     if result.returncode < 0:   # killed from outside: a journal it kept stays for --resume
         number = -result.returncode
@@ -220,10 +222,6 @@ def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> H
     if result.returncode != 0:
         message = lines[-1] if lines else f"failed (exit {result.returncode})"
         raise UserError(f"C++ runner: {message.removeprefix('error: ')}")
-    for line in lines:
-        if line.startswith("raised "):
-            _, mode, temperature = line.split()
-            log(f"no new samples: {MODE_NAMES[int(mode)]} sampling at T {float(temperature):g}")
     done = next((line.split()[1:] for line in reversed(lines) if line.startswith("done ")), None)
     if done is None:
         return HarnessResult(0, 1, "", 0.0, float("nan"), float("nan"), result.stdout)
@@ -233,6 +231,44 @@ def run_harness(binary: Path, job: str, log=print, out: Path | None = None) -> H
                          int(lm_sentences), float(lm_seconds),
                          int(done[8]) if len(done) > 8 else 0,
                          int(done[9]) if len(done) > 9 else int(kept))
+
+
+def _run_streaming(binary: Path, job: str, env: dict, log, on_round) -> tuple[int, str, str]:
+    """The runner's exit status, standard output and error; its error lines are read as
+    they come (a raised temperature is logged, a round's figures go to ``on_round``) while
+    a thread drains its output. Anything raised here (Ctrl-C) kills the runner first."""
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        chunks: list[bytes] = []
+        drain = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+        drain.start()
+        try:   # the runner reads its whole job before it writes anything
+            proc.stdin.write(job.encode("utf-8", "surrogateescape"))
+            proc.stdin.close()
+        except BrokenPipeError:   # it stopped early: its error line says why
+            pass
+        errors = []
+        for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            errors.append(line)
+            if line.startswith("round ") and on_round is not None:
+                on_round(*(int(v) for v in line.split()[1:4]))
+            elif line.startswith("raised "):
+                _, mode, temperature = line.split()
+                log(f"no new samples: {MODE_NAMES[int(mode)]} sampling at T "
+                    f"{float(temperature):g}")
+        proc.wait()
+        drain.join()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+    stdout = b"".join(chunks).decode("utf-8", "replace")
+    return proc.returncode, stdout, "\n".join(line for line in errors if not line.startswith("round "))
 
 
 def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,
