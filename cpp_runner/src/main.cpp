@@ -471,18 +471,20 @@ int main() {
       std::cerr << "raised " << mode << " " << temperature << std::endl;
       stalled = 0;
     }
-    // the progress bar's figures (compgen.sampling.backends.cpp.run_harness reads them live)
-    std::cerr << "round " << rounds << " " << rows << " " << kept.size() << std::endl;
-    if (!journal.active()) continue;
-    std::string lines;  // the round's samples, then the state the next round starts from
-    for (size_t k = before; k < kept.size(); ++k)
-      lines += join(kept[k].x, vocab) + '\t' + join(kept[k].y, vocab) + '\t' +
-               compgen::exact(kept[k].logprob) + '\n';
-    try {
-      journal.record(lines, rounds, rows, stalled, mode, temperature);
-    } catch (const std::exception& e) {
-      fail(e.what());
+    if (journal.active()) {
+      std::string lines;  // the round's samples, then the state the next round starts from
+      for (size_t k = before; k < kept.size(); ++k)
+        lines += join(kept[k].x, vocab) + '\t' + join(kept[k].y, vocab) + '\t' +
+                 compgen::exact(kept[k].logprob) + '\n';
+      try {
+        journal.record(lines, rounds, rows, stalled, mode, temperature);
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
     }
+    // the progress bar's figures (compgen.sampling.backends.cpp.run_harness reads them
+    // live), once the round is in the journal
+    std::cerr << "round " << rounds << " " << rows << " " << kept.size() << std::endl;
   }
   // best first by the --rerank score rounded to 1e-4, ties in decoding order
   // (compgen.decoding.rank_key, compgen.lm.rerank.LmRanking.keep)
