@@ -215,21 +215,25 @@ class GeneratorExport(KindSpec):
         self.drawn_with = drawn.get("prototype_cut", "mean")
         if self.earlier is None and model.nproto:
             self.tuples = self._draw(model.nproto, drawn)
-        # the tuples of Omega's other length cuts (SCAN and user data), so that
-        # `compgen sample EXPORT --prototype-cut CUT` decodes tuples drawn with CUT
-        self.cut_tuples = {}
-        for cut in PROTOTYPE_CUTS if model.nproto else ():
-            stored = (self.earlier or {}).get("decoding", {}).get("prototype_cuts", {})
+        self.cut_tuples = self._other_cuts(model.nproto, drawn) if model.nproto else {}
+
+    def _other_cuts(self, nproto: int, drawn: dict) -> dict:
+        """The tuples of Omega's other length cuts (SCAN and user data), so that
+        `compgen sample EXPORT --prototype-cut CUT` decodes tuples drawn with CUT: cut ->
+        tuples, or a re-exported folder's file text (its order kept)."""
+        stored = (self.earlier or {}).get("decoding", {}).get("prototype_cuts", {})
+        tuples = {}
+        for cut in PROTOTYPE_CUTS:
             if cut == self.drawn_with:
                 continue
-            if cut in stored:   # re-exporting a folder: its tuples, in its order
-                self.cut_tuples[cut] = (checkpoint / stored[cut]["file"]).read_text(
-                    encoding="utf-8")
+            if cut in stored:
+                tuples[cut] = (self.checkpoint / cut_file(cut)).read_text(encoding="utf-8")
                 continue
             try:
-                self.cut_tuples[cut] = self._draw(model.nproto, {**drawn, "prototype_cut": cut})
+                tuples[cut] = self._draw(nproto, {**drawn, "prototype_cut": cut})
             except SettingError:   # no length cut here (morphology), or an empty Omega
                 pass
+        return tuples
 
     def _draw(self, nproto: int, omega_options: dict) -> list:
         draw = prototype_source(self.config, self.table, nproto, self.options.seed,

@@ -45,7 +45,6 @@ from compgen.sampling.collection import (
 from compgen.sampling.journal import Journal, job_key
 from compgen.sampling.options import SampleOptions
 from compgen.sampling.tuple_selection import (
-    PROTOTYPE_FILE,
     TupleSelection,
     read_prototype_array,
     select_tuples,
@@ -319,7 +318,7 @@ def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
     any_of = tuple(sorted(tokens)) if tokens is not None and chosen else ()
     decoding = manifest["decoding"]
     return select_tuples(stored_array(folder, manifest), decoding["prototypes"], vocab.index,
-                         cover, any_of, str(folder / decoding.get("prototype_file", PROTOTYPE_FILE)))
+                         cover, any_of, str(folder / decoding["prototype_file"]))
 
 
 def manifest_for_cut(manifest: dict, cut: str | None) -> dict:
@@ -337,7 +336,7 @@ def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
     if nproto == 0:
         return None
     decoding = manifest["decoding"]
-    return read_prototype_array(folder / decoding.get("prototype_file", PROTOTYPE_FILE),
+    return read_prototype_array(folder / decoding["prototype_file"],
                                 nproto, decoding["prototype_width"])
 
 
@@ -380,7 +379,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
                    raise_temperature=options.raise_temperature,
                    filter_spec=accept_lines,
                    tuples=None if selection is None else selection.selected,
-                   prototype_file=manifest["decoding"].get("prototype_file", PROTOTYPE_FILE),
+                   prototype_file=manifest["decoding"]["prototype_file"],
                    max_rows=max_rows, resume=resume,
                    journal=None if journal is None else journal.hand_over())
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others

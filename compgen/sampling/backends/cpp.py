@@ -22,6 +22,7 @@ from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import Interrupted, SettingError, UserError
+from compgen.export.card import PROTOTYPE_FILE
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
 from compgen.system import cache
@@ -135,7 +136,7 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
              model: Path | None = None, compiled: Path | None = None,
              tuples=None, max_rows: int | None = None,
-             prototype_file: str = "prototypes.txt", journal: Path | None = None,
+             prototype_file: str = PROTOTYPE_FILE, journal: Path | None = None,
              resume: RunnerResume | None = None) -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
@@ -171,7 +172,7 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
         records.append(("model", Path(model).resolve()))
     if compiled is not None:
         records.append(("compiled", Path(compiled).resolve()))
-    if prototype_file != "prototypes.txt":
+    if prototype_file != PROTOTYPE_FILE:
         records.append(("prototypes_file", prototype_file))
     if tuples is not None:
         records.append(("tuples", list(tuples)))
