@@ -28,9 +28,10 @@ def batch(data_dir):
 
 
 def model(vocab_size, max_len, copy, pdrop=0.0):
+    """``copy``: False, True (R&R's copying) or "sup" (supervised copying)."""
     torch.manual_seed(3)
-    cfg = Seq2SeqConfig(vocab_size=vocab_size, hidden=24, embed=8, pdrop=pdrop, copy=copy,
-                        max_len=max_len)
+    cfg = Seq2SeqConfig(vocab_size=vocab_size, hidden=24, embed=8, pdrop=pdrop,
+                        copy=copy is True, copy_sup=copy == "sup", max_len=max_len)
     return Seq2Seq(cfg)
 
 
@@ -38,7 +39,7 @@ def loss_and_gradients(m, loss):
     return loss.item(), list(torch.autograd.grad(loss, list(m.parameters())))
 
 
-@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("copy", [False, True, "sup"])
 def test_packed_loss_and_gradients_are_the_reference_ones(batch, copy):
     vocab_size, source, target, max_len = batch
     m = model(vocab_size, max_len, copy).train()  # pdrop 0: training mode draws nothing

@@ -12,6 +12,16 @@ measured with).
   ``q(w) = p_gen(w) + g * (sum_j alpha_j [src_j = w] + 1e-7)``. The reference leaves q
   unnormalised and trains on ``log_softmax(log q)``; ``decode_step`` returns exactly that
   normalised distribution, so training, greedy and beam search all read one thing.
+* ``copy_sup = True`` (semantic parsing; GECA's ``--copy_sup``, after Finegan-Dollak et
+  al. 2018): supervised copying. The ``<copy>`` probability g of the generating softmax
+  is a switch and ``q(w) = g * (sum_j alpha_j [src_j = w] + 1e-7) + (1 - g) * p_gen(w)``
+  (decoding reads ``log_softmax(log q)``, ``<copy>`` itself masked). Training does not
+  use q: every target token that also occurs in the source (``<s>``/``</s>`` left out)
+  is rewritten to ``<copy>`` for the generating softmax, and the attention is taught to
+  point at it: the loss is the mean NLL of those rewritten targets under ``p_gen`` plus
+  the mean NLL of the copyable targets (and ``</s>``, which the source ends with) under
+  the normalised copy distribution; other targets carry no copy loss. A source word the
+  training outputs never hold (a state name) is produced by pointing at it.
 
 Pieces, top to bottom: config, batch formatting, the model (``encode``, ``decode_step``,
 ``loss``), then the model as a step function of the decoding core (``PredictorStepper``,
@@ -53,6 +63,7 @@ class Seq2SeqConfig:
     embed: int = 64       # E
     pdrop: float = 0.5    # dropout on encoder embeddings, decoder input and the feature
     copy: bool = False    # copy from the source (morphology)
+    copy_sup: bool = False  # supervised copying (semantic parsing; implies a copy source)
     max_len: int = 45     # longer sources/targets are cut; decoding runs max_len steps
 
     @classmethod
@@ -109,7 +120,8 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.cfg = cfg
         # plain attributes: constants for TorchScript
-        self.copy, self.pdrop, self.vocab_size = cfg.copy, cfg.pdrop, cfg.vocab_size
+        self.copy, self.pdrop, self.vocab_size = cfg.copy or cfg.copy_sup, cfg.pdrop, cfg.vocab_size
+        self.copy_sup = cfg.copy_sup
         self.copy_id = COPY_ID
         V, E, H = cfg.vocab_size, cfg.embed, cfg.hidden
         # torch's default inits are the reference's: N(0, 1) embeddings, U(+-1/sqrt(H))
@@ -156,7 +168,12 @@ class Seq2Seq(nn.Module):
         attended = torch.einsum("bt,bth->bh", alpha, memory.context)
         feature = F.dropout(self.combine(torch.cat([h, attended], 1)), self.pdrop, self.training)
         logits = self.output(feature)
-        if self.copy:
+        if self.copy_sup:
+            p_gen = torch.softmax(logits, dim=1)
+            gate = p_gen[:, self.copy_id : self.copy_id + 1]
+            p_copy = torch.einsum("bt,btv->bv", alpha, memory.source_onehot) + 1e-7  # COPY_EPS
+            logp = torch.log_softmax(torch.log(gate * p_copy + (1 - gate) * p_gen), dim=1)
+        elif self.copy:
             p_gen = torch.softmax(logits, dim=1)
             gate = p_gen[:, self.copy_id : self.copy_id + 1]
             p_copy = torch.einsum("bt,btv->bv", alpha, memory.source_onehot) + 1e-7  # COPY_EPS
@@ -170,15 +187,52 @@ class Seq2Seq(nn.Module):
         """Mean token NLL with teacher forcing; targets exclude ``<s>``, include ``</s>``;
         <pad>/<unk> targets carry no loss."""
         memory, state = self.encode(source)
-        steps = []
+        steps, features, alphas = [], [], []
         for t in range(target.size(1) - 1):
-            logp, state, _ = self.decode_step(target[:, t], state, memory)
+            logp, state, alpha = self.decode_step(target[:, t], state, memory)
             steps.append(logp)
-        logp = torch.stack(steps, 1)  # (B, T-1, V)
+            features.append(state.feed)
+            alphas.append(alpha)
         gold = target[:, 1:]
+        if self.copy_sup:
+            B, S = gold.shape
+            rows = torch.arange(B).repeat_interleave(S)
+            return supervised_copy_loss(self.output(torch.stack(features, 1).flatten(0, 1)),
+                                        torch.stack(alphas, 1).flatten(0, 1),
+                                        memory.source_onehot[rows],
+                                        source_words(source, self.vocab_size)[rows],
+                                        gold.flatten())
+        logp = torch.stack(steps, 1)  # (B, T-1, V)
         nll = -logp.gather(2, gold[..., None]).squeeze(2)
         weight = is_real(gold).to(nll.dtype)
         return (nll * weight).sum() / weight.sum().clamp(min=1)
+
+
+def source_words(source: Tensor, vocab_size: int) -> Tensor:
+    """``(B, V)`` True where the source row holds the word (``<s>``, ``</s>``, ``<pad>``
+    and ``<unk>`` left out): the targets ``copy_sup`` teaches to copy."""
+    content = is_real(source) & (source != BOS_ID) & (source != EOS_ID)
+    words = torch.zeros(source.size(0), vocab_size, dtype=torch.bool, device=source.device)
+    words.scatter_(1, source.masked_fill(~content, PAD_ID), True)
+    words[:, PAD_ID] = False
+    return words
+
+
+def supervised_copy_loss(logits: Tensor, alpha: Tensor, source_onehot: Tensor,
+                         in_source: Tensor, gold: Tensor) -> Tensor:
+    """The ``copy_sup`` loss (module doc) over P decoder positions: the generating
+    softmax's ``logits (P, V)``, the attention ``alpha (P, T)``, each position's source
+    one-hot ``(P, T, V)`` and ``source_words`` row ``(P, V)``, the gold tokens ``(P,)``."""
+    copyable = in_source.gather(1, gold[:, None]).squeeze(1)
+    real = is_real(gold)
+    direct = torch.where(copyable, torch.full_like(gold, COPY_ID), gold)
+    direct_nll = -torch.log_softmax(logits, 1).gather(1, direct[:, None]).squeeze(1)
+    p_copy = torch.bmm(alpha[:, None, :], source_onehot).squeeze(1) + COPY_EPS
+    copy_logp = torch.log(p_copy) - torch.log(p_copy.sum(1, keepdim=True))
+    copy_nll = -copy_logp.gather(1, gold[:, None]).squeeze(1)
+    copied = real & (copyable | (gold == EOS_ID))
+    return ((direct_nll * real).sum() / real.sum().clamp(min=1)
+            + (copy_nll * copied).sum() / copied.sum().clamp(min=1))
 
 
 # ------------------------------------------------------------------ search

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from compgen.data.vocab import PAD_ID
-from compgen.models.seq2seq import Seq2Seq, is_real
+from compgen.models.seq2seq import Seq2Seq, is_real, source_words, supervised_copy_loss
 
 
 def packed_loss(model: Seq2Seq, source: Tensor, target: Tensor) -> Tensor:
@@ -76,6 +76,9 @@ def packed_loss(model: Seq2Seq, source: Tensor, target: Tensor) -> Tensor:
         alphas.append(alpha)
 
     logits = model.output(torch.cat(features))
+    if model.copy_sup:
+        return supervised_copy_loss(logits, torch.cat(alphas), memory.source_onehot[row],
+                                    source_words(source, model.vocab_size)[row], gold[row, step])
     if model.copy:
         p_gen = torch.softmax(logits, dim=1)
         gate = p_gen[:, model.copy_id: model.copy_id + 1]
