@@ -25,7 +25,7 @@ def data_list(data_dir: Path | None = DataDir) -> None:
 
 @data_app.command("fetch")
 def data_fetch(
-    name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs"),
+    name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs | geoquery"),
     mirror: Path | None = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
     data_dir: Path | None = DataDir,
 ) -> None:

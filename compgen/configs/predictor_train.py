@@ -18,6 +18,9 @@ class PredictorTrainConfig:
     gamma: float = 0.0          # one-off lr *= gamma at epoch epochs // 2; 0 = off
     dev_fraction: float = 0.05  # SCAN: the part of train held out as dev
     eval_batch_size: int = 256
+    # batches per epoch; 0: |train| / (1 - p_aug) / B (R&R). GECA's predictor: 32, whatever
+    # the data size (an epoch is then also when the schedule looks at dev)
+    batches_per_epoch: int = 0
     restore_best: bool = False  # end with the best-dev epoch's weights (the reference: last)
     # leave out augmented pairs longer than the model's max_len (the reference cuts them:
     # a cut target has no end token and teaches the predictor not to stop)

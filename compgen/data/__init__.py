@@ -3,7 +3,7 @@
 Names: ``scan/<split>`` (simple, length, jump, turn_left, around_right, right,
 opposite_right, jump_around_right), ``sigmorphon/<lang>`` (the shared-task files),
 ``sigmorphon/<lang>/hints-<h>.<i>`` (the R&R few-shot split), ``lm/<lang>`` (kin, lao,
-na, tok) and ``cogs``. Anything else is a file or folder of the user's (``files.py``:
+na, tok), ``cogs`` and ``geoquery/<sql|logic>-<query|question>``. Anything else is a file or folder of the user's (``files.py``:
 TSV, JSONL, CSV, Parquet, Arrow, a folder of train/dev/test files).
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.data import cogs, lm, scan, sigmorphon
+from compgen.data import cogs, geoquery, lm, scan, sigmorphon
 from compgen.data.files import Fields, read_data_file, read_data_path, reading_fields
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
@@ -26,6 +26,7 @@ __all__ = [
     "Vocab",
     "dataset_names",
     "is_named_dataset",
+    "keeps_own_dev",
     "load_dataset",
     "make_table",
     "pairs",
@@ -52,6 +53,7 @@ def dataset_names(data_dir=None) -> list[str]:
     names += [f"sigmorphon/{lang}/hints-<4|8|16>.<0-4>" for lang in sigmorphon.PAPER_LANGUAGES]
     names += [f"lm/{lang}" for lang in lm.LANGUAGES]
     names += ["cogs"]
+    names += [f"geoquery/{name}" for name in geoquery.NAMES]
     return names
 
 
@@ -65,13 +67,20 @@ def split_of(table: pl.DataFrame, split: str, data: str) -> pl.DataFrame:
     return select_split(table, split)
 
 
-NAMED = ("scan", "sigmorphon", "lm", "cogs")
+NAMED = ("scan", "sigmorphon", "lm", "cogs", "geoquery")
 
 
 def is_named_dataset(name: str) -> bool:
     """Whether ``name`` addresses a named set (``scan/jump``, ``cogs``) and not a path."""
     head, _, rest = str(name).partition("/")
     return head in NAMED and (head == "cogs" or bool(rest))
+
+
+def keeps_own_dev(name: str) -> bool:
+    """Whether a predictor trained on ``name`` watches the data's own ``dev`` split: a
+    user's data set, or a named set whose paper recipe does (GeoQuery); the other named
+    sets keep their recipes (a held-out part of train, SIGMORPHON's ``val_hard``)."""
+    return not is_named_dataset(name) or str(name).startswith("geoquery/")
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
@@ -87,6 +96,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.Dat
         return scan.load_scan(rest, root)
     if head == "lm":
         return lm.load_lm(rest, root)
+    if head == "geoquery":
+        return geoquery.load_geoquery(rest, root)
     if head == "cogs":
         if rest:
             raise UserError(f"unknown data set '{name}' (COGS is just 'cogs')")

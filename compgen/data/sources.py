@@ -2,7 +2,7 @@
 
 The data folder is chosen by ``--data-dir``, else ``$COMPGEN_DATA``, else
 ``~/.cache/compgen/data``. Its layout is the same as the upstream mirror: ``scan/``,
-``sigmorphon2018/``, ``lm/``, ``cogs/``. ``compgen data fetch NAME`` downloads a data
+``sigmorphon2018/``, ``lm/``, ``cogs/``, ``geoquery/``. ``compgen data fetch NAME`` downloads a data
 set (or copies it from an offline mirror with ``--from``) and verifies every file
 against the sha256 sums shipped in the package before anything is written.
 """
@@ -29,9 +29,12 @@ UPSTREAM = {
     "cogs": "https://raw.githubusercontent.com/najoungkim/COGS/main/data/",
 }
 # Files that do not sit under the data folder of the upstream repository.
-UPSTREAM_OVERRIDES = {"cogs/LICENSE": "https://raw.githubusercontent.com/najoungkim/COGS/main/LICENSE"}
+TEXT2SQL = "https://raw.githubusercontent.com/jkkummerfeld/text2sql-data/5050bad/data/"
+UPSTREAM_OVERRIDES = {"cogs/LICENSE": "https://raw.githubusercontent.com/najoungkim/COGS/main/LICENSE",
+                      "geoquery/geography.json": TEXT2SQL + "geography.json",
+                      "geoquery/geography-logic.txt": TEXT2SQL + "non-sql-data/geography-logic.txt"}
 FETCH_NAMES = {"scan": "scan", "sigmorphon": "sigmorphon2018", "sigmorphon2018": "sigmorphon2018",
-               "lm": "lm", "cogs": "cogs"}
+               "lm": "lm", "cogs": "cogs", "geoquery": "geoquery"}
 
 
 def default_data_dir() -> Path:

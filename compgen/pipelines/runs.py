@@ -13,6 +13,9 @@ scored. ``RUNS`` lists them, named ``<data>-<row>``:
   ``around_right-recomb2-reference`` and ``around_right-recomb2-noresample`` run the
   reference's own around_right script end to end at its sizes, whatever ``--size``
   (``REFERENCE_RECIPE``); the other rows are the paper's rows with the project's sizes.
+* GeoQuery (``geo-<sql|logic>-<query|question>-*``, the GECA paper's Table 2): baseline
+  and geca with the reference's predictor (``seq2seq_geo``) at every size; on the SQL
+  query split also recomb2 (a generic-data R&R generator, resampled) and csl.
 * SIGMORPHON (``<language>-h<hints>-*`` for spanish, swahili, turkish and hints 4/8/16):
   baseline, basic, basic-resample, recomb1, recomb1-noresample, recomb2, recomb1-vae.
   The seed picks the few-shot split (``hints-8.<seed>``), as the paper's five splits are
@@ -98,7 +101,7 @@ class Run:
     generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
     sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
     p_aug: float | None = None  # None: concatenation
-    task: str = "scan"          # scan | morphology
+    task: str = "scan"          # scan | morphology | semparse
     predictor: str | None = None  # predictor preset at --size cpu instead of the task's
     presets: tuple[str, str] | None = None  # (generator, predictor) at every --size
     recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
@@ -197,7 +200,30 @@ def _csl_runs(split: str) -> dict[str, Run]:
     return rows
 
 
+# GeoQuery (the GECA paper's Table 2): the reference's predictor (seq2seq_geo: H 512,
+# supervised copying, 150 epochs of 32 batches) at every --size, GECA's aug_ratio 0.3
+GEO_SETS = ("sql-query", "sql-question", "logic-query", "logic-question")
+GEO_P_AUG = 0.3
+GEO_PRESETS = ("recombine_generic_cpu", "seq2seq_geo")
+
+
+def _geo_runs(name: str) -> dict[str, Run]:
+    data, task = f"geoquery/{name}", "semparse"
+    rows = {"baseline": Run("baseline", data, "baseline", task=task, presets=GEO_PRESETS),
+            "geca": Run("geca", data, "GECA", augment="geca", p_aug=GEO_P_AUG, task=task,
+                        presets=GEO_PRESETS)}
+    if name == "sql-query":   # rows no paper has
+        rows["recomb2"] = Run("recomb2", data, "recomb-2", "generator", {"model.nproto": 2},
+                              {"resample": "rare", "rare": "auto"}, GEO_P_AUG, task=task,
+                              presets=GEO_PRESETS)
+        rows["csl"] = Run("csl", data, "CSL", augment="csl", p_aug=GEO_P_AUG, task=task,
+                          presets=GEO_PRESETS)
+    return {f"geo-{name}-{k}": replace(r, name=f"geo-{name}-{k}") for k, r in rows.items()}
+
+
 RUNS: dict[str, Run] = {}
+for _name in GEO_SETS:
+    RUNS.update(_geo_runs(_name))
 for _split in SCAN_SPLITS:
     RUNS.update(_scan_runs(_split))
 for _split in CSL_SPLITS:

@@ -46,7 +46,7 @@ import polars as pl
 import torch
 
 from compgen.configs import PredictorTrainConfig
-from compgen.data import is_named_dataset, load_dataset
+from compgen.data import geoquery, keeps_own_dev, load_dataset
 from compgen.data.files import source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
@@ -66,7 +66,8 @@ from compgen.training.checkpoint import (
 CHECKPOINT_KIND = "seq2seq"
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
 # the reference's augmentation probability per data set (other data: concatenation)
-REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2}
+REFERENCE_P_AUG = {"scan/jump": 0.01, "scan/around_right": 0.2,
+                   **{f"geoquery/{name}": 0.3 for name in geoquery.NAMES}}  # GECA's aug_ratio
 
 Pair = tuple[list[str], list[str]]
 # [train] settings a resumed run may change: the length of the run, and how the same loss
@@ -156,7 +157,9 @@ class MixedStream:
                       [augmented[i] for i in self.rng.permutation(len(augmented))]]
         self.pos = [0, 0]
 
-    def batches_per_epoch(self, n_train: int, batch_size: int) -> int:
+    def batches_per_epoch(self, n_train: int, batch_size: int, fixed: int = 0) -> int:
+        if fixed > 0:
+            return fixed
         if self.p_aug > 0:
             return max(1, math.floor(n_train / (1 - self.p_aug) / batch_size))
         return math.ceil(len(self.lists[0]) / batch_size)
@@ -274,7 +277,7 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     ``save(optimizer, train_state, best)`` is called after every epoch (``best``: the
     best-dev weights when ``restore_best``); ``resume`` = the checkpoint of such a save."""
     stream = MixedStream(train, augmented, p_aug, seed)
-    n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size)
+    n_batches = stream.batches_per_epoch(len(train), tcfg.batch_size, tcfg.batches_per_epoch)
     # the fused kernel: one pass over all parameters instead of a loop over tensors
     keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
@@ -396,8 +399,7 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
     table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
-    train, dev = split_train_dev(table, tcfg.dev_fraction, seed,
-                                 own_dev=not is_named_dataset(str(data)))
+    train, dev = split_train_dev(table, tcfg.dev_fraction, seed, own_dev=keeps_own_dev(str(data)))
     augmented = read_augmented(augment, morphology) if augment else []
     n_long = 0
     if tcfg.drop_long_augmented:

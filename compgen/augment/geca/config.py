@@ -79,13 +79,16 @@ SCAN_HOLDOUT = 640   # the reference's n_batch * 10 validation examples
 def make_config(preset: str | None = None, overrides: dict | None = None,
                 data: str | None = None, reference_split: bool | None = None) -> GecaConfig:
     """A config from a preset plus explicit overrides (None values are ignored). Without a
-    preset, a data file or folder (anything but a named set) gets the generic preset.
+    preset, a data file or folder (anything but a named set) gets the generic preset and
+    GeoQuery the paper's semparse one.
 
     ``reference_split`` None (auto) holds out the reference's 640 SCAN validation
     examples exactly when the scan preset runs on a named SCAN data set (``scan/...``);
     a file such as the reference's own training set is used as it is."""
     if preset is None and data is not None and not is_named_dataset(data):
         preset = "generic"
+    if preset is None and data is not None and data.startswith("geoquery/"):
+        preset = "semparse"   # the paper's GeoQuery runs
     values = load_preset(preset) if preset else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if reference_split is None:

@@ -1,0 +1,102 @@
+"""GeoQuery as the GECA paper builds it (data/semparse.py of the reference): the four named
+sets with the reference's sizes, the construction rules on a small file of the same
+layout, the fetch with its checksums, and the paper's GECA preset as GeoQuery's default."""
+
+import json
+
+import pytest
+
+from compgen.augment.geca import make_config
+from compgen.augment.geca.config import load_preset
+from compgen.data import dataset_names, keeps_own_dev, load_dataset
+from compgen.data.geoquery import parse_geoquery
+from compgen.data.sources import fetch
+from compgen.errors import UserError
+
+ENTRIES = [
+    {"sql": ['SELECT CITY.NAME FROM CITY WHERE CITY.STATE = "state_name0" AND CITY.POP > (SELECT 1)',
+             "SELECT something else"],
+     "logic": ["( A , _city ( A , state_name0 ) )"],
+     "query-split": "8",
+     "sentences": [
+         {"text": "Cities in state_name0", "question-split": "3",
+          "variables": {"state_name0": "new mexico"}},
+         {"text": "what cities are in state_name0 ?", "question-split": "9",
+          "variables": {"state_name0": "utah"}}]},
+    {"sql": ["SELECT COUNT ( * ) FROM STATE"], "logic": ["( A , _count ( A ) )"],
+     "query-split": "test",
+     "sentences": [{"text": "How many states", "question-split": "train", "variables": {}}]},
+]
+
+
+def rows(table, split):
+    return [(" ".join(x), " ".join(y)) for x, y in
+            table.filter(table["split"] == split).select("x", "y").iter_rows()]
+
+
+def test_the_construction_rules_of_the_reference_loader():
+    table = parse_geoquery(ENTRIES, "sql", "query", "<geo>")
+    first = ("cities in new mexico",
+             'SELECT CITY.NAME FROM CITY WHERE CITY.STATE = " new mexico " AND CITY.POP > ( SELECT 1 )')
+    # fold 8 is dev; the paper's test mode puts dev into train and keeps it as dev too
+    assert rows(table, "dev") == [first, ("what cities are in utah ?", first[1].replace("new mexico", "utah"))]
+    assert rows(table, "train") == rows(table, "dev")
+    assert rows(table, "test") == [("how many states", "SELECT COUNT ( * ) FROM STATE")]
+    by_question = parse_geoquery(ENTRIES, "logic", "question", "<geo>")
+    assert rows(by_question, "train") == [("cities in new mexico", "( A , _city ( A , new mexico ) )"),
+                                          ("how many states", "( A , _count ( A ) )")]
+    assert [x for x, _ in rows(by_question, "test")] == ["what cities are in utah ?"]
+    assert rows(by_question, "dev") == []
+
+
+@pytest.mark.parametrize("broken, message", [
+    ({"sql": [], "query-split": "1", "sentences": []}, "entry 0"),
+    ({"sql": ["SELECT 1"], "query-split": "1", "sentences": [{"text": "x"}]}, "entry 0"),
+    ({"sql": ["SELECT 1"], "query-split": "1",
+      "sentences": [{"text": "  ", "question-split": "1", "variables": {}}]}, "empty question"),
+])
+def test_a_malformed_entry_is_named(broken, message):
+    with pytest.raises(UserError, match=message):
+        parse_geoquery([broken], "sql", "query", "<geo>")
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("sql-query", {"train": 695, "dev": 159, "test": 182}),     # the paper: 695 train (with dev), 182 test
+    ("sql-question", {"train": 598, "dev": 49, "test": 279}),
+    ("logic-query", {"train": 691, "dev": 148, "test": 186}),
+    ("logic-question", {"train": 598, "dev": 49, "test": 279}),
+])
+def test_the_four_named_sets_have_the_reference_sizes(data_dir, require_data, name, sizes):
+    require_data(data_dir / "geoquery" / "geography.json")
+    table = load_dataset(f"geoquery/{name}", data_dir)
+    assert dict(table.group_by("split").len().iter_rows()) == sizes
+    assert f"geoquery/{name}" in dataset_names(data_dir)
+    # every question is lowercased; no variable name is left over
+    assert not table.filter(table["x"].list.join(" ").str.contains("[A-Z]")).height
+    assert not table.filter(table["y"].list.join(" ").str.contains(r"state_name\d|var\d")).height
+
+
+def test_fetch_verifies_and_copies_both_files(data_dir, require_data, tmp_path):
+    require_data(data_dir / "geoquery" / "geography-logic.txt")
+    written = fetch("geoquery", tmp_path / "data", mirror=data_dir)
+    assert sorted(p.name for p in written) == ["geography-logic.txt", "geography.json"]
+    assert load_dataset("geoquery/logic-query", tmp_path / "data").height == 691 + 148 + 186
+    damaged = tmp_path / "mirror" / "geoquery"
+    damaged.mkdir(parents=True)
+    for p in written:
+        (damaged / p.name).write_bytes(p.read_bytes())
+    text = json.loads((damaged / "geography.json").read_text())
+    text[0]["sql"][0] += " "
+    (damaged / "geography.json").write_text(json.dumps(text))
+    with pytest.raises(UserError, match="checksum mismatch"):
+        fetch("geoquery", tmp_path / "other", mirror=tmp_path / "mirror")
+    assert not (tmp_path / "other" / "geoquery").exists()
+
+
+def test_geoquery_uses_the_papers_geca_preset_and_its_own_dev_split():
+    cfg = make_config(None, {"seed": 3}, "geoquery/sql-query")
+    semparse = load_preset("semparse")
+    assert (cfg.wug_limit, cfg.wug_size, cfg.wug_count, cfg.n_sample) == (
+        semparse["wug_limit"], semparse["wug_size"], semparse["wug_count"], semparse["n_sample"]) == (50, 4, 3, 2000)
+    assert cfg.seed == 3
+    assert keeps_own_dev("geoquery/sql-query") and not keeps_own_dev("scan/jump")
