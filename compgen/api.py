@@ -12,9 +12,11 @@ are imported by the call that needs them, never by ``import compgen``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,24 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
         return records_table(source, "<DataFrame>", fields, split, first_line=None)
     with reading_fields(fields):
         return load_dataset(str(source), data_dir)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to ``threads`` for the block (None: left as they are)."""
+    if threads is None:
+        yield
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise UserError(f"threads must be a whole number >= 1, not {threads!r}")
+    import torch  # start-up: `import compgen` loads no torch; the call does
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _train_split(data: PathLike | pl.DataFrame) -> pl.DataFrame:
@@ -162,17 +182,22 @@ def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | Non
 def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                     augment: PathLike | pl.DataFrame | None = None, config: str | None = None,
                     epochs: int | None = None, p_aug: float | None = None, seed: int = 0,
-                    label: str | None = None, data_dir: PathLike | None = None) -> dict:
+                    label: str | None = None, data_dir: PathLike | None = None,
+                    overrides: dict[str, Any] | None = None, threads: int | None = None,
+                    log: Callable[[str], None] | None = None) -> dict:
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
-    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...)."""
+    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...).
+    ``overrides`` replace preset values by ``section.key`` (``{"model.max_len": 120}``);
+    ``threads``: torch CPU threads for this call; ``log`` receives progress and warning
+    lines (a count of anything cut)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.predictor import train_predictor as train
 
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, torch_threads(threads):
         return train(_as_path(data, Path(tmp), "data"), config, output,
                      augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
-                     data_dir=data_dir, epochs=epochs, label=label,
-                     log=lambda line: None)
+                     data_dir=data_dir, epochs=epochs, label=label, overrides=overrides,
+                     log=log or (lambda line: None))
 
 
 def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: str | None = None,

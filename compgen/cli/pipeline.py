@@ -15,7 +15,9 @@ from compgen.errors import UserError
 
 @app.command("pipeline")
 def pipeline_cmd(
-    name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1 (--list shows all)"),
+    name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1, geo-sql-query-geca (--list shows all), or own (your --data)"),
+    data: str | None = typer.Option(None, "--data", help="own: your data file or folder of train/dev/test files"),
+    rows: str = typer.Option("baseline,geca,recomb2", "--rows", help="own: the rows to run, comma-separated (baseline, geca, recomb2)"),
     ray: str | None = typer.Option(None, "--ray", help="run the seeds as Ray tasks: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT"),
     seeds: str = typer.Option("0", "--seeds", "--seed", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
@@ -68,6 +70,10 @@ def pipeline_cmd(
                           uncertainty=uncertainty, config=config,
                           log=log_with_flags(console))
         return
+    if (name == "own") != (data is not None):
+        raise UserError("--data goes with `compgen pipeline own` (your data set's rows), and "
+                        "`own` needs --data" if name == "own" else
+                        f"--data applies to `compgen pipeline own`, not {name} (its data is fixed)")
     if config is not None:
         raise UserError(f"--config applies to the stem-corrupt-LANG pipelines, not {name} "
                         "(its presets: --generator-config, --predictor-config)")
@@ -100,6 +106,20 @@ def pipeline_cmd(
                            csl_temperature=csl_temperature, backend=backend,
                            threads=threads, direct_limit=direct_limit, device=device,
                            log=log_with_flags(console))
+    if name == "own":
+        # start-up: `compgen --help` loads no torch or polars
+        from compgen.data import load_dataset
+        from compgen.pipelines.runs import own_runs
+
+        if ray is not None:
+            raise UserError("--ray runs the named rows; run `compgen pipeline own` without it")
+        chosen = parse_seeds(seeds)
+        load_dataset(data, data_dir)   # a file that cannot be read fails before any training
+        rows_done = [row for run in own_runs(data, tuple(r.strip() for r in rows.split(",") if r.strip()))
+                     for row in run_pipeline(run, chosen, opts)]
+        console.print(markdown_table(aggregate(rows_done)), highlight=False, markup=False)
+        console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
+        return
     if ray is not None:
         # start-up: `compgen --help` loads no torch or polars
         from compgen.pipelines.ray_seeds import run_seeds

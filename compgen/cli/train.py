@@ -26,7 +26,7 @@ app.add_typer(train_app, name="train")
 @train_app.command("predictor")
 def train_predictor_cmd(
     data: str | None = typer.Option(None, "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file; with --resume: the checkpoint's"),
-    config: str | None = typer.Option(None, "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu]) or TOML file (default: seq2seq_sig_cpu for sigmorphon/*, else seq2seq_scan_cpu; with --resume: the checkpoint's)"),
+    config: str | None = typer.Option(None, "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu], seq2seq_geo) or TOML file (default: seq2seq_sig_cpu for sigmorphon/*, seq2seq_geo for geoquery/*, seq2seq_scan_cpu for scan/* and cogs, settings sized from the data for your own data; with --resume: the checkpoint's)"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint file to write (safetensors)"),
     augment: Path | None = typer.Option(None, "--augment", help="augmented samples TSV (x<TAB>y)"),
     p_aug: float | None = typer.Option(None, "--p-aug", help="probability of drawing an augmented example (default: reference value for the data set, else 0 = concatenate)"),
@@ -34,6 +34,9 @@ def train_predictor_cmd(
     label: str | None = typer.Option(None, "--label", help="system name in result tables (default: augment file stem or 'baseline')"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run from OUTPUT"),
     keep_every: int = typer.Option(0, "--keep-every", help="also keep the checkpoint after every N-th epoch (OUTPUT predictor.pt: predictor-epN.pt), resumable: copy one to OUTPUT and --resume to go back to it when a long run diverges; 0 = only the latest"),
+    max_len: int | None = typer.Option(None, "--max-len", help="longest input/output in tokens; longer pairs are cut (counted in a warning) and decoding stops there (default: the preset's; own data: 1.5x its longest)"),
+    copy: bool | None = typer.Option(None, "--copy/--no-copy", help="supervised copying of input words into the output (default: the preset's; own data: on when outputs reuse input words)"),
+    hidden: int | None = typer.Option(None, "--hidden", help="LSTM hidden size H (default: the preset's)"),
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: int = typer.Option(0, "--seed", help="random seed of initialisation, the dev split and the batch order"),
     device: str | None = DeviceOption,
@@ -63,7 +66,9 @@ def train_predictor_cmd(
                                   data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                                   keep_every=keep_every,
                                   log=lambda line: console.print(line, highlight=False),
-                                  device=dev)
+                                  device=dev, overrides={"model.max_len": max_len,
+                                                         "model.copy_sup": copy,
+                                                         "model.hidden": hidden})
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
                   f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s on "

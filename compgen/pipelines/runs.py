@@ -2,7 +2,7 @@
 
 A run is a short recipe (``Run``): how the augmented data is made (nothing, GECA, or a
 generator trained and sampled), which predictor preset learns from it, and how it is
-scored. ``RUNS`` lists them, named ``<data>-<row>``:
+scored. ``rows.py`` lists them (``RUNS``), named ``<data>-<row>``:
 
 * SCAN (``jump-*``, ``around_right-*``): baseline, geca, basic (recomb-0, the paper's
   "learned aug. (basic)"), basic-resample, recomb1, recomb2 (both with the rare-word
@@ -39,7 +39,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -49,11 +49,19 @@ from compgen.augment.csl.dataset import csl_augment_dataset
 from compgen.augment.geca import augment_file, make_config
 from compgen.data import load_dataset
 from compgen.device import resolve_device
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError
 from compgen.evaluation.direct_inference import evaluate_direct
 from compgen.evaluation.evaluate import evaluate_predictor, write_results
 from compgen.export.kinds import export_checkpoint
 from compgen.io import atomic_open
+from compgen.pipelines.rows import (  # noqa: F401 (the catalog, re-exported)
+    CSL_SAMPLES,
+    RUNS,
+    Run,
+    find_run,
+    own_runs,
+    presets,
+)
 from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path: re-exported)
     Timer,
     check_settings,
@@ -61,197 +69,11 @@ from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path
     settings_path,
 )
 from compgen.sampling.collection import NoSamples, check_sig_rare, scan_quality
-from compgen.sampling.options import NO_ROUND_CAP, SampleOptions
+from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import sample
 from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
 from compgen.training.generator import train_generator
 from compgen.training.predictor import read_predictor, train_predictor
-
-SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
-SIG_LANGUAGES = ("spanish", "swahili", "turkish")
-SIG_HINTS = (4, 8, 16)
-# the reference's augmentation probability (predictor) per SCAN split; GECA: its own recipe
-SCAN_P_AUG = {"jump": 0.01, "around_right": 0.2}
-GECA_P_AUG = 0.1
-# CSL (Qiu et al. 2022) fine-tunes T5 on the training set concatenated with 100,000
-# samples; here the project's seq2seq draws a sample with this probability instead, so
-# an epoch stays the size of the training set
-CSL_SPLITS = ("length", "jump", "around_right")
-CSL_P_AUG = 0.5
-CSL_SAMPLES = 100_000
-CSL_PREDICTOR = "seq2seq_scan_csl_cpu"  # max_len 50: room for SCAN's 48-action outputs
-# The reference's around_right recomb-2 script (rr-spec §5.2-5.4, §6, §8): sampling on the
-# checkpoint with its test-time dropout, mixed sampler at T 0.2 throughout, no rare-word
-# filter (SCAN's is never switched on in the reference), rounds of 128 until 500 novel
-# unique samples are accepted (no cap), the 300 most probable kept; generator and
-# predictor at the reference's sizes. Options given on the command line still win.
-REFERENCE_PRESETS = ("recombine_scan_around_right", "seq2seq_scan")
-REFERENCE_SAMPLING = {"strategy": "mixed", "temperature": 0.2, "resample": "none",
-                      "n": 300, "nsamples": 500}
-REFERENCE_RECIPE = {"max_rounds": NO_ROUND_CAP, "raise_temperature": False,
-                    "test_dropout": True, "prototype_cut": "mean", "rare_prototypes": False}
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str
-    data: str                   # data set; "{seed}" is replaced by the seed (SIG splits)
-    label: str                  # the paper's row name, used in result tables
-    augment: str = "none"       # none | geca | csl | csl-uniform | generator | direct
-    generator: dict = field(default_factory=dict)  # preset overrides, "model.copy": False ...
-    sample: dict = field(default_factory=dict)     # strategy, temperature, resample, ...
-    p_aug: float | None = None  # None: concatenation
-    task: str = "scan"          # scan | morphology | semparse
-    predictor: str | None = None  # predictor preset at --size cpu instead of the task's
-    presets: tuple[str, str] | None = None  # (generator, predictor) at every --size
-    recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
-
-    def data_for(self, seed: int) -> str:
-        return self.data.format(seed=seed)
-
-    @property
-    def table_data(self) -> str:
-        """The data column of result tables: the same for every seed."""
-        return self.data.replace(".{seed}", "")
-
-
-def _scan_runs(split: str) -> dict[str, Run]:
-    data, rare, p_aug = f"scan/{split}", SCAN_SPLITS[split], SCAN_P_AUG[split]
-    # the reference's samplers (spec §5.2): recomb-1 mixed T 0.4 jump / 0.5 around_right;
-    # recomb-2 beam for jump, mixed T 0.2 for around_right; basic: mixed T 0.5. Mixed draws
-    # the command at T and decodes its actions greedily.
-    recomb1_t = 0.4 if split == "jump" else 0.5
-    recomb2 = ({"strategy": "beam"} if split == "jump" else
-               {"strategy": "mixed", "temperature": 0.2})
-    # samples kept: jump the 400 most probable of 500 (the presets'), around_right 300 of 500
-    kept = {} if split == "jump" else {"n": 300, "nsamples": 500}
-    resampled = {"resample": "rare", "rare": rare}
-    rows = {
-        "baseline": Run("baseline", data, "baseline"),
-        "geca": Run("geca", data, "GECA", augment="geca", p_aug=GECA_P_AUG),
-        "basic": Run("basic", data, "learned aug. (basic)", "generator",
-                     {"model.nproto": 0, "model.copy": False},
-                     {"strategy": "mixed", "temperature": 0.5}, p_aug),
-        "basic-resample": Run("basic-resample", data, "+ resampling", "generator",
-                              {"model.nproto": 0, "model.copy": False},
-                              {"strategy": "mixed", "temperature": 0.5, **resampled}, p_aug),
-        "recomb1": Run("recomb1", data, "+ recomb-1", "generator", {"model.nproto": 1},
-                       {"strategy": "mixed", "temperature": recomb1_t, **resampled}, p_aug),
-        "recomb2": Run("recomb2", data, "+ recomb-2", "generator", {"model.nproto": 2},
-                       {**recomb2, **resampled}, p_aug),
-        "recomb2-noresample": Run("recomb2-noresample", data, "recomb-2 (no resampling)",
-                                  "generator", {"model.nproto": 2}, dict(recomb2), p_aug),
-        "recomb2-vae": Run("recomb2-vae", data, "recomb-2 + VAE", "generator",
-                           {"model.nproto": 2, "model.vae": True}, {**recomb2, **resampled}, p_aug),
-        "recomb2-nocopy": Run("recomb2-nocopy", data, "recomb-2 - copying", "generator",
-                              {"model.nproto": 2, "model.copy": False}, {**recomb2, **resampled},
-                              p_aug),
-        "direct": Run("direct", data, "direct inference", "direct", {"model.nproto": 2}),
-    }
-    if split == "around_right":
-        # the reference's own script; the paper's no-resampling row is that script too
-        # (SCAN's rare filter is off in every released script: rr-spec §5.3, §9 T5)
-        for key, label in (("recomb2-reference", "recomb-2 (reference recipe)"),
-                           ("recomb2-noresample", "recomb-2 (no resampling)")):
-            rows[key] = Run(key, data, label, "generator", {"model.nproto": 2},
-                            dict(REFERENCE_SAMPLING), p_aug, presets=REFERENCE_PRESETS,
-                            recipe=dict(REFERENCE_RECIPE))
-    return {f"{split}-{k}": replace(r, name=f"{split}-{k}",
-                                     sample={**r.sample, **kept} if r.augment == "generator" else r.sample)
-            for k, r in rows.items()}
-
-
-def _sig_runs(language: str, hints: int) -> dict[str, Run]:
-    data = f"sigmorphon/{language}/hints-{hints}.{{seed}}"
-    rare = {"resample": "rare", "rare": "auto"}
-    plain = {"resample": "none"}
-    rows = {
-        "baseline": Run("baseline", data, "baseline", task="morphology"),
-        "basic": Run("basic", data, "learned aug. (basic)", "generator",
-                     {"model.nproto": 0}, {"temperature": 1.0, **plain}, task="morphology"),
-        "basic-resample": Run("basic-resample", data, "+ resampling", "generator",
-                              {"model.nproto": 0}, {"temperature": 1.0, **rare},
-                              task="morphology"),
-        "recomb1": Run("recomb1", data, "+ recomb-1", "generator", {"model.nproto": 1},
-                       {"temperature": 1.0, **rare}, task="morphology"),
-        "recomb1-noresample": Run("recomb1-noresample", data, "recomb-1 (no resampling)",
-                                  "generator", {"model.nproto": 1},
-                                  {"temperature": 1.0, **plain}, task="morphology"),
-        "recomb2": Run("recomb2", data, "+ recomb-2", "generator", {"model.nproto": 2},
-                       {"temperature": 0.5, **rare}, task="morphology"),
-        "recomb1-vae": Run("recomb1-vae", data, "recomb-1 + VAE", "generator",
-                           {"model.nproto": 1, "model.vae": True, "model.zdim": 1,
-                            "model.kappa": 1.0, "model.max_norm": 1.0, "model.eps": 0.9},
-                           {"temperature": 1.0, **rare}, task="morphology"),
-    }
-    prefix = f"{language}-h{hints}"
-    return {f"{prefix}-{k}": replace(r, name=f"{prefix}-{k}") for k, r in rows.items()}
-
-
-def _csl_runs(split: str) -> dict[str, Run]:
-    data = f"scan/{split}"
-    rows = {f"{split}-csl": Run(f"{split}-csl", data, "CSL", augment="csl", p_aug=CSL_P_AUG,
-                                predictor=CSL_PREDICTOR),
-            f"{split}-csl-uniform": Run(f"{split}-csl-uniform", data, "CSL (uniform rules)",
-                                        augment="csl-uniform", p_aug=CSL_P_AUG,
-                                        predictor=CSL_PREDICTOR)}
-    if split not in SCAN_SPLITS:
-        rows[f"{split}-baseline"] = Run(f"{split}-baseline", data, "baseline", predictor=CSL_PREDICTOR)
-    return rows
-
-
-# GeoQuery (the GECA paper's Table 2): the reference's predictor (seq2seq_geo: H 512,
-# supervised copying, 150 epochs of 32 batches) at every --size, GECA's aug_ratio 0.3
-GEO_SETS = ("sql-query", "sql-question", "logic-query", "logic-question")
-GEO_P_AUG = 0.3
-GEO_PRESETS = ("recombine_generic_cpu", "seq2seq_geo")
-
-
-def _geo_runs(name: str) -> dict[str, Run]:
-    data, task = f"geoquery/{name}", "semparse"
-    rows = {"baseline": Run("baseline", data, "baseline", task=task, presets=GEO_PRESETS),
-            "geca": Run("geca", data, "GECA", augment="geca", p_aug=GEO_P_AUG, task=task,
-                        presets=GEO_PRESETS)}
-    if name == "sql-query":   # rows no paper has
-        rows["recomb2"] = Run("recomb2", data, "recomb-2", "generator", {"model.nproto": 2},
-                              {"resample": "rare", "rare": "auto"}, GEO_P_AUG, task=task,
-                              presets=GEO_PRESETS)
-        rows["csl"] = Run("csl", data, "CSL", augment="csl", p_aug=GEO_P_AUG, task=task,
-                          presets=GEO_PRESETS)
-    return {f"geo-{name}-{k}": replace(r, name=f"geo-{name}-{k}") for k, r in rows.items()}
-
-
-RUNS: dict[str, Run] = {}
-for _name in GEO_SETS:
-    RUNS.update(_geo_runs(_name))
-for _split in SCAN_SPLITS:
-    RUNS.update(_scan_runs(_split))
-for _split in CSL_SPLITS:
-    RUNS.update(_csl_runs(_split))
-for _language in SIG_LANGUAGES:
-    for _hints in SIG_HINTS:
-        RUNS.update(_sig_runs(_language, _hints))
-
-
-def presets(run: Run, size: str) -> tuple[str, str]:
-    """(generator preset, predictor preset) of a run at ``size`` (cpu | reference)."""
-    suffix = "_cpu" if size == "cpu" else ""
-    if size not in ("cpu", "reference"):
-        raise SettingError(f"`size` {size}: unknown (valid: cpu, reference)")
-    if run.presets:
-        return run.presets
-    kind = "scan" if run.task == "scan" else "sig"
-    predictor = run.predictor if run.predictor and size == "cpu" else f"seq2seq_{kind}{suffix}"
-    return f"recombine_{kind}{suffix}", predictor
-
-
-def find_run(name: str) -> Run:
-    if name not in RUNS:
-        close = [n for n in RUNS if name in n][:8]
-        hint = f" (did you mean: {', '.join(close)})" if close else " (see 'compgen pipeline --list')"
-        raise UserError(f"pipeline {name}: unknown run{hint}")
-    return RUNS[name]
-
 
 # ------------------------------------------------------------------ the steps
 
@@ -560,9 +382,11 @@ def merge_results(root: Path, rows: list[dict]) -> dict[str, Path]:
     return write_results(new.sort("data", "run", "seed", maintain_order=True).to_dicts(), path)
 
 
-def run_pipeline(name: str, seeds: list[int], opts: PipelineOptions) -> list[dict]:
-    """Run every seed of one named run; merge the metrics into the results table after each."""
-    run = find_run(name)
+def run_pipeline(name: str | Run, seeds: list[int], opts: PipelineOptions) -> list[dict]:
+    """Run every seed of one named run (or a ``Run``, e.g. one of ``own_runs``); merge the
+    metrics into the results table after each."""
+    run = name if isinstance(name, Run) else find_run(name)
+    name = run.name
     opts = resolved_options(run, opts)
     if not seeds:
         raise SettingError("`seeds`: give at least one seed")

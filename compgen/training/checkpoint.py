@@ -111,10 +111,12 @@ def default_preset(kind: str, data: str) -> str:
     """The preset a command uses without --config: the CPU size of the data set's task
     (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` for SCAN,
     ``recombine_generic_cpu`` for a generator on any other data; ``seq2seq_*`` for
-    predictors)."""
+    predictors, ``seq2seq_geo`` for GeoQuery)."""
     task = "sig" if str(data).startswith("sigmorphon") else "scan"
     if kind == "generator" and not str(data).startswith(("scan/", "sigmorphon")):
         return "recombine_generic_cpu"
+    if kind == "predictor" and str(data).startswith("geoquery/"):
+        return "seq2seq_geo"   # the GECA paper's semantic-parsing predictor
     return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
 
 

@@ -46,7 +46,7 @@ import polars as pl
 import torch
 
 from compgen.configs import PredictorTrainConfig
-from compgen.data import geoquery, keeps_own_dev, load_dataset
+from compgen.data import geoquery, is_named_dataset, keeps_own_dev, load_dataset
 from compgen.data.files import source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
@@ -57,11 +57,13 @@ from compgen.io import atomic_open, keep_torch_compiler_cache, read_samples_tsv
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
 from compgen.training.checkpoint import (
+    apply_overrides,
     check_preset,
     default_preset,
     load_checkpoint,
     save_checkpoint,
 )
+from compgen.training.predictor_defaults import sized_preset, too_long, warn_cut
 
 CHECKPOINT_KIND = "seq2seq"
 CONFIG_DIR = Path(__file__).parents[1] / "configs"
@@ -77,23 +79,33 @@ RESUMABLE_CHANGES = ("epochs", "packed_decoder")
 
 # ------------------------------------------------------------------ presets
 
-def load_preset(preset: str | Path | dict) -> tuple[dict, PredictorTrainConfig]:
-    """A preset name (``seq2seq_scan``), a TOML path, or an already parsed dict ->
-    (model options, PredictorTrainConfig)."""
+def preset_document(preset: str | Path | dict) -> tuple[dict, str]:
+    """A preset name (``seq2seq_scan``), a TOML path, or an already parsed dict -> (the
+    parsed preset ``{"kind", "model", "train"}``, where it came from)."""
     if isinstance(preset, dict):
-        doc, source = preset, "<preset>"
-    else:
-        path = Path(preset)
-        if not path.is_file():
-            path = CONFIG_DIR / f"{preset}.toml"
-        if not path.is_file():
-            names = sorted(p.stem for p in CONFIG_DIR.glob("seq2seq*.toml"))
-            raise SettingError(f"`config`: no preset or file '{preset}' (presets: {', '.join(names)})")
-        source = str(path)
-        try:
-            doc = tomllib.loads(read_text(path))
-        except tomllib.TOMLDecodeError as exc:
-            raise UserError(f"{path}: {exc}") from None
+        return preset, "<preset>"
+    path = Path(preset)
+    if not path.is_file():
+        path = CONFIG_DIR / f"{preset}.toml"
+    if not path.is_file():
+        names = sorted(p.stem for p in CONFIG_DIR.glob("seq2seq*.toml"))
+        raise SettingError(f"`config`: no preset or file '{preset}' (presets: {', '.join(names)})")
+    try:
+        return tomllib.loads(read_text(path)), str(path)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def load_preset(preset: str | Path | dict, overrides: dict | None = None
+                ) -> tuple[dict, PredictorTrainConfig]:
+    """A preset (``preset_document``) with ``overrides`` (``{"model.max_len": 120}``) ->
+    (model options, PredictorTrainConfig)."""
+    doc, source = preset_document(preset)
+    if overrides:
+        unknown = sorted(k for k in overrides if k.partition(".")[0] not in ("model", "train"))
+        if unknown:
+            raise SettingError(f"`overrides`: {', '.join(unknown)}: not model.* or train.* settings")
+        doc, source = apply_overrides(doc, overrides), f"{source} with overrides"
     if doc.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:
         raise UserError(f"{source}: a '{doc.get('kind')}' preset, not a seq2seq one")
     check_preset({"kind": CHECKPOINT_KIND, **doc}, source)
@@ -358,17 +370,21 @@ def write_curve_csv(curve: list[dict], path: str | Path) -> None:
         f.write(text)
 
 
-def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
+def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path, *,
                     augment: str | Path | None = None, p_aug: float | None = None,
                     seed: int = 0, data_dir=None, epochs: int | None = None,
                     resume: bool = False, label: str | None = None, keep_every: int = 0,
-                    log: Callable[[str], None] | None = None, device=None) -> dict:
+                    log: Callable[[str], None] | None = None, device=None,
+                    overrides: dict | None = None) -> dict:
     """Train the predictor on a data set (+ an augmented samples TSV) and write the
     checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
-    Returns a summary."""
+    Without ``preset`` a named set gets its paper's preset and own data one sized from the
+    data (``predictor_defaults.sized_preset``); ``overrides`` replace preset values by
+    ``section.key`` (``{"model.max_len": 120, "train.epochs": 40}``). Pairs longer than
+    ``max_len`` are counted and named in a warning. Returns a summary."""
     device = resolve_device(device)
     if keep_every < 0:
         raise SettingError(f"`keep_every` must be >= 0, not {keep_every}")
@@ -381,11 +397,15 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
         raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
+    table = load_dataset(data, data_dir)
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        model_opts, tcfg = load_preset(preset or default_preset("predictor", data))
+        if preset is None:
+            preset = (default_preset("predictor", data) if is_named_dataset(str(data))
+                      else sized_preset(table))
+        model_opts, tcfg = load_preset(preset, overrides)
     if saved is not None:
         _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)
     if epochs is not None:
@@ -396,18 +416,18 @@ def train_predictor(data: str, preset: str | Path | dict, out: str | Path, *,
         p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
     if not 0.0 <= p_aug < 1.0:
         raise SettingError(f"`p_aug` must be in [0, 1), not {p_aug}")
-    table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
     train, dev = split_train_dev(table, tcfg.dev_fraction, seed, own_dev=keeps_own_dev(str(data)))
     augmented = read_augmented(augment, morphology) if augment else []
-    n_long = 0
+    limit = int(model_opts.get("max_len", Seq2SeqConfig.max_len))
+    warn_cut(log, "training pairs", too_long(train, limit), len(train), limit)
+    warn_cut(log, "dev pairs", too_long(dev, limit), len(dev), limit)
+    n_long = too_long(augmented, limit)
     if tcfg.drop_long_augmented:
-        limit = int(model_opts.get("max_len", Seq2SeqConfig.max_len))
-        kept = [(x, y) for x, y in augmented if len(x) <= limit and len(y) <= limit]
-        n_long, augmented = len(augmented) - len(kept), kept
-        if log and n_long:
-            log(f"{n_long:,} augmented pairs longer than max_len {limit} left out")
+        augmented = [(x, y) for x, y in augmented if len(x) <= limit and len(y) <= limit]
+    warn_cut(log, "augmented pairs", n_long, len(augmented) + n_long * tcfg.drop_long_augmented,
+             limit, "left out" if tcfg.drop_long_augmented else "cut")
     # the vocabulary of all original data (the reference: SCAN train = all SCAN tokens;
     # morphology: all items of the split); tokens only in augmented data become <unk>
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])

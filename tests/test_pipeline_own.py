@@ -1,0 +1,60 @@
+"""`compgen pipeline own --data PATH`: the baseline, GECA and R&R rows on a user's data set,
+over seeds, resumable, with one error line for a missing --data or an unknown row."""
+
+import sys
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from compgen.cli import app, main
+from compgen.pipelines.runs import own_runs
+
+NUMBERS = "tests/data/numbers/tsv"
+
+
+def pipeline(*args):
+    return CliRunner().invoke(app, ["pipeline", *map(str, args)])
+
+
+def pipeline_error(capsys, monkeypatch, *args) -> tuple[int, list[str]]:
+    """(exit status, stderr lines) of ``compgen pipeline ARGS`` run as the program runs."""
+    monkeypatch.setattr(sys, "argv", ["compgen", "pipeline", *map(str, args)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    return stop.value.code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def test_own_rows_over_two_seeds_then_resumed(tmp_path):
+    args = ("own", "--data", NUMBERS, "--rows", "baseline,geca", "--seeds", "0-1",
+            "--predictor-epochs", 1, "--root", tmp_path, "--threads", 1)
+    result = pipeline(*args)
+    assert result.exit_code == 0, result.output
+    results = pl.read_csv(tmp_path / "results.csv").filter(pl.col("set") == "test")
+    assert sorted(results.select("run", "seed").rows()) == [
+        ("own-baseline", 0), ("own-baseline", 1), ("own-geca", 0), ("own-geca", 1)]
+    assert set(results["data"]) == {NUMBERS}
+    assert (tmp_path / "own-geca" / "seed1" / "augment.tsv").stat().st_size > 0
+    trained = {p: p.stat().st_mtime_ns for p in tmp_path.glob("own-*/seed*/predictor.pt")}
+    assert len(trained) == 4
+    again = pipeline(*args)   # everything is done: nothing is trained again
+    assert again.exit_code == 0, again.output
+    assert {p: p.stat().st_mtime_ns for p in trained} == trained
+
+
+def test_own_needs_data_and_known_rows(tmp_path, capsys, monkeypatch):
+    for args, message in ((("own",), "needs --data"),
+                          (("own", "--data", NUMBERS, "--rows", "baseline,magic"), "rows"),
+                          (("jump-baseline", "--data", NUMBERS), "--data applies to"),
+                          (("own", "--data", tmp_path / "missing.tsv"), "missing.tsv")):
+        code, lines = pipeline_error(capsys, monkeypatch, *args, "--root", tmp_path)
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
+        assert message in lines[0], lines[0]
+        assert not list(tmp_path.glob("own-*"))
+
+
+def test_own_rows_use_the_sized_predictor_and_the_generic_generator():
+    baseline, geca, recomb2 = own_runs("my/data.tsv")
+    assert [r.name for r in (baseline, geca, recomb2)] == ["own-baseline", "own-geca", "own-recomb2"]
+    assert baseline.presets[1] is None and recomb2.generator == {"model.nproto": 2}
+    assert geca.augment == "geca" and recomb2.sample["resample"] == "rare"
