@@ -16,6 +16,7 @@ from compgen.evaluation.metrics import (
     micro_f1,
     reference_view,
     score_predictions,
+    token_f1,
 )
 from compgen.evaluation.plots import plot_attention, plot_learning_curve
 from compgen.models.seq2seq import cut_prediction
@@ -64,6 +65,14 @@ def test_morphology_units_and_lemma_as_one_unit():
     scored = score_predictions([pred], [ref], morphology=True)
     assert scored["f1"] == pytest.approx(2 / 3) and scored["exact_match"] == 0.0
     assert score_predictions([pred], [ref], morphology=False)["f1"] == pytest.approx(0.8)
+
+
+def test_token_f1_counts_a_repeated_token_once_per_reference_occurrence():
+    preds, refs = [["SELECT", "SELECT", "SELECT"]], [["SELECT", "name", "FROM"]]
+    assert token_f1(preds, refs) == pytest.approx(1 / 3)     # tp 1, fp 2, fn 2
+    assert micro_f1(preds, refs) == pytest.approx(0.75)      # membership: tp 3, fp 0, fn 2
+    assert score_predictions(preds, refs, morphology=False)["f1"] == token_f1(preds, refs)
+    assert token_f1([["a", "b"]], [["b", "a"]]) == 1.0 and math.isnan(token_f1([[]], [[]]))
 
 
 # ------------------------------------------------------------------ exact match + truncation

@@ -19,13 +19,18 @@ Metrics (reference ``seqseqatt.jl``, spec §6.4):
   predicted units each count), ``P = tp/(tp+fp)``, ``R = tp/(tp+fn)``, F1 = 0 if P or R
   is 0, else ``2PR/(P+R)``. As in the reference, 0/0 is NaN: a set where every
   prediction AND every reference is empty scores NaN (if only the predictions are empty,
-  R = 0 and F1 = 0).
+  R = 0 and F1 = 0). That is the F1 of morphology (units: a lemma and its tags).
+* Other data (SCAN, semantic parsing, a user's pairs): token F1, the same micro F1 over
+  token *multisets* (``tp`` = the tokens prediction and reference share, each as often
+  as both have it). Membership counting would give a prediction that repeats one right
+  token a high score (``SELECT SELECT SELECT`` against any SQL query).
 """
 
 from __future__ import annotations
 
 import math
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 
 from compgen.models.seq2seq import (
@@ -79,14 +84,28 @@ def micro_f1(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> f
     return 2 * precision * recall / (precision + recall)  # NaN stays NaN, as in Julia
 
 
+def token_f1(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> float:
+    """Micro F1 over token multisets (module doc); 0/0 is NaN as in ``micro_f1``."""
+    tp = fp = fn = 0
+    for pred, ref in zip(preds, refs):
+        shared = sum((Counter(pred) & Counter(ref)).values())
+        tp, fp, fn = tp + shared, fp + len(pred) - shared, fn + len(ref) - shared
+    precision = tp / (tp + fp) if tp + fp else math.nan
+    recall = tp / (tp + fn) if tp + fn else math.nan
+    if precision == 0 or recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
 def score_predictions(preds: Sequence[Sequence[str]], refs: Sequence[Sequence[str]],
                       morphology: bool, max_len: int = 45) -> dict:
     """-> {n, exact_match, f1, correct (per example)}."""
     p_units = [eval_units(p, morphology) for p in preds]
     r_units = [eval_units(reference_view(r, max_len), morphology) for r in refs]
     correct = [p == r for p, r in zip(p_units, r_units)]
-    return {"n": len(preds), "exact_match": exact_match(p_units, r_units),
-            "f1": micro_f1(p_units, r_units), "correct": correct}
+    f1 = micro_f1(p_units, r_units) if morphology else token_f1(p_units, r_units)
+    return {"n": len(preds), "exact_match": exact_match(p_units, r_units), "f1": f1,
+            "correct": correct}
 
 
 # ------------------------------------------------------------------ prediction

@@ -49,7 +49,7 @@ from compgen.augment.csl.dataset import csl_augment_dataset
 from compgen.augment.geca import augment_file, make_config
 from compgen.data import load_dataset
 from compgen.device import resolve_device
-from compgen.errors import SettingError
+from compgen.errors import SettingError, UserError
 from compgen.evaluation.direct_inference import evaluate_direct
 from compgen.evaluation.evaluate import evaluate_predictor, write_results
 from compgen.export.kinds import export_checkpoint
@@ -278,14 +278,16 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
 
 def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Timer) -> Path:
     """CSL's samples (``augment.tsv``), the grammar (``grammar.txt``) and a summary with
-    the samples' quality (``augment.quality.json``)."""
+    the samples' quality (``augment.quality.json``); SCAN rows run CSL's SCAN settings,
+    others its generic ones. A grammar that derives no held-out pair is a UserError."""
     path = folder / "augment.tsv"
     settings = {"--csl-temperature": opts.csl_temperature}
     check_settings(path, settings, run, seed)
     if path.is_file():
         return path
     tic = time.perf_counter()
-    done = csl_augment_dataset(run.data_for(seed), path, "scan", CSL_SAMPLES, seed,
+    config = "scan" if run.task == "scan" else "generic"
+    done = csl_augment_dataset(run.data_for(seed), path, config, CSL_SAMPLES, seed,
                                uniform=run.augment == "csl-uniform",
                                grammar_out=folder / "grammar.txt", data_dir=opts.data_dir,
                                temperature=opts.csl_temperature)
@@ -297,6 +299,14 @@ def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Ti
         json.dump(summary, f, indent=1, default=str)
     opts.log(f"[{run.name} seed {seed}] CSL: {done.rows:,} samples, {summary['rules']} rules, "
              + ", ".join(f"{k} {v:.2%}" for k, v in done.quality.items()))
+    held_out = [k for k in ("dev_coverage", "test_coverage") if k in summary]
+    if held_out and not any(summary[k] > 0 for k in held_out):
+        path.unlink()   # a rerun induces again rather than train on samples that cannot help
+        raise UserError(f"{run.name} seed {seed}: CSL's grammar ({summary['rules']:,} rules from "
+                        f"{summary['train_pairs']:,} training pairs) derives none of the held-out "
+                        f"pairs ({', '.join(f'{k} 0 %' for k in held_out)}): its samples cannot "
+                        f"teach what the test asks, so the row stops before the predictor "
+                        f"(grammar and figures: {folder}/grammar.txt, augment.quality.json)")
     return path
 
 
@@ -311,7 +321,7 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
     if _finished_predictor(path):
         return path
     tic = time.perf_counter()
-    opts.log(f"[{run.name} seed {seed}] predictor: {preset}"
+    opts.log(f"[{run.name} seed {seed}] predictor: {preset or 'settings sized from the data'}"
              + (f", augmented {augment} p_aug {p_aug}" if augment else ""))
     train_predictor(run.data_for(seed), preset, path, augment=augment,
                     p_aug=p_aug if augment else None,  # None: the baseline's own data only

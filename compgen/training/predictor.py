@@ -101,6 +101,7 @@ def load_preset(preset: str | Path | dict, overrides: dict | None = None
     """A preset (``preset_document``) with ``overrides`` (``{"model.max_len": 120}``) ->
     (model options, PredictorTrainConfig)."""
     doc, source = preset_document(preset)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if overrides:
         unknown = sorted(k for k in overrides if k.partition(".")[0] not in ("model", "train"))
         if unknown:
@@ -397,14 +398,16 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
         raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
-    table = load_dataset(data, data_dir)
+    table = None   # read first only when the settings are sized from it: a bad preset fails fast
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        if preset is None:
-            preset = (default_preset("predictor", data) if is_named_dataset(str(data))
-                      else sized_preset(table))
+        if preset is None and is_named_dataset(str(data)):
+            preset = default_preset("predictor", data)
+        elif preset is None:
+            table = load_dataset(data, data_dir)
+            preset = sized_preset(table)
         model_opts, tcfg = load_preset(preset, overrides)
     if saved is not None:
         _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)
@@ -416,6 +419,8 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
     if not 0.0 <= p_aug < 1.0:
         raise SettingError(f"`p_aug` must be in [0, 1), not {p_aug}")
+    if table is None:
+        table = load_dataset(data, data_dir)
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
     train, dev = split_train_dev(table, tcfg.dev_fraction, seed, own_dev=keeps_own_dev(str(data)))

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 COPY_SHARE = 0.2
-UPDATES = 2000
+UPDATES = 1000
 MIN_MAX_LEN = 16
 
 
