@@ -84,7 +84,7 @@ def test_unknown_sections_sample_keys_model_keys_and_types_are_refused(tmp_path,
         '[train]\nbatch_size = 0\n': "mine.toml [train]: batch_size must be >= 1 (got 0)",
         'kind = "seq2seq"\n[train]\nlength_buckets = 4\n':
             "mine.toml [train]: unknown option 'length_buckets' (valid: batch_size, batches_per_epoch, dev_fraction, "
-            "drop_long_augmented, epochs, eval_batch_size, gamma, gradnorm, lr, lrdecay, packed_decoder, "
+            "drop_long_augmented, epochs, eval_batch_size, gamma, gradnorm, lr, lrdecay, monitor, packed_decoder, "
             "patience, restore_best)",
         'kind = "vae"\n': "preset kind 'vae' unknown (valid: recombine, seq2seq)",
     }

@@ -92,3 +92,16 @@ def test_the_api_takes_overrides_and_threads_and_restores_the_threads(tmp_path):
     assert summary["epochs"] == 1 and torch.get_num_threads() == before
     with pytest.raises(UserError, match="threads"):
         compgen.train_predictor(NUMBERS, tmp_path / "q.pt", epochs=1, threads=0)
+
+
+def test_dev_ties_in_exact_match_are_broken_by_token_f1_only_when_asked():
+    from compgen.configs import PredictorTrainConfig
+    from compgen.training.predictor import improved
+
+    assert not improved(0.0, 0.5, 0.0, 0.4, "exact_match")
+    assert improved(0.0, 0.5, 0.0, 0.4, "exact_match+f1")
+    assert improved(0.1, 0.1, 0.0, 0.9, "exact_match+f1")        # exact match decides first
+    assert not improved(0.0, 0.9, 0.1, 0.1, "exact_match+f1")
+    assert sized_preset(table([("a b", "b c")]))["train"]["monitor"] == "exact_match+f1"
+    with pytest.raises(SettingError, match="monitor"):
+        PredictorTrainConfig.from_dict({"monitor": "loss"})

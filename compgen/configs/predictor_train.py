@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compgen.configs.sections import read_section
+from compgen.errors import SettingError
 
 
 @dataclass
@@ -21,6 +22,10 @@ class PredictorTrainConfig:
     # batches per epoch; 0: |train| / (1 - p_aug) / B (R&R). GECA's predictor: 32, whatever
     # the data size (an epoch is then also when the schedule looks at dev)
     batches_per_epoch: int = 0
+    # what the schedule and restore_best watch on dev: exact match (the papers'), or exact
+    # match with token F1 breaking its ties ("exact_match+f1"): on a small, hard dev set
+    # exact match can sit at 0 for many epochs while the model still improves
+    monitor: str = "exact_match"
     restore_best: bool = False  # end with the best-dev epoch's weights (the reference: last)
     # leave out augmented pairs longer than the model's max_len (the reference cuts them:
     # a cut target has no end token and teaches the predictor not to stop)
@@ -31,4 +36,11 @@ class PredictorTrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "[train]") -> PredictorTrainConfig:
-        return read_section(cls, d, where)
+        cfg = read_section(cls, d, where)
+        if cfg.monitor not in MONITORS:
+            raise SettingError(f"{where}: option 'monitor' must be one of {', '.join(MONITORS)}, "
+                               f"not {cfg.monitor!r}")
+        return cfg
+
+
+MONITORS = ("exact_match", "exact_match+f1")

@@ -282,6 +282,15 @@ def update(model: Seq2Seq, optimizer: torch.optim.Optimizer, vocab: Vocab, batch
     return loss.item()
 
 
+def improved(acc: float, f1: float, best_acc: float, best_f1: float, monitor: str) -> bool:
+    """Whether a dev score beats the best so far (by more than 1e-4): exact match, or with
+    ``monitor = "exact_match+f1"`` exact match and, when it is unchanged, token F1."""
+    if acc - best_acc > 1e-4:
+        return True
+    return (monitor == "exact_match+f1" and abs(acc - best_acc) <= 1e-4
+            and math.isfinite(f1) and f1 - best_f1 > 1e-4)
+
+
 def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         augmented: list[Pair], tcfg: PredictorTrainConfig, *, p_aug: float = 0.0, seed: int = 0,
         morphology: bool = False, save: Callable[..., None] | None = None,
@@ -295,12 +304,14 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
+    best_f1 = 0.0
     best_weights: dict | None = None
     if resume is not None:
         try:
             s = resume.train_state["state"]
             curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
                                                     s["best_acc"], s["patience"], s["lr"])
+            best_f1 = s.get("best_f1", 0.0)
             stream.restore(s["stream"])
             optimizer.load_state_dict(resume.optim)
             for group in optimizer.param_groups:  # a checkpoint's groups name their kernel
@@ -328,8 +339,8 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         model.eval()
         scores = evaluate_pairs(model, vocab, dev, morphology, tcfg.eval_batch_size) if dev else {}
         acc = scores.get("exact_match", float("nan"))
-        if dev and acc - best_acc > 1e-4:
-            best_acc, patience = acc, tcfg.patience
+        if dev and improved(acc, scores.get("f1", math.nan), best_acc, best_f1, tcfg.monitor):
+            best_acc, best_f1, patience = acc, scores.get("f1", math.nan), tcfg.patience
             if tcfg.restore_best:
                 best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         elif dev and tcfg.patience > 0:
@@ -345,7 +356,8 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
             log(f"epoch {epoch}/{tcfg.epochs}  loss {row['train_loss']:.4f}  dev exact match "
                 f"{acc:.4f}  f1 {row['dev_f1']:.4f}  lr {lr:.2e}  {row['seconds']:.1f}s")
         if save:
-            state = {"epoch": epoch, "best_acc": best_acc, "patience": patience, "lr": lr,
+            state = {"epoch": epoch, "best_acc": best_acc, "best_f1": best_f1,
+                     "patience": patience, "lr": lr,
                      "stream": stream.state()}
             save(optimizer, {"state": state, "curve": curve}, best_weights)
     if tcfg.restore_best and best_weights is not None:

@@ -12,7 +12,10 @@ A named set keeps its paper's preset; own data (a file, folder or DataFrame) get
 * H 512, dropout 0.5 (GECA's semantic-parsing predictor); about ``UPDATES`` updates,
   as epochs over the training pairs between 30 and 150; the learning rate halves after
   10 epochs without a dev improvement and the run ends with its best dev epoch's weights
-  (``restore_best``): on a few hundred pairs the last epoch is often not the best.
+  (``restore_best``): on a few hundred pairs the last epoch is often not the best. Dev
+  is judged by exact match with token F1 breaking ties: on a held-out dev set of new
+  query templates exact match can stay at 0 for dozens of epochs, and halving on it alone
+  left the learning rate at 1/8 by epoch 32 of GeoQuery's SQL query split.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def sized_preset(table: pl.DataFrame, batch_size: int = 64) -> dict:
         "train": {"batch_size": batch_size, "lr": 0.001, "gradnorm": 1.0,
                   "epochs": min(150, max(30, math.ceil(UPDATES / batches))),
                   "patience": 10, "lrdecay": 0.5, "dev_fraction": 0.1,
-                  "restore_best": True},
+                  "restore_best": True, "monitor": "exact_match+f1"},
     }
 
 
