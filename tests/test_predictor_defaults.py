@@ -105,3 +105,24 @@ def test_dev_ties_in_exact_match_are_broken_by_token_f1_only_when_asked():
     assert sized_preset(table([("a b", "b c")]))["train"]["monitor"] == "exact_match+f1"
     with pytest.raises(SettingError, match="monitor"):
         PredictorTrainConfig.from_dict({"monitor": "loss"})
+
+
+def test_predictions_cut_at_max_len_are_counted_and_named(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from compgen.cli import main
+    from compgen.evaluation.evaluate import evaluate_predictor
+
+    train_predictor(NUMBERS, None, tmp_path / "p.pt", epochs=1,
+                    overrides={"model.hidden": 16, "model.max_len": 3})
+    rows = {r["set"]: r for r in evaluate_predictor(tmp_path / "p.pt")}
+    longer = sum(1 for line in Path(f"{NUMBERS}/test.tsv").read_text().splitlines()
+                 if len(line.split("\t")[1].split()) > 2)
+    assert rows["test"]["n_unfinished"] >= longer > 0
+    monkeypatch.setattr(sys, "argv", ["compgen", "evaluate", str(tmp_path / "p.pt")])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert any(f"{rows['test']['n_unfinished']} of {rows['test']['n']} predictions on test" in w
+               for w in warning), warning

@@ -68,6 +68,11 @@ def evaluate_cmd(
         return
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
     for row in rows:
+        if row.get("n_unfinished"):
+            err_console.print(f"warning: {row['model']}: {row['n_unfinished']:,} of {row['n']:,} "
+                              f"predictions on {row['set']} ran to max_len without ending (cut); "
+                              "train with a larger --max-len", highlight=False, markup=False)
+    for row in rows:
         if "top3_match" in row:
             console.print(f"{row['model']}: top-3 match {row['top3_match']:.4f}", highlight=False)
     if output:

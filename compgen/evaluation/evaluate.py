@@ -122,7 +122,8 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
                        backend: str | None = None, device=None) -> list[dict]:
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
     evaluation set of its data (or ``data``): rows of
-    {model, label, data, seed, set, subset, n, exact_match, f1}."""
+    {model, label, data, seed, set, subset, n, exact_match, f1, n_unfinished}
+    (``n_unfinished``: predictions that ran to the model's max_len without ending)."""
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size,
                                                       device=device)
     explicit = data is not None
@@ -147,8 +148,11 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
         sources, refs = part["source"].to_list(), part["target"].to_list()
         preds = predict_sources(sources)
         scored = score_predictions(preds, refs, morphology, max_len)
+        # a prediction that used every step without </s> is cut to max_len - 1 tokens
+        unfinished = sum(len(p) >= max_len - 1 for p in preds)
         rows.append({**base, "set": name, "subset": "all", "n": scored["n"],
-                     "exact_match": scored["exact_match"], "f1": scored["f1"]})
+                     "exact_match": scored["exact_match"], "f1": scored["f1"],
+                     "n_unfinished": unfinished})
         if morphology:
             keep = part["novel"].to_list()
             sub = score_predictions([p for p, k in zip(preds, keep) if k],
