@@ -58,3 +58,28 @@ def test_own_rows_use_the_sized_predictor_and_the_generic_generator():
     assert [r.name for r in (baseline, geca, recomb2)] == ["own-baseline", "own-geca", "own-recomb2"]
     assert baseline.presets[1] is None and recomb2.generator == {"model.nproto": 2}
     assert geca.augment == "geca" and recomb2.sample["resample"] == "rare"
+
+
+def test_a_csl_row_whose_grammar_derives_no_test_pair_stops_before_the_predictor(tmp_path,
+                                                                                  monkeypatch):
+    from compgen.errors import UserError
+    from compgen.pipelines import runs
+    from compgen.pipelines.rows import Run
+    from compgen.pipelines.runs import PipelineOptions, Timer, make_csl
+
+    monkeypatch.setattr(runs, "CSL_SAMPLES", 200)   # the row's 100,000 samples take a minute
+
+    data = tmp_path / "data"
+    data.mkdir()
+    words = {"jump": "J", "walk": "W", "look": "L"}
+    train = [f"{w}\t{a}" for w, a in words.items()]
+    train += [f"{w} twice\t{a} {a}" for w, a in words.items()]
+    (data / "train.tsv").write_text("\n".join(train) + "\n")
+    (data / "test.tsv").write_text("swim twice\tS S\n")   # a word no training pair has
+    run = Run("own-csl", str(data), "CSL", augment="csl", task="own")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with pytest.raises(UserError, match="derives none of the held-out pairs .test_coverage 0 %"):
+        make_csl(run, 0, folder, PipelineOptions(root=tmp_path, log=lambda line: None),
+                 Timer(folder / "timing.json"))
+    assert not (folder / "augment.tsv").exists() and (folder / "grammar.txt").is_file()
