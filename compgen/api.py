@@ -12,9 +12,12 @@ are imported by the call that needs them, never by ``import compgen``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +148,32 @@ def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
     return str(out)
 
 
+@contextlib.contextmanager
+def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[str]:
+    """A DataFrame saved beside the checkpoint ``output`` (``OUTPUT.data/``, one Parquet
+    file a split), so that the checkpoint's data reference (this folder and its sha256)
+    still resolves after the call: ``compgen evaluate OUTPUT`` reads it. A folder made
+    for a run that fails is removed."""
+    # start-up: `import compgen` loads no polars; the call does
+    import polars as pl
+
+    from compgen.data.table import save_table_folder
+
+    if not isinstance(data, pl.DataFrame):
+        yield str(data)
+        return
+    output = Path(output).absolute()
+    folder = output.with_name(output.name + ".data")
+    made = not folder.exists()
+    save_table_folder(load(data), folder)
+    try:
+        yield str(folder)
+    except BaseException:
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | None:
     # start-up: `import compgen` loads no polars; the call does
     import polars as pl
@@ -164,12 +193,15 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                     epochs: int | None = None, p_aug: float | None = None, seed: int = 0,
                     label: str | None = None, data_dir: PathLike | None = None) -> dict:
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
-    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...)."""
+    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...). A
+    DataFrame is saved beside the checkpoint (``OUTPUT.data/``), which records it by path
+    and sha256, so that a later evaluation finds it."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.predictor import train_predictor as train
 
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
-        return train(_as_path(data, Path(tmp), "data"), config, output,
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, \
+            _saved_beside(data, output) as name:
+        return train(name, config, output,
                      augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
                      data_dir=data_dir, epochs=epochs, label=label,
                      log=lambda line: None)
