@@ -17,11 +17,12 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compgen.errors import UserError
+from compgen.errors import UserError, name_settings
 
 if TYPE_CHECKING:
     import polars as pl
@@ -63,22 +64,33 @@ def _pairs(table: pl.DataFrame) -> list[tuple[list[str], list[str]]]:
     return list(zip(table["x"].to_list(), table["y"].to_list()))
 
 
+def _warn(reasons: list[str]) -> None:
+    """An augmenter's reasons why its output cannot help, as warnings at the caller's line
+    (settings named as the keyword arguments that set them)."""
+    for reason in reasons:
+        warnings.warn(name_settings(reason, lambda name: name), UserWarning, stacklevel=3)
+
+
 def geca(data: PathLike | pl.DataFrame, preset: str | None = "generic", **options: Any) -> pl.DataFrame:
     """GECA on the train split: the synthesized rows (``split`` = ``geca``). ``preset`` is
     a GECA preset (``compgen presets``); ``options`` override its values (``n_sample``,
-    ``wug_size``, ``seed``, ...)."""
+    ``wug_size``, ``seed``, ...). No row synthesized is a UserWarning saying why."""
     # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.augment.geca import geca_augment, make_config
 
     config = make_config(preset, options)
     config.validate()
-    return geca_augment(_train_split(data), config).table
+    result = geca_augment(_train_split(data), config)
+    _warn(result.warnings)
+    return result.table
 
 
 def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic", seed: int = 0,
         dedup: bool = True, steps: int | None = None) -> pl.DataFrame:
     """CSL: induce a QCFG from the train split, fit its model, sample ``n`` pairs
-    (``dedup``: distinct and not training pairs). ``split`` = ``csl``."""
+    (``dedup``: distinct and not training pairs). ``split`` = ``csl``. A grammar that
+    derives none of the dev/test pairs, or samples that all have a training output, is a
+    UserWarning saying so."""
     # start-up: `import compgen` loads no torch, polars, numpy or dataclasses; the call does
     import dataclasses
 
@@ -91,7 +103,10 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
         cfg, model=dataclasses.replace(cfg.model, seed=seed,
                                        training_steps=steps or cfg.model.training_steps),
         sampler=dataclasses.replace(cfg.sampler, seed=seed))
-    result = csl_augment(_pairs(_train_split(data)), cfg, n, dedup=dedup)
+    table = load(data)
+    held_out = {split: _pairs(table.filter(table["split"] == split)) for split in ("dev", "test")}
+    result = csl_augment(_pairs(_train_split(table)), cfg, n, dedup=dedup, **held_out)
+    _warn(result.warnings)
     return make_table([x for x, _ in result.samples], [y for _, y in result.samples], "csl")
 
 
