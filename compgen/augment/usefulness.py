@@ -45,6 +45,7 @@ def csl_reasons(summary: dict, samples: Pairs, train: Pairs) -> list[str]:
         sets = " or ".join(f"{name} ({summary[f'{name}_pairs']:,})" for name in held_out)
         reasons.append(f"CSL's grammar derives none of the {sets} pairs{memorizes}: its "
                        "samples cannot teach what the held-out data asks")
+        memorizes = ""   # said once
     if samples:
         outputs = {tuple(y) for _, y in train}
         seen = sum(tuple(y) in outputs for _, y in samples)

@@ -84,10 +84,11 @@ def training_table(config: dict, data_dir=None) -> pl.DataFrame:
 
 
 def rare_choice(config: dict, rare: str | None, table: pl.DataFrame) -> list[str]:
-    """``--rare`` for user data: ``auto``/unset -> the tokens recorded as rare at
-    training; ``TOK,TOK`` -> these tokens, each of which must occur in training."""
+    """``--rare`` for user data: ``auto``/unset -> the rare tokens of the training pairs
+    (``rare_tokens``, found again: a generator trained under an earlier rule gets
+    today's); ``TOK,TOK`` -> these tokens, each of which must occur in training."""
     if not rare or rare == "auto":
-        return list(config[SNAPSHOT_KEY].get("rare") or [])
+        return rare_tokens(zip(table["x"].to_list(), table["y"].to_list()))
     tokens = [t.strip() for t in rare.split(",") if t.strip()]
     known = set(table["x"].explode().drop_nulls()) | set(table["y"].explode().drop_nulls())
     unknown = [t for t in tokens if t not in known]
@@ -143,7 +144,8 @@ def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
         raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     rule = any_token_rule(rare_choice(config, rare, train)) if resample == "rare" else None
     if resample == "rare" and not rule.tokens:
-        raise SettingError("`resample` rare: the training data have no rare token (none is in "
-                           "at most 1 % of the pairs); name some with `rare` TOK,TOK")
+        raise SettingError("`resample` rare: `rare` auto found no rare token in the training "
+                           "data (the rarest tokens are held by more than 1 % of the pairs "
+                           "together); name some with `rare` TOK,TOK")
     novel = bool(config.get("sample", {}).get("novel", True))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=False)
