@@ -81,3 +81,35 @@ def test_the_summary_gives_a_count_and_the_first_few():
     many = [f"t{i:03d}" for i in range(320)]
     line = rare_summary(many)
     assert line.startswith("320: t000, t001, t002, t003, t004, …") and "t005" not in line
+
+
+def test_sampling_where_auto_finds_none_says_so_and_samples_unfiltered(tmp_path, data_dir,
+                                                                         require_data):
+    """A generator trained on GeoQuery's SQL questions; its preset samples with the rare
+    rule: a warning line, then samples without that rule (it used to filter by 320)."""
+    import os
+    import subprocess
+    import sys
+
+    pairs = geoquery_sql_train(require_data(data_dir / "geoquery" / "geography.json"))
+    data = tmp_path / "geo.tsv"
+    data.write_text("".join(f"{' '.join(x)}\t{' '.join(y)}\n" for x, y in pairs))
+    compgen = [sys.executable, "-m", "compgen"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    model = tmp_path / "g.pt"
+    subprocess.run(compgen + ["train", "generator", "--data", str(data), "-o", str(model),
+                              "--max-steps", "30", "--hidden", "32", "--embed", "16",
+                              "--attdim", "16", "--batch-size", "32", "--threads", "1",
+                              "--quiet"], check=True, env=env, capture_output=True, timeout=600)
+    from compgen.neighborhoods.user_data import rare_auto_finds_none
+    from compgen.training.checkpoint import checkpoint_config
+
+    assert rare_auto_finds_none(checkpoint_config(model, kind="recombine"))
+    done = subprocess.run(compgen + ["sample", str(model), "--n", "1", "--nsamples", "20",
+                                     "--max-rounds", "4", "--raise-temperature", "--threads",
+                                     "1", "--rare", "auto", "--resample", "rare",
+                                     "-o", str(tmp_path / "s.tsv")],
+                          check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "warning: --rare auto found no rare token" in done.stderr
+    assert "with a rare token (none found)" in done.stdout

@@ -124,6 +124,15 @@ def user_prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: 
     return omega.sample
 
 
+def rare_auto_finds_none(config: dict) -> bool:
+    """A generator trained on user data whose training pairs have no rare token: ``--rare
+    auto`` can only filter there by tokens the user names."""
+    if not has_snapshot(config):
+        return False
+    pairs = config[SNAPSHOT_KEY].get("pairs") or []
+    return not rare_tokens((str(x).split(), str(y).split()) for x, y in pairs)
+
+
 def export_prototype_options(config: dict) -> dict:
     """The preset's Omega options an export stores its prototype tuples with (user
     data only: a SCAN or SIGMORPHON export keeps its own defaults)."""
