@@ -14,6 +14,11 @@ __all__ = ["__version__", "csl", "evaluate_model", "export_model", "geca", "kenl
            "load", "perplexity", "sample", "stem_corrupt", "train_generator", "train_predictor"]
 
 
+def __dir__() -> list[str]:
+    # the API's names are bound on first use; dir() and completion list them before that
+    return sorted(set(globals()) | set(_API))
+
+
 def __getattr__(name: str):
     # the API module is imported on first use, so `import compgen` stays light
     if name in _API:

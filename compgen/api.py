@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compgen.errors import UserError
+from compgen.errors import UserError, name_settings
 
 if TYPE_CHECKING:
     import polars as pl
@@ -80,22 +82,33 @@ def _pairs(table: pl.DataFrame) -> list[tuple[list[str], list[str]]]:
     return list(zip(table["x"].to_list(), table["y"].to_list()))
 
 
+def _warn(reasons: list[str]) -> None:
+    """An augmenter's reasons why its output cannot help, as warnings at the caller's line
+    (settings named as the keyword arguments that set them)."""
+    for reason in reasons:
+        warnings.warn(name_settings(reason, lambda name: name), UserWarning, stacklevel=3)
+
+
 def geca(data: PathLike | pl.DataFrame, preset: str | None = "generic", **options: Any) -> pl.DataFrame:
     """GECA on the train split: the synthesized rows (``split`` = ``geca``). ``preset`` is
     a GECA preset (``compgen presets``); ``options`` override its values (``n_sample``,
-    ``wug_size``, ``seed``, ...)."""
+    ``wug_size``, ``seed``, ...). No row synthesized is a UserWarning saying why."""
     # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.augment.geca import geca_augment, make_config
 
     config = make_config(preset, options)
     config.validate()
-    return geca_augment(_train_split(data), config).table
+    result = geca_augment(_train_split(data), config)
+    _warn(result.warnings)
+    return result.table
 
 
 def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic", seed: int = 0,
         dedup: bool = True, steps: int | None = None) -> pl.DataFrame:
     """CSL: induce a QCFG from the train split, fit its model, sample ``n`` pairs
-    (``dedup``: distinct and not training pairs). ``split`` = ``csl``."""
+    (``dedup``: distinct and not training pairs). ``split`` = ``csl``. A grammar that
+    derives none of the dev/test pairs, or samples that all have a training output, is a
+    UserWarning saying so."""
     # start-up: `import compgen` loads no torch, polars, numpy or dataclasses; the call does
     import dataclasses
 
@@ -108,7 +121,10 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
         cfg, model=dataclasses.replace(cfg.model, seed=seed,
                                        training_steps=steps or cfg.model.training_steps),
         sampler=dataclasses.replace(cfg.sampler, seed=seed))
-    result = csl_augment(_pairs(_train_split(data)), cfg, n, dedup=dedup)
+    table = load(data)
+    held_out = {split: _pairs(table.filter(table["split"] == split)) for split in ("dev", "test")}
+    result = csl_augment(_pairs(_train_split(table)), cfg, n, dedup=dedup, **held_out)
+    _warn(result.warnings)
     return make_table([x for x, _ in result.samples], [y for _, y in result.samples], "csl")
 
 
@@ -165,6 +181,32 @@ def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
     return str(out)
 
 
+@contextlib.contextmanager
+def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[str]:
+    """A DataFrame saved beside the checkpoint ``output`` (``OUTPUT.data/``, one Parquet
+    file a split), so that the checkpoint's data reference (this folder and its sha256)
+    still resolves after the call: ``compgen evaluate OUTPUT`` reads it. A folder made
+    for a run that fails is removed."""
+    # start-up: `import compgen` loads no polars; the call does
+    import polars as pl
+
+    from compgen.data.table import save_table_folder
+
+    if not isinstance(data, pl.DataFrame):
+        yield str(data)
+        return
+    output = Path(output).absolute()
+    folder = output.with_name(output.name + ".data")
+    made = not folder.exists()
+    save_table_folder(load(data), folder)
+    try:
+        yield str(folder)
+    except BaseException:
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | None:
     # start-up: `import compgen` loads no polars; the call does
     import polars as pl
@@ -186,15 +228,17 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
                     overrides: dict[str, Any] | None = None, threads: int | None = None,
                     log: Callable[[str], None] | None = None) -> dict:
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
-    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...).
-    ``overrides`` replace preset values by ``section.key`` (``{"model.max_len": 120}``);
-    ``threads``: torch CPU threads for this call; ``log`` receives progress and warning
-    lines (a count of anything cut)."""
+    checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...). A
+    DataFrame is saved beside the checkpoint (``OUTPUT.data/``), which records it by path
+    and sha256, so that a later evaluation finds it. ``overrides`` replace preset values
+    by ``section.key`` (``{"model.max_len": 120}``); ``threads``: torch CPU threads for
+    this call; ``log`` receives progress and warning lines (a count of anything cut)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.predictor import train_predictor as train
 
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, torch_threads(threads):
-        return train(_as_path(data, Path(tmp), "data"), config, output,
+    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, \
+            _saved_beside(data, output) as name, torch_threads(threads):
+        return train(name, config, output,
                      augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
                      data_dir=data_dir, epochs=epochs, label=label, overrides=overrides,
                      log=log or (lambda line: None))

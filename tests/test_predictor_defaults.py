@@ -126,3 +126,14 @@ def test_predictions_cut_at_max_len_are_counted_and_named(tmp_path, capsys, monk
     warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert any(f"{rows['test']['n_unfinished']} of {rows['test']['n']} predictions on test" in w
                for w in warning), warning
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_augment_takes_every_format_data_takes(tmp_path, suffix):
+    extra = pl.DataFrame({"x": ["9 9 9", "9 1"], "y": ["nine hundred ninety nine", "ninety one"]})
+    path = tmp_path / f"extra.{suffix}"
+    extra.write_ndjson(path) if suffix == "jsonl" else extra.write_csv(path)
+    result = CliRunner().invoke(app, ["train", "predictor", "--data", NUMBERS, "--augment", str(path),
+                                      "-o", str(tmp_path / "p.pt"), "--epochs", "1", "--hidden", "16"])
+    assert result.exit_code == 0, result.output
+    assert read_predictor(tmp_path / "p.pt").config["run"]["n_augmented"] == 2

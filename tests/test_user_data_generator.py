@@ -157,7 +157,7 @@ def test_sample_checkpoint_and_export_without_the_data(trained):
         assert result.returncode == 0, result.stderr
         assert out.is_file()
         assert "correct by the oracle" in result.stdout and "SCAN" not in result.stdout
-        assert "with a rare token (9, nine, nineteen, ninety) 100.0%" in result.stdout
+        assert "with a rare token (4: 9, nine, nineteen, ninety) 100.0%" in result.stdout
         outputs[name] = out.read_text()
         rows = [line.split("\t") for line in outputs[name].splitlines() if line[:1] != "#"]
         assert rows and all(set((x + " " + y).split()) & set(NUMBER_RARE) for x, y, *_ in rows)

@@ -8,7 +8,17 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
+from compgen.cli.common import (
+    Columns,
+    DataDir,
+    XField,
+    YField,
+    app,
+    console,
+    data_fields,
+    err_console,
+    log_with_flags,
+)
 from compgen.errors import UserError
 
 augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
@@ -100,6 +110,8 @@ def augment_geca(
     table.add_row("peak memory", f"{peak_rss_mb():,.0f} MB")
     console.print(table)
     console.print(f"wrote {output}", highlight=False, markup=False)
+    for reason in result.warnings:
+        log_with_flags(err_console)(f"warning: {reason}")
 
 
 @augment_app.command("csl")
@@ -152,3 +164,5 @@ def augment_csl(
     rows = done.rows
     console.print(f"wrote {rows:,} pairs to {output}" + (f" and the grammar to {grammar_out}" if grammar_out else ""),
                   highlight=False, markup=False)
+    for reason in done.result.warnings:
+        log_with_flags(err_console)(f"warning: {reason}")

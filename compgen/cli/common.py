@@ -69,8 +69,8 @@ def ray_address(value: str) -> str | None:
 
 
 DataDir = typer.Option(None, "--data-dir", help="data folder (default: $COMPGEN_DATA or ~/.cache/compgen/data)")
-XField = typer.Option(None, "--x-field", help="JSONL/CSV/Parquet/headed-TSV data: the input field (default: x, input, source or src)")
-YField = typer.Option(None, "--y-field", help="JSONL/CSV/Parquet/headed-TSV data: the output field (default: y, output, target or tgt)")
+XField = typer.Option(None, "--x-field", help="JSONL/CSV/Parquet/TSV data: the input field (default: x, input, source or src); a TSV's first line is then its header")
+YField = typer.Option(None, "--y-field", help="JSONL/CSV/Parquet/TSV data: the output field (default: y, output, target or tgt); a TSV's first line is then its header")
 Columns = typer.Option(None, "--columns", help="names of a header-less TSV's columns, comma-separated (e.g. id,input,output); its first line is then data")
 DeviceOption = typer.Option(None, "--device", help=DEVICE_HELP)
 

@@ -32,7 +32,7 @@ def sample_cmd(
     beam_width: int | None = typer.Option(None, "--beam-width", help="hypotheses kept by beam search (default: the preset's, else 4)"),
     temperature: float | None = typer.Option(None, "--temperature", "-T", help="softmax temperature of temperature/mixed sampling (default: the preset's, else 1.0)"),
     resample: str | None = typer.Option(None, "--resample", help="none | rare (rare-token rule)"),
-    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto; your own data: tokens TOK,TOK a sample must hold one of, or auto (tokens in at most 1 % of the training pairs)"),
+    rare: str | None = typer.Option(None, "--rare", help="SCAN: word/n-gram the input must contain; SIG: tags (PST,FUT) or auto; your own data: tokens TOK,TOK a sample must hold one of, or auto (the rarest tokens, held together by at most 1 % of the training pairs; none on data without such)"),
     oracle: str | None = typer.Option(None, "--oracle", help="your own data: a command that reads x<TAB>y lines on stdin and prints 1 (correct) or 0 per line; the report gives the share it judges correct"),
     nsamples: int | None = typer.Option(None, "--nsamples", help="accepted candidates before keeping the N most probable"),
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="batches decoded at most when the filter accepts few candidates, 0 = no cap: until --nsamples are accepted, as the reference (default: the preset's, else 200)"),
@@ -117,6 +117,7 @@ def sample_cmd(
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
     # start-up: `compgen --help` loads no polars
+    from compgen.data.resample import rare_summary
     from compgen.pipelines.sample_report import describe, user_sample_report
 
     # the user's oracle runs before any summary line: its failure is the one line printed
@@ -138,7 +139,9 @@ def sample_cmd(
                       f" sentences/s, {scorer.seconds / max(run.seconds, 1e-9):.1%} of the "
                       "sampling time)", highlight=False, markup=False)
     if judged is not None:  # judged by what the user's data allow
-        report.print(describe(judged), highlight=False, markup=False)
+        # the rare tokens as a count and the first few: data can have hundreds
+        shown = {**judged, "rare_tokens": [rare_summary(judged["rare_tokens"])]}
+        report.print(describe(shown), highlight=False, markup=False)
         return
     # start-up: `compgen --help` loads no polars
     from compgen.sampling.collection import scan_quality

@@ -4,9 +4,11 @@ One reader dispatches by format: ``.jsonl``/``.ndjson`` (one JSON object a line)
 ``.json`` (an array of objects), ``.csv``, ``.parquet``, ``.arrow`` (Arrow IPC, as Hugging
 Face ``datasets`` writes it) by the file's name; anything else by its content: SCAN
 lines, COGS, SIGMORPHON, ``x<TAB>y`` (with a header line of known column names, or
-``columns`` given), a samples TSV, or a plain corpus (one sentence a line). A file whose
-content contradicts its reading (a JSON object or a CSV header in a corpus, a tab in a
-corpus) is a UserError naming the file and line, never read as something else.
+``columns`` given, or ``x_field``/``y_field`` naming columns of its header line), a samples
+TSV, or a plain corpus (one sentence a line). A file whose content contradicts its reading
+(a JSON object or a CSV header in a corpus, a tab in a corpus, a header line of other
+names, an id column or a sentence where COGS has its type) is a UserError naming the file
+and line, never read as something else.
 
 Record formats (JSONL, JSON, CSV, Parquet, Arrow, TSV with a header) take the input from
 ``x_field`` and the output from ``y_field``, by default the first present of x / input /
@@ -28,6 +30,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -45,6 +48,8 @@ X_NAMES = ("x", "input", "source", "src")
 Y_NAMES = ("y", "output", "target", "tgt")
 # first-line fields that make a TSV line a header, not data
 HEADER_NAMES = frozenset(X_NAMES + Y_NAMES + ("split", "id", "label", "type", "category"))
+# one column name in a header line: a word starting with a letter
+_COLUMN_NAME = re.compile(r"[^\W\d][\w.\-/()]*")
 SPLIT_NAMES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev",
                "val": "dev", "test": "test"}
 RECORD_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -153,23 +158,27 @@ def _concat(parts: list[pl.DataFrame], source: Path) -> pl.DataFrame:
 # ------------------------------------------------------------------ record formats
 
 def _read_records(path: Path, kind: str, fields: Fields, split: str) -> pl.DataFrame:
+    frame, place = _record_frame(path, kind)
+    return records_table(frame, str(path), fields, split, **place)
+
+
+def _record_frame(path: Path, kind: str) -> tuple[pl.DataFrame, dict]:
+    """A record file's frame, and where its rows sit in the file (for error messages)."""
     if kind in ("parquet", "arrow"):
-        frame = _read_binary(path, kind)
-        return records_table(frame, str(path), fields, split, first_line=None)
+        return _read_binary(path, kind), {"first_line": None}
     text = data_text(path)
     if not text.strip():
         raise UserError(f"{path}: empty file")
     if kind == "jsonl":
         frame, lines = _read_jsonl(text, path)
-        return records_table(frame, str(path), fields, split, lines=lines)
+        return frame, {"lines": lines}
     if kind == "json":
-        return records_table(_read_json_array(text, path), str(path), fields, split,
-                             first_line=None)
+        return _read_json_array(text, path), {"first_line": None}
     try:
         frame = pl.read_csv(io.BytesIO(text.encode()), infer_schema=False)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise UserError(f"{path}: not a CSV file with a header line ({str(exc).splitlines()[0]})") from None
-    return records_table(frame, str(path), fields, split, first_line=2)
+    return frame, {"first_line": 2}
 
 
 def _read_binary(path: Path, kind: str) -> pl.DataFrame:
@@ -334,19 +343,28 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
         raise UserError(f"{where(path, lineno)}: a JSON object in a file read as text; "
                         "name the file .jsonl to read it as JSON lines")
     cells = line.split("\t")
-    if fields.columns is not None or _is_header(cells):
+    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
+    named = (fields.x is not None or fields.y is not None) and not samples_header
+    if fields.columns is not None or _is_header(cells) or (named and len(cells) >= 2):
         return _read_tsv_records(path, text, fields, split, lineno)
     if len(cells) == 1 and _is_header(line.split(",")):
         raise UserError(f"{where(path, lineno)}: a CSV header ({line.strip()!r}) in a file "
                         "read as a plain corpus; name the file .csv, or write x<TAB>y lines")
-    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
+    if not samples_header and _looks_like_header(text, lineno, cells):
+        names = [cell.strip() for cell in cells]
+        raise SettingError(
+            f"{where(path, lineno)}: the first line looks like a header ({', '.join(names)}), "
+            f"not data: name the fields to read by it (`x_field` {names[-2]} `y_field` "
+            f"{names[-1]}), or give `columns` if the line is data")
     if samples_header or len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
-    if len(cells) == 3 and path.suffix == ".tsv":
-        xs, ys, types = cogs.parse_cogs(text, str(path))
-        return make_table(xs, ys, split).with_columns(pl.Series("type", types))
     if len(cells) == 3:
+        kind = "cogs" if path.suffix == ".tsv" else "sigmorphon"
+        _check_three_columns(path, text, kind)
+        if kind == "cogs":
+            xs, ys, types = cogs.parse_cogs(text, str(path))
+            return make_table(xs, ys, split).with_columns(pl.Series("type", types))
         return sigmorphon.make_morph_table(sigmorphon.parse_sigmorphon(text, str(path)), split)
     if len(cells) > 3:
         raise SettingError(f"{where(path, lineno)}: {len(cells)} tab-separated fields: not "
@@ -357,6 +375,50 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
             raise UserError(f"{where(path, n)}: a tab in a plain corpus (the first line has none)")
     ys = lm.parse_corpus(text, str(path))
     return make_table([[] for _ in ys], ys, split)
+
+
+def _data_rows(text: str, after: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number, tab-separated fields) of the non-blank, non-comment lines after line
+    ``after``."""
+    for n, row in enumerate(text.splitlines()[after:], after + 1):
+        if row.strip() and not row.startswith("#"):
+            yield n, row.split("\t")
+
+
+def _looks_like_header(text: str, lineno: int, cells: Sequence[str]) -> bool:
+    """A first line of column names the reader does not know (``question<TAB>sql``): every
+    field one name, a column whose other rows mostly hold several tokens, and a name that
+    no other row of its column holds (a data row's words recur: ``jump<TAB>I_JUMP``)."""
+    if len(cells) < 2 or not all(_COLUMN_NAME.fullmatch(cell.strip()) for cell in cells):
+        return False
+    rows = [fields for _, fields in _data_rows(text, lineno) if len(fields) == len(cells)]
+    if not rows:
+        return False
+    columns = list(zip(*rows))
+    sentences = any(2 * sum(len(value.split()) > 1 for value in column) > len(column)
+                    for column in columns)
+    fresh = any(all(name.strip() not in value.split() for value in column)
+                for name, column in zip(cells, columns))
+    return sentences and fresh
+
+
+def _check_three_columns(path: Path, text: str, kind: str) -> None:
+    """A 3-column file read as COGS (sentence, logical form, type) or SIGMORPHON (lemma,
+    form, tags) must look like one: no column of ids, a one-word type or tag set. Another
+    table (``id<TAB>question<TAB>sql``) would be read shifted."""
+    rows = list(_data_rows(text, 0))
+    remedy = ("for another table of 3 columns add a header line (e.g. id<TAB>input<TAB>output) "
+              "or give `columns`")
+    if all(fields[0].strip().isdigit() for _, fields in rows):
+        raise SettingError(f"{where(path, rows[0][0])}: the first of 3 tab-separated fields is "
+                           f"a number on every line (an id column?), read as the input; {remedy}")
+    reading = ("COGS (sentence, logical form, type)" if kind == "cogs"
+               else "SIGMORPHON (lemma, form, tags)")
+    for n, fields in rows:
+        last = fields[-1].strip()
+        if len(fields) == 3 and len(last.split()) > 1:
+            raise SettingError(f"{where(path, n)}: 3 tab-separated fields read as {reading}, but "
+                               f"the third ({last[:40]!r}) is not one word; {remedy}")
 
 
 def _read_tsv_records(path: Path, text: str, fields: Fields, split: str,
@@ -392,6 +454,42 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ------------------------------------------------------------------ augmented data
+
+def read_pairs_file(path: str | Path, option: str = "`augment`") -> list[tuple[list[str], list[str]]]:
+    """The (x, y) pairs of an augmented-data file, in any format a data file comes in: the
+    augmenters' samples TSV (``x<TAB>y[<TAB>score...]``), a headed TSV, JSONL, JSON, CSV,
+    Parquet or Arrow; every row counts, whatever its split. The data's ``x_field`` and
+    ``y_field`` apply where the file has those fields, else the default names."""
+    path = Path(path)
+    if not path.is_file():
+        raise SettingError(f"{option} {path}: no such file")
+    fields = _FIELDS.get() or Fields()
+    kind = RECORD_SUFFIXES.get(path.suffix.lower())
+    if kind is not None:
+        frame, place = _record_frame(path, kind)
+        table = records_table(frame, str(path), _fields_present(fields, frame.columns),
+                              **place)
+    else:
+        text = data_text(path)
+        first = _first_line(text)
+        names = [cell.strip() for cell in first[1].split("\t")] if first else []
+        table = _read_text_file(path, text, _fields_present(fields, names), "train")
+    if "lemma" in table.columns:
+        raise SettingError(f"{option} {path}: a SIGMORPHON file (lemma, form, tags); augmented "
+                           "data for the predictor is x<TAB>y pairs, as the augmenters write them")
+    if table.height and all(not x for x in table["x"].to_list()):
+        raise SettingError(f"{option} {path}: a plain corpus (one sentence a line, no inputs); "
+                           "augmented data for the predictor is x<TAB>y pairs")
+    return list(zip(table["x"].to_list(), table["y"].to_list()))
+
+
+def _fields_present(fields: Fields, columns: Sequence[str]) -> Fields:
+    """The data's named fields where ``columns`` holds them all, else the default names."""
+    named = [name for name in (fields.x, fields.y) if name is not None]
+    return Fields(fields.x, fields.y) if named and set(named) <= set(columns) else Fields()
 
 
 # ------------------------------------------------------------------ provenance

@@ -31,8 +31,8 @@ DEFAULT_SCAN_RARE = {"jump": "jump", "turn_left": "turn left", "around_right": "
                      "right": "right", "opposite_right": "opposite right",
                      "jump_around_right": "jump around right"}
 RARE_TAG_MAX = 20  # tags with training count in (1, RARE_TAG_MAX] are rare (reference HEAD)
-# any other data: a token is rare when at most this share of the distinct training pairs
-# (and at least one) hold it
+# any other data: the rare tokens together are held by at most this share of the distinct
+# training pairs (and at least one)
 RARE_TOKEN_SHARE = 0.01
 
 
@@ -129,13 +129,39 @@ def rare_tag_rule(tags: Iterable[str]) -> Rule:
 
 def rare_tokens(pairs: Iterable[tuple[Sequence[str], Sequence[str]]],
                 share: float = RARE_TOKEN_SHARE) -> list[str]:
-    """Tokens of data that are neither SCAN nor SIGMORPHON held by at most
-    ``max(1, floor(share * N))`` of the N distinct training pairs (either side, once per
-    pair), sorted: 1 % of the pairs by default (SCAN jump's ``jump`` is in 1 of 13,204)."""
-    distinct = {(tuple(x), tuple(y)) for x, y in pairs}
-    limit = max(1, int(share * len(distinct)))
-    counts = Counter(t for x, y in distinct for t in set(x) | set(y))
-    return sorted(t for t, c in counts.items() if c <= limit)
+    """The rare tokens of data that are neither SCAN nor SIGMORPHON, sorted: the rarest
+    tokens (counted once per distinct training pair, either side), taken a whole count
+    level at a time from the rarest up, while the pairs holding any of them stay within
+    ``max(1, floor(share * N))`` of the N distinct pairs. A filter keeping samples with
+    one of them so keeps what at most 1 % of the training data look like: SCAN jump's
+    ``jump`` and ``I_JUMP`` (one pair of 13,204). Data whose rarest words are spread
+    over many pairs (hundreds of place names, each in a few questions) have none."""
+    distinct = list({(tuple(x), tuple(y)) for x, y in pairs})
+    budget = max(1, int(share * len(distinct)))
+    holders: dict[str, list[int]] = {}
+    for number, (x, y) in enumerate(distinct):
+        for token in set(x) | set(y):
+            holders.setdefault(token, []).append(number)
+    levels: dict[int, list[str]] = {}
+    for token, held in holders.items():
+        levels.setdefault(len(held), []).append(token)
+    chosen: list[str] = []
+    covered: set[int] = set()
+    for count in sorted(levels):
+        widened = covered.union(*(holders[token] for token in levels[count]))
+        if count > budget or len(widened) > budget:
+            break
+        chosen += levels[count]
+        covered = widened
+    return sorted(chosen)
+
+
+def rare_summary(tokens: Sequence[str], shown: int = 5) -> str:
+    """A count and the first few tokens (``12: and, to, …``), or ``none found``."""
+    if not tokens:
+        return "none found"
+    more = ", …" if len(tokens) > shown else ""
+    return f"{len(tokens)}: {', '.join(tokens[:shown])}{more}"
 
 
 def any_token_rule(tokens: Iterable[str]) -> Rule:

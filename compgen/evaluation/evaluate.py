@@ -18,7 +18,7 @@ import polars as pl
 import torch
 
 from compgen.data import load_dataset
-from compgen.data.files import Fields, reading_fields
+from compgen.data.files import Fields, reading_fields, source_record
 from compgen.data.vocab import EOS_ID
 from compgen.errors import SettingError, UserError
 from compgen.evaluation.metrics import predict, score_predictions
@@ -59,6 +59,20 @@ def recorded_data(meta: dict) -> str | None:
     if data and source.get("path") and not Path(data).exists() and Path(source["path"]).exists():
         return source["path"]
     return data
+
+
+def check_unchanged(checkpoint, meta: dict, data: str) -> None:
+    """The recorded data file or folder still holds what the model was trained on (its
+    sha256 as recorded): an edited or replaced one is an error, not another test set."""
+    recorded = (meta.get("data_source") or {}).get("sha256")
+    path = (meta.get("data_source") or {}).get("path")
+    if not recorded or not path or Path(data).resolve() != Path(path):
+        return
+    now = source_record(data).get("sha256")
+    if now is not None and now != recorded:
+        raise SettingError(f"{data}: changed since {checkpoint} was trained on it (sha256 "
+                        f"{recorded[:12]}… then, {now[:12]}… now); give `data` to evaluate on "
+                        "it as it is")
 
 
 def evaluation_sets(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -137,6 +151,7 @@ def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir
         fields = Fields(recorded.get("x"), recorded.get("y"),
                         tuple(recorded["columns"]) if recorded.get("columns") else None)
         with reading_fields(fields):
+            check_unchanged(checkpoint, meta, data)
             table = evaluation_table(data, data_dir, trained_on=data)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):

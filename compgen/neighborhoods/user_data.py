@@ -84,10 +84,11 @@ def training_table(config: dict, data_dir=None) -> pl.DataFrame:
 
 
 def rare_choice(config: dict, rare: str | None, table: pl.DataFrame) -> list[str]:
-    """``--rare`` for user data: ``auto``/unset -> the tokens recorded as rare at
-    training; ``TOK,TOK`` -> these tokens, each of which must occur in training."""
+    """``--rare`` for user data: ``auto``/unset -> the rare tokens of the training pairs
+    (``rare_tokens``, found again: a generator trained under an earlier rule gets
+    today's); ``TOK,TOK`` -> these tokens, each of which must occur in training."""
     if not rare or rare == "auto":
-        return list(config[SNAPSHOT_KEY].get("rare") or [])
+        return rare_tokens(zip(table["x"].to_list(), table["y"].to_list()))
     tokens = [t.strip() for t in rare.split(",") if t.strip()]
     known = set(table["x"].explode().drop_nulls()) | set(table["y"].explode().drop_nulls())
     unknown = [t for t in tokens if t not in known]
@@ -123,6 +124,15 @@ def user_prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: 
     return omega.sample
 
 
+def rare_auto_finds_none(config: dict) -> bool:
+    """A generator trained on user data whose training pairs have no rare token: ``--rare
+    auto`` can only filter there by tokens the user names."""
+    if not has_snapshot(config):
+        return False
+    pairs = config[SNAPSHOT_KEY].get("pairs") or []
+    return not rare_tokens((str(x).split(), str(y).split()) for x, y in pairs)
+
+
 def export_prototype_options(config: dict) -> dict:
     """The preset's Omega options an export stores its prototype tuples with (user
     data only: a SCAN or SIGMORPHON export keeps its own defaults)."""
@@ -143,7 +153,8 @@ def user_filter(config: dict, train: pl.DataFrame, pairs: list, resample: str,
         raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     rule = any_token_rule(rare_choice(config, rare, train)) if resample == "rare" else None
     if resample == "rare" and not rule.tokens:
-        raise SettingError("`resample` rare: the training data have no rare token (none is in "
-                           "at most 1 % of the pairs); name some with `rare` TOK,TOK")
+        raise SettingError("`resample` rare: `rare` auto found no rare token in the training "
+                           "data (the rarest tokens are held by more than 1 % of the pairs "
+                           "together); name some with `rare` TOK,TOK")
     novel = bool(config.get("sample", {}).get("novel", True))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=False)

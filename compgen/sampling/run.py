@@ -31,7 +31,7 @@ from compgen.errors import SettingError, UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
 from compgen.io import parse_samples_tsv, write_samples_tsv
 from compgen.lm.rerank import sample_columns
-from compgen.neighborhoods.user_data import export_prototype_options
+from compgen.neighborhoods.user_data import export_prototype_options, rare_auto_finds_none
 from compgen.sampling.collection import (
     NoSamples,
     Sample,
@@ -195,6 +195,12 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     if not exported and options.precision != "fp32":
         raise SettingError(f"`precision` {options.precision} samples an export folder: "
                            f"first run 'compgen export {source}'")
+    if (options.resample == "rare" and options.rare in (None, "auto")
+            and rare_auto_finds_none(source_config(source))):
+        log("warning: `rare` auto found no rare token in the training data (the rarest tokens "
+            "are held by more than 1 % of the pairs together): sampling without the rare rule; "
+            "name tokens with `rare` TOK,TOK")
+        options = replace(options, resample="none", rare_prototypes=False)
     if exported:
         return sample_export(source, options, backend, out=out, log=log, lm=lm,
                              decoder_factory=decoder_factory, tally=tally, resume=resume)

@@ -47,13 +47,13 @@ import torch
 
 from compgen.configs import PredictorTrainConfig
 from compgen.data import geoquery, is_named_dataset, keeps_own_dev, load_dataset
-from compgen.data.files import source_record
+from compgen.data.files import read_pairs_file, source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
 from compgen.device import Device, resolve_device, to_device
 from compgen.errors import SettingError, UserError, read_text
 from compgen.evaluation.metrics import predict, score_predictions
-from compgen.io import atomic_open, keep_torch_compiler_cache, read_samples_tsv
+from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
 from compgen.training.checkpoint import (
@@ -149,7 +149,8 @@ def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
 
 
 def read_augmented(path: str | Path, morphology: bool) -> list[Pair]:
-    pairs = read_samples_tsv(path)
+    """The augmented pairs of ``path``: any format a data file comes in (``read_pairs_file``)."""
+    pairs = read_pairs_file(path)
     if morphology:
         pairs = [(y, x) for x, y in pairs]
     return unique_pairs(pairs)

@@ -25,6 +25,7 @@ from compgen.augment.csl.sampler import (
     uniform_weights,
 )
 from compgen.augment.csl.target_cfg import CfgRule, TargetChecker
+from compgen.augment.usefulness import csl_reasons
 from compgen.errors import SettingError, UserError
 
 Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]
@@ -114,6 +115,7 @@ class CslResult:
     samples: list[tuple[list[str], list[str]]]
     summary: dict
     phases: list[dict]
+    warnings: list[str] = field(default_factory=list)   # why the samples cannot help
 
 
 # induction compares every span of a pair with every other, and fitting parses every span
@@ -190,7 +192,7 @@ def csl_augment(train: Pairs, cfg: CslConfig, n_samples: int, test: Pairs = (),
                               (lambda done: progress("sample", done, n_samples)), exclude=train)
     phases.done("sample", samples=len(samples))
     summary["samples"] = len(samples)
-    return CslResult(rules, samples, summary, phases.rows)
+    return CslResult(rules, samples, summary, phases.rows, csl_reasons(summary, samples, train))
 
 
 def evaluate_grammar(rules: Sequence[Rule], train: Pairs, test: Pairs, cfg: ModelConfig,

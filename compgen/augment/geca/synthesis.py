@@ -33,6 +33,7 @@ from compgen.augment.geca.shards import (
     shard_count,
 )
 from compgen.augment.geca.templates import template_ids
+from compgen.augment.usefulness import geca_reasons
 from compgen.errors import UserError
 
 SPLIT_NAME = "geca"
@@ -45,6 +46,7 @@ class GecaResult:
     templates: list[tuple[str, str]] = field(default_factory=list)  # per example: (x, y) template text
     fragments: list[str] = field(default_factory=list)              # per example: substituted fragment
     train: pl.DataFrame | None = None         # the training examples used (after holdout/dedup)
+    warnings: list[str] = field(default_factory=list)   # why nothing was synthesized
 
 
 def _timer():
@@ -56,8 +58,16 @@ def geca_augment(table: pl.DataFrame, config: GecaConfig | None = None, progress
                  execution: Execution | None = None) -> GecaResult:
     """Synthesize examples from the training examples in ``table`` (see the package doc of
     compgen.augment.geca). ``execution`` says how the candidate joins run (in memory,
-    in partitions under a memory budget, on Ray); the output is the same for all."""
+    in partitions under a memory budget, on Ray); the output is the same for all. No
+    example synthesized: ``warnings`` says why."""
     cfg = config or GecaConfig()
+    result = _synthesize(table, cfg, progress, execution)
+    result.warnings = geca_reasons(result.stats, cfg.wug_size)
+    return result
+
+
+def _synthesize(table: pl.DataFrame, cfg: GecaConfig, progress,
+                execution: Execution | None) -> GecaResult:
     execution = execution or Execution()
     cfg.validate()
     check_execution(execution)
