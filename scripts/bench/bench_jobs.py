@@ -26,7 +26,7 @@ With --novel-inputs, jobs that do not beam-search (c) also run on this tree with
 input so far is a training input (compgen.decoding.input_trie), which changes what is
 drawn. Per tree: kept/s, the share of kept inputs that are novel, the share correct, and
 the share of kept inputs that extend a training input (one of its proper prefixes is a
-training input: what masking makes likelier than rejection does). Ratios: "speedup" this
+training input: what masking makes likelier than rejection does) and their mean length. Ratios: "speedup" this
 against base, "novel_speedup" novel against base, "novel_vs_this" novel against this.
 """
 
@@ -132,11 +132,12 @@ def quality(out: Path) -> dict:
     pairs = parse_samples_tsv(out.read_text(encoding="utf-8"), str(out))
     train = select_split(load_dataset("scan/jump"), "train")
     report = scan_sample_report(pairs, train, load_scan_grammar(resolve_data_dir(None)), "jump")
-    known = set(train["x"].to_list())
-    extends = sum(any(" ".join(x[:k]) in known for k in range(1, len(x))) for x, _ in pairs)
+    known = {tuple(x) for x in train["x"].to_list()}
+    extends = sum(any(tuple(x[:k]) in known for k in range(1, len(x))) for x, _ in pairs)
     return {"kept": len(pairs), "correct_share": round(report["correct_share"], 4),
             "novel_share": round(report["novel_share"], 4),
-            "extends_training_share": round(extends / max(len(pairs), 1), 4)}
+            "extends_training_share": round(extends / max(len(pairs), 1), 4),
+            "mean_input_length": round(sum(len(x) for x, _ in pairs) / max(len(pairs), 1), 3)}
 
 
 def main() -> None:
@@ -209,7 +210,8 @@ def main() -> None:
                           f"{got['wall_s']} s ({got['cpu_s']} CPU s) = {got['kept_per_s']}/s, "
                           f"decoded {got['decoded']}, novel {got['novel_share']:.1%}, correct "
                           f"{got['correct_share']:.1%}, extends a training input "
-                          f"{got['extends_training_share']:.1%}", flush=True)
+                          f"{got['extends_training_share']:.1%}, mean input length "
+                          f"{got['mean_input_length']}", flush=True)
                 if "novel" in row:
                     print(f"job {job} {backend}: novel/this x{row['novel_vs_this']}"
                           + (f", novel/base x{row['novel_speedup']}" if "base" in row else ""),
