@@ -43,6 +43,7 @@ def sample_cmd(
     backend: str | None = typer.Option(None, "--backend", help="onnx | torchscript | cpp (export folders; default onnx) | torch (eager PyTorch: on an export folder, the same samples as the others; default for checkpoints)"),
     test_dropout: bool | None = typer.Option(None, "--test-dropout/--no-test-dropout", help="dropout on the decoder state while sampling (default: the checkpoint's outdrop_test)"),
     raise_temperature: bool = typer.Option(False, "--raise-temperature", help="when 3 rounds accept nothing new, switch greedy/beam to mixed sampling, then raise the temperature by 0.1 (off: the sampler runs as asked)"),
+    novel_inputs: bool = typer.Option(False, "--novel-inputs", help="greedy/temperature/mixed with the novelty filter: mask <sep> while the input written so far is a training input, instead of decoding it to the end and discarding it (fewer candidates decoded; inputs that extend a training input become likelier than rejection sampling makes them: docs/results.md)"),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads (default: the cores)"),
     precision: str | None = typer.Option(None, "--precision", help="export folders: fp32 (default) | bf16 (--backend torchscript, or cpp / torch: compiled by AOTInductor; CPUs with AVX512-BF16 or AMX) | int8 (--backend onnx); reduced precision is faster, its samples may differ from fp32's"),
     seed: int = typer.Option(0, "--seed", help="random seed: prototype order, sampling and dropout; the same seed gives the same samples"),
@@ -74,7 +75,8 @@ def sample_cmd(
         temperature=temperature, beam_width=beam_width, nsamples=nsamples,
         batch_size=batch_size, max_rounds=max_rounds, resample=resample, rare=rare,
         rare_prototypes=rare_prototypes, prototype_cut=prototype_cut,
-        raise_temperature=raise_temperature or None, test_dropout=test_dropout, seed=seed,
+        raise_temperature=raise_temperature or None, novel_inputs=novel_inputs or None,
+        test_dropout=test_dropout, seed=seed,
         threads=threads, precision=precision, device=device)
     # start-up: `compgen --help` loads no polars
     from compgen.lm.rerank import LmRanking

@@ -14,8 +14,10 @@ from collections.abc import Callable
 import numpy as np
 
 from compgen.decoding.contract import BEAM_WIDTH, Contract, StepRules, check_strategy
+from compgen.decoding.input_trie import InputTrie
 from compgen.decoding.samplers import Argmax, Mixed, Temperature
 from compgen.decoding.stepper import Stepper
+from compgen.errors import SettingError
 
 
 def _masked(logp: np.ndarray, mask: np.ndarray, value: np.float32) -> np.ndarray:
@@ -28,7 +30,8 @@ class GreedySearch:
     ``finished_token`` (default ``<pad>``) at log p 0 until every row has finished."""
 
     def __init__(self, sampler=None, compact: bool = True, finished_token: int | None = None,
-                 stop_input: Callable[[np.ndarray], bool] | None = None):
+                 stop_input: Callable[[np.ndarray], bool] | None = None,
+                 known_inputs: InputTrie | None = None):
         self.sampler = sampler or Argmax()
         self.compact, self.finished_token = compact, finished_token
         # stop_input(ids of x): True stops a row that has just written ``x <sep>`` (its
@@ -36,6 +39,9 @@ class GreedySearch:
         # row too (no filter keeps it). Compacted searches only: rows never interact, so
         # the rows that go on are decoded exactly as without it.
         self.stop_input = stop_input
+        # known_inputs: a row's <sep> is masked while its input so far is one of these
+        # (compgen.decoding.input_trie; the sampled distribution is described there)
+        self.known_inputs = known_inputs
 
     def best(self, stepper: Stepper, rules: StepRules, batch: int, max_len: int,
              sample_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -53,8 +59,12 @@ class GreedySearch:
         first, later = rules.masked(True), rules.masked(False)
         value = np.float32(rules.masked_value)
         used = 0
+        trie = self.known_inputs
+        nodes = None if trie is None else trie.start(B)
         for t in range(L):
             logp = _masked(stepper.step(token), first if t == 0 else later, value)
+            if trie is not None:
+                logp[trie.closes_known(nodes), rules.sep] = value
             nxt = self.sampler.choose(logp, t, ids[rows], after_sep)
             chosen_logp = logp[np.arange(len(rows)), nxt]
             if not compact:
@@ -68,6 +78,8 @@ class GreedySearch:
             if compact and self.stop_input is not None:
                 ended |= self._stopped(out, rows, nxt == rules.sep, after_sep, t)
             after_sep = after_sep | (nxt == rules.sep)
+            if trie is not None:
+                nodes = trie.advance(nodes, nxt)
             if compact:
                 if ended.all():
                     break
@@ -75,6 +87,8 @@ class GreedySearch:
                     live = ~ended
                     stepper.take(np.flatnonzero(live))
                     rows, nxt, after_sep = rows[live], nxt[live], after_sep[live]
+                    if trie is not None:
+                        nodes = nodes[live]
                 token = nxt
             else:
                 done |= ended
@@ -174,19 +188,23 @@ def _follow_back(B: int, W: int, parents: list, tokens: list, token_logp: list
 
 def search_for(strategy: str, temperature: float = 1.0, seed: int = 0,
                beam_width: int = BEAM_WIDTH, compact: bool = True,
-               stop_input: Callable[[np.ndarray], bool] | None = None
-               ) -> GreedySearch | BeamSearch:
+               stop_input: Callable[[np.ndarray], bool] | None = None,
+               known_inputs: InputTrie | None = None) -> GreedySearch | BeamSearch:
     """The search a ``--strategy`` names: greedy, temperature and mixed are a greedy
-    search (``compact``, ``stop_input``: see ``GreedySearch``) with the argmax,
-    temperature or mixed sampler; beam is a beam search (its hypotheses compete: none
-    is stopped early)."""
+    search (``compact``, ``stop_input``, ``known_inputs``: see ``GreedySearch``) with the
+    argmax, temperature or mixed sampler; beam is a beam search (its hypotheses compete:
+    none is stopped early, no input masked)."""
     check_strategy(strategy)
     if strategy == "beam":
+        if known_inputs is not None:
+            raise SettingError("`novel_inputs`: greedy, temperature or mixed sampling only "
+                               "(not `strategy` beam)")
         return BeamSearch(beam_width)
     if strategy == "greedy":
-        return GreedySearch(Argmax(), compact, stop_input=stop_input)
+        return GreedySearch(Argmax(), compact, stop_input=stop_input, known_inputs=known_inputs)
     sampler = Temperature if strategy == "temperature" else Mixed
-    return GreedySearch(sampler(temperature, seed), compact, stop_input=stop_input)
+    return GreedySearch(sampler(temperature, seed), compact, stop_input=stop_input,
+                        known_inputs=known_inputs)
 
 
 def decode(stepper, contract: Contract, protos: np.ndarray, z: np.ndarray,

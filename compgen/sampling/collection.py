@@ -17,6 +17,7 @@ from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import rank_key
+from compgen.decoding.input_trie import InputTrie
 from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.user_data import user_filter
 from compgen.sampling.journal import Journal, Position
@@ -240,6 +241,19 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
         raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
     novel = bool(config.get("sample", {}).get("novel", scan))
     return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
+
+
+def known_input_trie(filt: SampleFilter, vocab: Vocab, novel_inputs: bool) -> InputTrie | None:
+    """The searches' ``known_inputs`` (``compgen.decoding.input_trie``) for ``filt``'s
+    training inputs, as ids (None without ``novel_inputs``); a filter that keeps
+    training inputs has nothing to mask."""
+    if not novel_inputs:
+        return None
+    if not filt.novel:
+        raise SettingError("`novel_inputs`: this generator's filter keeps training inputs "
+                           "(its [sample] novel is off); nothing to mask")
+    index = vocab.index
+    return InputTrie([index.get(t, -1) for t in x] for x in sorted(filt.train_inputs))
 
 
 def input_stop(filt: SampleFilter, vocab: Vocab) -> Callable:

@@ -35,6 +35,7 @@ from compgen.decoding.contract import (
     prior_z,
     scores_of,
 )
+from compgen.decoding.input_trie import InputTrie
 from compgen.decoding.search import BeamSearch, decode, search_for
 from compgen.device import resolve_device, use_tf32
 from compgen.errors import SettingError
@@ -49,6 +50,7 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
     Tally,
     check_sig_rare,
     collect_decoded,
+    known_input_trie,
     make_filter,
     scan_rare_phrase,
     sig_rare_choice,
@@ -126,18 +128,21 @@ def _latent(model, contract: Contract, z, seed: int, ids: np.ndarray) -> np.ndar
 
 def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
                  max_len: int = 45, z: Tensor | None = None, record: list | None = None,
-                 seed: int = 0, sample_ids=None, beam_width: int = BEAM_WIDTH) -> Decoded:
+                 seed: int = 0, sample_ids=None, beam_width: int = BEAM_WIDTH,
+                 known_inputs: InputTrie | None = None) -> Decoded:
     """Decode one sequence per row of ``protos`` ``(B, K, T)`` with the eager model and
     the shared loop. ``z`` fixes the latent (default: the prior's draw from the random
     stream; zeros without VAE); ``sample_ids`` key the random draws (default 0..B-1).
     ``record`` (a list) receives every step's StepWeights (rows are then never
-    compacted, for figures)."""
+    compacted, for figures). ``known_inputs``: ``<sep>`` masked after these inputs
+    (``compgen.decoding.input_trie``)."""
     contract = replace(model_contract(model, max_len), beam_width=beam_width)
     B = protos.size(0)
     ids = np.arange(B, dtype=np.int64) if sample_ids is None else np.asarray(sample_ids, np.int64)
     latent = _latent(model, contract, z, seed, ids)
     stepper = EagerStepper(model, max_len, record)
-    search = search_for(strategy, temperature, seed, beam_width, compact=record is None)
+    search = search_for(strategy, temperature, seed, beam_width, compact=record is None,
+                        known_inputs=known_inputs)
     tokens, token_logp = decode(stepper, contract, protos.numpy(), latent, search, ids, max_len)
     return Decoded(torch.from_numpy(tokens), torch.from_numpy(scores_of(token_logp)).float())
 
@@ -177,7 +182,8 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
                     max_len: int = 45, log: Callable[[str], None] = print,
                     raise_temperature: bool = False, seed: int = 0,
                     beam_width: int = BEAM_WIDTH, keep: Callable | None = None,
-                    tally: Tally | None = None) -> list[Sample]:
+                    tally: Tally | None = None,
+                    known_inputs: InputTrie | None = None) -> list[Sample]:
     """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
     are accepted (or ``max_rounds``), then return the ``n`` best (``keep``, see
     ``collect_decoded``). ``draw_prototypes(k)`` returns k prototype tuples (token lists);
@@ -188,7 +194,8 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
         ids = [[vocab.encode(p) for p in tup] for tup in tuples]
         protos = collate_prototypes(ids, variant, max_len)
         dec = sample_batch(model, protos, strategy, temperature, max_len, seed=seed,
-                           sample_ids=first + np.arange(len(tuples)), beam_width=beam_width)
+                           sample_ids=first + np.arange(len(tuples)), beam_width=beam_width,
+                           known_inputs=known_inputs)
         return dec.tokens.tolist(), dec.scores.tolist()
 
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
@@ -266,7 +273,9 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     if options.resample == "rare" and not (config["data"].startswith("scan/")
                                            or has_snapshot(config)):
         check_sig_rare(options.rare, table, config["data"])
-    accept = make_filter(config, table, options.resample, options.rare).accept
+    filt = make_filter(config, table, options.resample, options.rare)
+    known_inputs = known_input_trie(filt, vocab, options.novel_inputs)
+    accept = filt.accept
     if lm is not None:   # compgen.lm.rerank.LmRanking: n-gram filter, scores and rerank
         accept = lm.filtered(accept)
     torch.manual_seed(options.seed)
@@ -278,7 +287,7 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
                               max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
                               raise_temperature=options.raise_temperature, seed=options.seed,
                               beam_width=options.beam_width, keep=lm.keep if lm else None,
-                              tally=tally)
+                              tally=tally, known_inputs=known_inputs)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))

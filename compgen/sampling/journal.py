@@ -42,6 +42,8 @@ def job_key(manifest: dict, options, lm_description: str | None) -> str:
     the options that change the stream of candidates or the filter. Threads, device and
     backend do not (one seed, one result on every backend)."""
     asked = {k: v for k, v in vars(options).items() if k not in ("threads", "device")}
+    if not asked.get("novel_inputs"):   # off: the key of a job from before the option
+        asked.pop("novel_inputs", None)
     text = json.dumps({"manifest": manifest, "options": asked, "lm": lm_description},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -34,7 +34,7 @@ RUN_ONLY = ("seed", "threads", "test_dropout", "precision", "device")
 DEFAULTS = {"strategy": "greedy", "n": 400, "temperature": 1.0, "beam_width": BEAM_WIDTH,
             "batch_size": 128, "max_rounds": MAX_ROUNDS, "resample": "none",
             "prototype_cut": "mean", "raise_temperature": False, "seed": 0,
-            "precision": "fp32", "device": "cpu"}
+            "precision": "fp32", "device": "cpu", "novel_inputs": False}
 
 
 class OptionError(SettingError):
@@ -65,6 +65,9 @@ class SampleOptions:
     batch_size: int | None = None         # prototype tuples decoded per round
     max_rounds: int | None = None         # 0 (NO_ROUND_CAP): no cap
     novel: bool | None = None             # drop training pairs (None: SCAN yes, else no)
+    # mask <sep> where the input so far is a training input (compgen.decoding.input_trie):
+    # fewer candidates thrown away by the novelty filter, a different distribution
+    novel_inputs: bool | None = None
     resample: str | None = None           # none | rare
     rare: str | None = None               # the rare-token rule (jump, auto, PST,FUT, ...)
     rare_prototypes: bool | None = None   # None: exports with resample rare draw only
@@ -92,7 +95,7 @@ class SampleOptions:
                 n * int(preset.get("nsamples", n)) / int(preset.get("n", n)))))
         for name, kind in (("n", int), ("nsamples", int), ("temperature", float),
                            ("beam_width", int), ("batch_size", int), ("max_rounds", int),
-                           ("raise_temperature", bool)):
+                           ("raise_temperature", bool), ("novel_inputs", bool)):
             object.__setattr__(self, name, kind(getattr(self, name)))
         if self.rare_prototypes is not None:
             object.__setattr__(self, "rare_prototypes", bool(self.rare_prototypes))
@@ -116,6 +119,9 @@ class SampleOptions:
             raise OptionError(f"`nsamples` {self.nsamples} must be >= `n` {self.n} (the n "
                               "most probable of nsamples are kept)")
         check_temperature(self.temperature)
+        if self.novel_inputs and self.strategy == "beam":
+            raise OptionError("`novel_inputs`: greedy, temperature or mixed sampling only "
+                              "(not `strategy` beam)")
         if self.precision not in SAMPLE_PRECISIONS:
             raise OptionError(f"`precision` {self.precision}: unknown (valid: "
                               f"{', '.join(SAMPLE_PRECISIONS)})")

@@ -25,6 +25,7 @@ from compgen.data.resample import is_tag, split_morph
 from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
+from compgen.decoding.input_trie import InputTrie
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
@@ -39,6 +40,7 @@ from compgen.sampling.collection import (
     Tally,
     collect_decoded,
     input_stop,
+    known_input_trie,
     make_filter,
     report_shortfall,
 )
@@ -124,11 +126,13 @@ class ExportDecoder:
     ``seconds`` spent decoding, ``where`` it runs."""
 
     def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions,
-                 stop_input: Callable[[np.ndarray], bool] | None = None):
+                 stop_input: Callable[[np.ndarray], bool] | None = None,
+                 known_inputs: InputTrie | None = None):
         manifest = manifest_for_cut(manifest, options.prototype_cut)
         self.contract = replace(Contract.from_manifest(manifest["decoding"]),
                                 beam_width=options.beam_width)
         self.stop_input = stop_input   # rows whose input the filter rejects stop at <sep>
+        self.known_inputs = known_inputs   # --novel-inputs: <sep> masked after these
         self.stored = stored_array(folder, manifest)
         self.new_stepper, self.where = stepper_factory_on(
             folder, manifest, backend, options.threads, options.precision,
@@ -144,7 +148,7 @@ class ExportDecoder:
         z = prior_z(self.contract, self.seed, ids)
         tokens, token_logp = decode(self.new_stepper(), self.contract, protos, z, search_for(
             strategy, temperature, self.seed, self.contract.beam_width,
-            stop_input=self.stop_input), ids)
+            stop_input=self.stop_input, known_inputs=self.known_inputs), ids)
         self.seconds += time.perf_counter() - started
         return tokens.tolist(), scores_of(token_logp).tolist()
 
@@ -265,6 +269,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     table = shipped_training_table(folder)
     filt = make_filter(config, table, options.resample, options.rare)
     vocab = Vocab.load(folder / "vocab.json")
+    known_inputs = known_input_trie(filt, vocab, options.novel_inputs)
     selection = stored_selection(folder, manifest, options, filt, vocab)
     if decoder_factory is not None:
         decoder_factory.check(manifest, backend, options.strategy)
@@ -274,7 +279,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     where = None
     # the runner built and the filter in its terms before the journal opens: an error of
     # the setup (no compiler, a rule it lacks) leaves an interrupted run's journal alone
-    runner = _cpp_setup(filt, vocab, lm, log) if backend == "cpp" else None
+    runner = _cpp_setup(filt, vocab, lm, log, known_inputs) if backend == "cpp" else None
     key = job_key(manifest, options, lm.describe() if lm else None)
     with (Journal(out, key, resume, log) if out is not None
           else contextlib.nullcontext()) as journal:
@@ -289,7 +294,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
             decode_rows = (decoder_factory(folder, manifest, backend, options, selection)
                            if decoder_factory is not None
                            else ExportDecoder(folder, manifest, backend, options,
-                                              input_stop(filt, vocab)))
+                                              input_stop(filt, vocab), known_inputs))
             samples = collect_decoded(decode_rows, vocab, cycle,
                                       options.n, options.nsamples, options.strategy,
                                       options.temperature,
@@ -346,13 +351,16 @@ def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
                                 nproto, decoding["prototype_width"])
 
 
-def _cpp_setup(filt, vocab: Vocab, lm, log) -> tuple[Path, dict]:
+def _cpp_setup(filt, vocab: Vocab, lm, log, known_inputs: InputTrie | None = None
+               ) -> tuple[Path, dict]:
     """The runner binary (with ``lm``: the KenLM build, which scores, filters and reranks
     as ``lm`` would) and the filter as its job records."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
     from compgen.sampling.backends.cpp import build_runner
 
     accept_lines = filter_spec(filt, vocab)
+    if known_inputs is not None:   # the runner builds the same trie from train.tsv
+        accept_lines["novel_inputs"] = 1
     if lm is not None:   # the n-gram floor and order belong to the filter and keep steps
         accept_lines.update(lm.runner_job())
     return build_runner(log=log, kenlm=lm is not None), accept_lines

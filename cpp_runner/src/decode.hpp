@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "input_trie.hpp"
 #include "random_stream.hpp"
 
 namespace compgen {
@@ -314,10 +315,12 @@ using InputStop = std::function<bool(const std::vector<int64_t>&)>;
 
 // Greedy / temperature / mixed decoding of one sequence per row (compgen.decoding.decode).
 // With stop_input, a row stops once it has written `x <sep>` for an x the filter rejects,
-// or a second <sep> (compgen.decoding.search.GreedySearch's stop_input).
+// or a second <sep> (compgen.decoding.search.GreedySearch's stop_input). With
+// known_inputs, <sep> is masked while a row's input so far is one of them (--novel-inputs).
 inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& protos,
                       const torch::Tensor& z, int mode, double temperature, uint64_t seed,
-                      const std::vector<int64_t>& ids, const InputStop& stop_input = {}) {
+                      const std::vector<int64_t>& ids, const InputStop& stop_input = {},
+                      const InputTrie* known_inputs = nullptr) {
   const int64_t B = protos.size(0), V = c.vocab_size, L = c.max_len;
   Decoded out{std::vector<std::vector<int64_t>>(B, std::vector<int64_t>(L, c.pad)),
               std::vector<std::vector<float>>(B, std::vector<float>(L, 0.0f))};
@@ -325,16 +328,18 @@ inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& 
   std::vector<int64_t> rows(B), token(B, c.bos);
   for (int64_t b = 0; b < B; ++b) rows[b] = b;
   std::vector<char> after_sep(B, 0);
+  std::vector<int64_t> node(B, 0);  // each row's input so far in known_inputs
   std::vector<float> masked(V);
   int64_t used = 0;
   for (int64_t t = 0; t < L; ++t) {
     auto logp = stepper.step(token);
     const float* data = logp.data_ptr<float>();
     const auto& mask = t == 0 ? c.first_masked : c.later_masked;
-    std::vector<int64_t> live, next;
+    std::vector<int64_t> live, next, next_node;
     std::vector<char> next_sep;
     for (size_t r = 0; r < rows.size(); ++r) {
       for (int64_t i = 0; i < V; ++i) masked[i] = mask[i] ? kNeg : data[r * V + i];
+      if (known_inputs && known_inputs->closes_known(node[r])) masked[c.sep] = kNeg;
       int64_t chosen = argmax(masked.data(), V);
       if (mode != kGreedy && !(mode == kMixed && after_sep[r]))
         chosen = draw_token(masked.data(), V, temperature, stream_uniform(seed, ids[rows[r]], t));
@@ -349,6 +354,7 @@ inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& 
         live.push_back(static_cast<int64_t>(r));
         next.push_back(chosen);
         next_sep.push_back(after_sep[r] || chosen == c.sep);
+        if (known_inputs) next_node.push_back(known_inputs->advance(node[r], chosen));
       }
     }
     used = t + 1;
@@ -361,6 +367,7 @@ inline Decoded decode(Stepper& stepper, const Contract& c, const torch::Tensor& 
     }
     token = next;
     after_sep = next_sep;
+    if (known_inputs) node = next_node;
   }
   for (int64_t b = 0; b < B; ++b) {
     out.tokens[b].resize(used);

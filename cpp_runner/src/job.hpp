@@ -34,6 +34,7 @@ struct Job {
   bool raise_temperature = false, raw = false, zero_latent = false;
   // filter
   bool novel = true, morphology = false;
+  bool novel_inputs = false;  // mask <sep> after a training input (input_trie.hpp)
   std::string rule = "none";  // none | contains | tags | any
   Ids rule_ids, train_tags;
   // the stored tuples the samples cycle through (compgen.runtime.tuple_selection; empty:
@@ -116,6 +117,7 @@ inline Job read_job(std::istream& in) {
     else if (key == "zero_latent") job.zero_latent = number() != 0;
     else if (key == "novel") job.novel = number() != 0;
     else if (key == "morphology") job.morphology = number() != 0;
+    else if (key == "novel_inputs") job.novel_inputs = number() != 0;
     else if (key == "rule") { words >> job.rule; job.rule_ids = numbers(words); }
     else if (key == "train_tags") job.train_tags = numbers(words);
     else if (key == "tuples") job.tuples = numbers(words);

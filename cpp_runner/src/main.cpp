@@ -342,6 +342,7 @@ int main() {
   for (int64_t w = 0; w < workers; ++w) steppers.emplace_back(graphs, c);
 
   compgen::InputStop stop_input;  // set once the filter exists (never for raw rows)
+  std::unique_ptr<compgen::InputTrie> known_inputs;  // --novel-inputs, with the filter
   // Rows first .. first + B - 1 of the prototype cycle on one stepper.
   auto decode_part = [&](compgen::Stepper& stepper, int64_t first, int64_t B, int mode,
                          double temperature) {
@@ -363,7 +364,8 @@ int main() {
                              : compgen::prior_z(c, static_cast<uint64_t>(job.seed), ids);
     if (mode == compgen::kBeam) return compgen::beam(stepper, c, protos, z, c.beam_width);
     return compgen::decode(stepper, c, protos, z, mode, temperature,
-                           static_cast<uint64_t>(job.seed), ids, stop_input);
+                           static_cast<uint64_t>(job.seed), ids, stop_input,
+                           known_inputs.get());
   };
 
   auto decode_round = [&](int64_t first, int64_t B, int mode, double temperature) {
@@ -418,7 +420,9 @@ int main() {
     return 0;
   }
 
-  Filter filter(job, read_training(job.folder + "/train.tsv", vocab));
+  auto training = read_training(job.folder + "/train.tsv", vocab);
+  if (job.novel_inputs) known_inputs = std::make_unique<compgen::InputTrie>(training.inputs);
+  Filter filter(job, std::move(training));
   stop_input = [&filter](const Ids& x) { return filter.rejects_input(x); };
   lm->use_vocabulary(vocab);
   std::vector<Sample> kept;

@@ -20,6 +20,14 @@ Jobs (the shipped generator exported/scan-jump-recomb2):
     python scripts/bench/bench_jobs.py --json bench-jobs.json                 # all jobs, 4 backends
     python scripts/bench/bench_jobs.py --jobs a --backends onnx,cpp --json a.json
     python scripts/bench/bench_jobs.py --jobs c --large-n 2000 --json c.json  # a shorter job c
+
+With --novel-inputs, jobs that do not beam-search (c) also run on this tree with
+`--novel-inputs` (column "novel", in the same alternation): <sep> is masked where the
+input so far is a training input (compgen.decoding.input_trie), which changes what is
+drawn. Per tree: kept/s, the share of kept inputs that are novel, the share correct, and
+the share of kept inputs that extend a training input (one of its proper prefixes is a
+training input: what masking makes likelier than rejection does) and their mean length. Ratios: "speedup" this
+against base, "novel_speedup" novel against base, "novel_vs_this" novel against this.
 """
 
 from __future__ import annotations
@@ -61,6 +69,11 @@ def jobs(large_n: int) -> dict[str, list[str]]:
         "c": ["--n", str(large_n), "--strategy", "temperature", "-T", "1",
               "--resample", "none", "--max-rounds", "100000"],
     }
+
+
+def variant_args(name: str, args: list[str]) -> list[str]:
+    """A job's options on one column: "novel" adds --novel-inputs."""
+    return [*args, "--novel-inputs"] if name == "novel" else args
 
 
 def run_job(tree: Path, args: list[str], backend: str, precision: str, out: Path) -> dict:
@@ -108,7 +121,9 @@ def measure(tree: Path, args: list[str], backend: str, precision: str, out: Path
 
 
 def quality(out: Path) -> dict:
-    """Kept samples and the share that are correct SCAN pairs (the embedded grammar)."""
+    """Kept samples, the share that are correct SCAN pairs (the embedded grammar), whose
+    input is novel, and whose input extends a training input (a proper prefix of it is
+    one)."""
     from compgen.data import load_dataset, select_split
     from compgen.data.scan import load_scan_grammar, scan_sample_report
     from compgen.data.sources import resolve_data_dir
@@ -117,7 +132,12 @@ def quality(out: Path) -> dict:
     pairs = parse_samples_tsv(out.read_text(encoding="utf-8"), str(out))
     train = select_split(load_dataset("scan/jump"), "train")
     report = scan_sample_report(pairs, train, load_scan_grammar(resolve_data_dir(None)), "jump")
-    return {"kept": len(pairs), "correct_share": round(report["correct_share"], 4)}
+    known = {tuple(x) for x in train["x"].to_list()}
+    extends = sum(any(tuple(x[:k]) in known for k in range(1, len(x))) for x, _ in pairs)
+    return {"kept": len(pairs), "correct_share": round(report["correct_share"], 4),
+            "novel_share": round(report["novel_share"], 4),
+            "extends_training_share": round(extends / max(len(pairs), 1), 4),
+            "mean_input_length": round(sum(len(x) for x, _ in pairs) / max(len(pairs), 1), 3)}
 
 
 def main() -> None:
@@ -131,6 +151,8 @@ def main() -> None:
     parser.add_argument("--base-tree", type=Path, help="an existing checkout of the base")
     parser.add_argument("--large-n", type=int, default=20_000, help="job c's --n")
     parser.add_argument("--no-base", action="store_true", help="this tree only")
+    parser.add_argument("--novel-inputs", action="store_true",
+                        help="also run this tree with --novel-inputs (jobs without beam search)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -155,15 +177,19 @@ def main() -> None:
             for turn, (backend, precision) in enumerate(backends):
                 row = {"job": job, "args": " ".join(table[job]), "backend": backend,
                        "precision": precision}
-                for name in alternating(list(trees), turn):
+                names = list(trees)
+                if args.novel_inputs and "--strategy" in table[job]:   # not the preset's beam
+                    names.append("novel")
+                for name in alternating(names, turn):
                     out = Path(tmp) / f"{job}-{backend}-{precision}-{name}.tsv"
-                    got = measure(trees[name], table[job], backend, precision, out)
+                    got = measure(trees.get(name, ROOT), variant_args(name, table[job]),
+                                  backend, precision, out)
                     got.update(quality(out))
                     got["kept_per_s"] = round(got["kept"] / got["wall_s"], 2)
                     got["kept_per_cpu_s"] = round(got["kept"] / max(got["cpu_s"], 1e-9), 2)
                     row[name] = got
-                    if name == "this" and precision == "fp32":
-                        files[backend] = out.read_text(encoding="utf-8")
+                    if name in ("this", "novel") and precision == "fp32":
+                        files.setdefault(name, {})[backend] = out.read_text(encoding="utf-8")
                 if "base" in row:
                     row["speedup"] = round(row["this"]["kept_per_s"]
                                            / max(row["base"]["kept_per_s"], 1e-9), 2)
@@ -171,7 +197,25 @@ def main() -> None:
                     # other processes shared the cores while it ran
                     row["speedup_cpu"] = round(row["this"]["kept_per_cpu_s"]
                                                / max(row["base"]["kept_per_cpu_s"], 1e-9), 2)
+                if "novel" in row:
+                    row["novel_vs_this"] = round(row["novel"]["kept_per_s"]
+                                                 / max(row["this"]["kept_per_s"], 1e-9), 2)
+                    if "base" in row:
+                        row["novel_speedup"] = round(row["novel"]["kept_per_s"]
+                                                     / max(row["base"]["kept_per_s"], 1e-9), 2)
                 results.append(row)
+                for name in [k for k in ("this", "novel", "base") if k in row]:
+                    got = row[name]
+                    print(f"job {job} {backend:<11} {precision} {name:<5}: {got['kept']} kept in "
+                          f"{got['wall_s']} s ({got['cpu_s']} CPU s) = {got['kept_per_s']}/s, "
+                          f"decoded {got['decoded']}, novel {got['novel_share']:.1%}, correct "
+                          f"{got['correct_share']:.1%}, extends a training input "
+                          f"{got['extends_training_share']:.1%}, mean input length "
+                          f"{got['mean_input_length']}", flush=True)
+                if "novel" in row:
+                    print(f"job {job} {backend}: novel/this x{row['novel_vs_this']}"
+                          + (f", novel/base x{row['novel_speedup']}" if "base" in row else ""),
+                          flush=True)
                 this = row["this"]
                 print(f"job {job} {backend:<11} {precision}: {this['kept']} kept in "
                       f"{this['wall_s']} s ({this['cpu_s']} CPU s) = {this['kept_per_s']}/s, "
@@ -184,17 +228,19 @@ def main() -> None:
                          f"{row['base']['correct_share']:.1%} | x{row['speedup']} wall, "
                          f"x{row['speedup_cpu']} CPU"
                          if "base" in row else ""), flush=True)
-            if len(files) > 1:
+            for name, by_backend in files.items():
+                if len(by_backend) < 2:
+                    continue
                 # the same samples in the same order; the logprob column agrees within the
                 # contract's tolerance (ONNX Runtime and libtorch differ in the last digits)
-                identical = len(set(files.values())) == 1
+                identical = len(set(by_backend.values())) == 1
                 samples = {b: [line.split("\t")[:2] for line in text.splitlines()]
-                           for b, text in files.items()}
+                           for b, text in by_backend.items()}
                 same = all(rows == next(iter(samples.values())) for rows in samples.values())
-                print(f"job {job}: fp32 backends {', '.join(files)}: same samples in the same "
-                      f"order: {same}; byte-identical files: {identical}")
-                results.append({"job": job, "across": sorted(files), "same_samples": same,
-                                "byte_identical": identical})
+                print(f"job {job} ({name}): fp32 backends {', '.join(by_backend)}: same samples "
+                      f"in the same order: {same}; byte-identical files: {identical}")
+                results.append({"job": job, "column": name, "across": sorted(by_backend),
+                                "same_samples": same, "byte_identical": identical})
     print(f"load average at the end: {load_average(1)}")
     report = {"cpu": cpu_model(), "cores": os.cpu_count(), "flags": cpu_flag_list(FLAGS),
               "base": None if args.no_base else args.base, "results": results}

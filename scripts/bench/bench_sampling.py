@@ -19,19 +19,41 @@ measurement of that backend decoded. The exported backends encode each distinct
 prototype once (``PrototypeCache``); the eager model encodes every prototype of every
 tuple. The share of prototypes the ONNX backend really encoded is printed per batch size.
 
-Prints the CPU's flags, the machine's fp32 matmul rate (best 1024^3 rate, measured in
+Prints the CPU's flags and the load average, the machine's fp32 matmul rate (measured in
 the same run), samples/s for eager PyTorch, TorchScript and ONNX Runtime (from Python),
 the C++ runner (its own decode time, model load excluded), and the reduced-precision
 paths of ``compgen.export.reduced``: int8 ONNX Runtime (dynamically quantised weights)
 and, on a CPU with AVX512-BF16 or AMX units, bf16 TorchScript and the bf16 graphs
 compiled by AOTInductor (``compgen.export.compiled``) from Python (``--backend
 torch --precision bf16``) and in the C++ runner (``--backend cpp --precision bf16``);
-each backend's ratio to eager and the fraction of the matmul rate reached (matrix-product
-FLOPs per sample of the eager model, prototype encoder included: for the exported
-backends an effective rate, since they skip the encodings they reuse). Quality of reduced
+each backend's ratio to eager and the fraction of the matmul rate reached. Quality of reduced
 precision: the share of greedy outputs equal to fp32's (the benchmark model), and the
 share of correct SCAN pairs among greedy samples of a trained jump generator
 (``--quality-export``, default the shipped export), fp32 against each reduced path.
+
+Figures (the same definitions are written into the JSON's "definitions"):
+  eager            samples/s of the model's own forward: ``model.encode`` then
+                   ``model.decode_step`` and a torch argmax per step, no decoding loop of
+                   compgen.decoding around it (every prototype of every tuple encoded)
+  eager_loop       samples/s of the eager model through compgen.decoding's greedy search
+                   (``EagerStepper``: numpy between steps), as ``--backend torch`` runs it
+  torchscript, onnx, onnx_int8, ...  samples/s through compgen.decoding, with the
+                   export's prototype cache (a distinct prototype encoded once)
+  cpp              samples/s of the C++ runner, its own decode time (model load excluded)
+  gflop_per_sample_full   matmul FLOPs per sample when every prototype is encoded
+                   (the eager model's own forward, counted by torch's FlopCounterMode;
+                   fused LSTM layers by their weight shapes)
+  gflop_per_sample[backend]  matmul FLOPs per sample of the work that backend did: the
+                   decoder and per-tuple encoder part of the full count, plus the
+                   prototype encoder's FLOPs per prototype times the prototypes it really
+                   encoded (the cache's counter) per sample; for the C++ runner and a
+                   backend without a counter, each distinct prototype of its samples
+                   counted once (a lower bound of its work)
+  matmul_fraction[backend]  fp32 backends only: samples/s x gflop_per_sample[backend] /
+                   matmul_gflops; a figure above 1 cannot be right: it is reported as
+                   invalid, not capped (int8 and bf16 products have other ceilings)
+  matmul_gflops    the best fp32 rate of 512^3, 1024^3 and 2048^3 products with the same
+                   threads, measured before and after the backends run
 """
 
 from __future__ import annotations
@@ -93,18 +115,33 @@ def cpu_flags() -> dict:
     return {"model": cpu_model("unknown"), "cores": os.cpu_count(), **{f: f in have for f in FLAGS}}
 
 
-def matmul_gflops(n: int = 1024, repeats: int = 10, trials: int = 5) -> float:
+def matmul_gflops(sizes=(512, 1024, 2048), repeats: int = 5, trials: int = 5) -> float:
     """The machine's fp32 matmul rate: the best of ``trials`` timings of n^3 products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(3):
-        a @ b
     best = 0.0
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(repeats):
+    for n in sizes:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        for _ in range(2):
             a @ b
-        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9)
+        for _ in range(trials):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                a @ b
+            best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e9)
     return best
+
+
+@torch.no_grad()
+def eager_forward(model, protos: np.ndarray, z: np.ndarray, steps: int, bos: int):
+    """The eager model's own greedy forward: encode, then ``steps`` decoder steps with a
+    torch argmax (no compgen.decoding loop, no numpy between steps)."""
+    memory, state = model.encode(torch.from_numpy(protos), torch.from_numpy(z), steps)
+    token = torch.full((protos.shape[0],), bos, dtype=torch.long)
+    out = []
+    for _ in range(steps):
+        logp, state = model.decode_step(token, state, memory)
+        token = logp.argmax(1)
+        out.append(token)
+    return torch.stack(out, 1)
 
 
 def _rnn_layer_flops(input_shape, w_ih_shape, w_hh_shape, *args, **kwargs) -> int:
@@ -281,17 +318,25 @@ def main() -> None:
                      if bf16 else None)
     tuples = read_prototypes(folder / "prototypes.txt", model.nproto)
     width = contract.prototype_width
-    steppers = {"eager": lambda: EagerStepper(model, steps),
+    steppers = {"eager_loop": lambda: EagerStepper(model, steps),
                 **{name: gen.stepper for name, gen in gens.items()}}
-    streams = {name: TupleStream(tuples, model.nproto, width) for name in steppers}
+    streams = {name: TupleStream(tuples, model.nproto, width)
+               for name in ("eager", *steppers)}
 
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
         z = np.zeros((batch, model.latent), np.float32)
         protos0, _ = TupleStream(tuples, model.nproto, width)(batch)
-        flops = count_flops(lambda: decode(EagerStepper(model, steps), contract, protos0, z,
-                                           GREEDY)) / batch
-        result = {"batch": batch, "gflop_per_sample": flops / 1e9}
+        full = count_flops(lambda: eager_forward(model, protos0, z, steps, contract.bos)) / batch
+        flat = torch.from_numpy(protos0.reshape(-1, protos0.shape[-1]))
+        per_prototype = count_flops(lambda: model.encode_sequences(flat)) / max(len(flat), 1)
+        rest = full - per_prototype * model.nproto   # the decoder and the per-tuple encoder
+        result = {"batch": batch, "gflop_per_sample_full": full / 1e9,
+                  "gflop_per_prototype": per_prototype / 1e9}
+        work = {"eager": full, "eager_loop": full}
+        result["eager"] = rate(
+            lambda: eager_forward(model, streams["eager"](batch)[0], z, steps, contract.bos),
+            batch, args.seconds)
 
         def runner(make_stepper, stream: TupleStream):
             def call():
@@ -300,14 +345,23 @@ def main() -> None:
             return call
 
         for name, make_stepper in steppers.items():
-            cursor, encoded = streams[name].cursor, gens["onnx"].cache.encoded
+            cache = getattr(gens.get(name), "cache", None)
+            cursor, encoded = streams[name].cursor, cache.encoded if cache else 0
             result[name] = rate(runner(make_stepper, streams[name]), batch, args.seconds)
-            if name == "onnx":  # prototypes really encoded / prototypes decoded
-                result["onnx_encoded_share"] = ((gens[name].cache.encoded - encoded)
-                                                / ((streams[name].cursor - cursor) * model.nproto))
+            decoded = streams[name].cursor - cursor
+            if cache is not None:   # prototypes really encoded per sample
+                work[name] = rest + per_prototype * (cache.encoded - encoded) / decoded
+                result[f"{name}_encoded_share"] = (cache.encoded - encoded) / (decoded * model.nproto)
+            elif name != "eager_loop":   # no counter: each distinct prototype counted once
+                work[name] = rest + per_prototype * distinct_prototypes(
+                    tuples, cursor, decoded) / decoded
         result["cpp"] = cpp_rate(binary, folder, contract, batch, threads)
+        n_cpp = max(batch, min(4096, 8 * batch))   # cpp_rate's samples: tuples 0 .. n - 1
+        work["cpp"] = rest + per_prototype * distinct_prototypes(tuples, 0, n_cpp) / n_cpp
         if bf16_compiled is not None:
             result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_compiled)
+            work["cpp_bf16"] = work["cpp"]
+        result["gflop_per_sample"] = {k: v / 1e9 for k, v in work.items()}
         # reduced precision against fp32 on the benchmark model: greedy outputs cut at </s>
         fp32 = decode(gens["onnx"].stepper(), contract, protos0, z, GREEDY)[0]
         for name in REDUCED:
@@ -324,17 +378,28 @@ def main() -> None:
     if args.quality_export and (args.quality_export / "manifest.json").is_file():
         quality = greedy_quality(args.quality_export, load_manifest(args.quality_export),
                                  args.quality_samples, threads, bf16)
-    names = [n for n in ("eager", "torchscript", "onnx", "cpp", "onnx_int8", "torchscript_bf16",
-                         "cpp_bf16", "torch_bf16") if n in rows[0]]
+    names = [n for n in ("eager", "eager_loop", "torchscript", "onnx", "cpp", "onnx_int8",
+                         "torchscript_bf16", "cpp_bf16", "torch_bf16") if n in rows[0]]
     for r in rows:
         r["ratio_to_eager"] = {n: r[n] / r["eager"] for n in names}
-        r["matmul_fraction"] = {n: r[n] * r["gflop_per_sample"] / gflops_peak for n in names}
+        r["matmul_fraction"] = {n: r[n] * r["gflop_per_sample"][n] / gflops_peak
+                                for n in FP32 if n in r["gflop_per_sample"]}
     report(rows, names, quality, flags, model, steps, threads, gflops_peak, args.quality_export)
     if args.json:
-        args.json.write_text(json.dumps({"cpu": flags, "threads": threads, "steps": steps,
+        args.json.write_text(json.dumps({"definitions": DEFINITIONS, "cpu": flags,
+                                         "threads": threads, "steps": steps,
                                          "hidden": model.hidden, "matmul_gflops": gflops_peak,
                                          "load_average": os.getloadavg(), "rows": rows,
                                          "reduced_quality": quality}, indent=1))
+
+
+def distinct_prototypes(tuples, first: int, count: int) -> int:
+    """Distinct prototypes among the stored tuples ``first .. first + count - 1`` (cycling)."""
+    return len({tuple(p) for i in range(first, first + count) for p in tuples[i % len(tuples)]})
+
+
+# the figures' definitions, as the module's docstring states them
+DEFINITIONS = __doc__.split("written into the JSON's \"definitions\"):\n", 1)[1]
 
 
 def side_by_side(args) -> None:
@@ -391,9 +456,9 @@ def side_by_side(args) -> None:
                                          "runs": runs}, indent=1))
 
 
+FP32 = ("eager", "eager_loop", "torchscript", "onnx", "cpp")
 # the Python reduced paths (cpp_bf16 runs the compiled libraries of torch_bf16)
 REDUCED = ("onnx_int8", "torchscript_bf16", "torch_bf16")
-FP32 = ("torchscript", "onnx", "cpp")
 
 
 def report(rows, names, quality, flags, model, steps, threads, gflops_peak, quality_export):
@@ -403,18 +468,27 @@ def report(rows, names, quality, flags, model, steps, threads, gflops_peak, qual
              " (no AVX512-BF16 / AMX: reduced precision here is int8)")
           + "; load average " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
     print(f"recomb-2 SCAN generator: H {model.hidden}, vocab {model.vocab_size}, greedy, "
-          f"{steps} decoder steps; threads {threads}; fp32 matmul (1024^3) "
+          f"{steps} decoder steps; threads {threads}; fp32 matmul (best of 512^3, 1024^3, 2048^3) "
           f"{gflops_peak:.1f} GFLOP/s\n")
-    print("| batch | GFLOP/sample | " + " | ".join(f"{n} samples/s" for n in names)
+    print("| batch | GFLOP/sample, all prototypes encoded | "
+          + " | ".join(f"{n} samples/s" for n in names)
           + " | " + " | ".join(f"{n} / eager" for n in names[1:])
-          + " | best fp32 % of matmul rate | prototypes encoded (onnx) |")
-    print("|---:|---:|" + "---:|" * (2 * len(names) - 1) + "---:|---:|")
+          + " | prototypes encoded (onnx) |")
+    print("|---:|---:|" + "---:|" * (2 * len(names) - 1) + "---:|")
     for r in rows:
-        best = max(r["matmul_fraction"][n] for n in FP32)
-        print(f"| {r['batch']} | {r['gflop_per_sample']:.4f} | "
+        print(f"| {r['batch']} | {r['gflop_per_sample_full']:.4f} | "
               + " | ".join(f"{r[n]:,.1f}" for n in names) + " | "
               + " | ".join(f"{r['ratio_to_eager'][n]:.2f}x" for n in names[1:])
-              + f" | {100 * best:.1f}% | {100 * r['onnx_encoded_share']:.0f}% |")
+              + f" | {100 * r['onnx_encoded_share']:.0f}% |")
+    fractions = list(rows[0]["matmul_fraction"])
+    print("\n% of the fp32 matmul rate, FLOPs of the work each backend did (--help):")
+    print("| batch | " + " | ".join(fractions) + " |")
+    print("|---:|" + "---:|" * len(fractions))
+    for r in rows:
+        print(f"| {r['batch']} | " + " | ".join(
+            f"{100 * r['matmul_fraction'][n]:.1f}%"
+            + (" (invalid: above the machine's rate)" if r["matmul_fraction"][n] > 1 else "")
+            for n in fractions) + " |")
     for name in REDUCED:
         if f"{name}_greedy_equal_share" in rows[0]:
             print(f"\n{name}: greedy outputs equal to fp32 on the benchmark model: "

@@ -33,7 +33,7 @@ import numpy as np
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError
 from compgen.export.artifact import load_manifest
-from compgen.sampling.collection import input_stop, make_filter
+from compgen.sampling.collection import input_stop, known_input_trie, make_filter
 from compgen.sampling.run import ExportDecoder, shipped_training_table
 from compgen.system.ray_cluster import start_ray
 
@@ -54,8 +54,10 @@ class _Shard:
             # the job's filter, to stop rows whose input it rejects (as in one process)
             filt = make_filter(manifest["config"], shipped_training_table(folder),
                                options.resample, options.rare)
+            vocab = Vocab.load(folder / "vocab.json")
             self.decoder = ExportDecoder(folder, manifest, backend, options,
-                                         input_stop(filt, Vocab.load(folder / "vocab.json")))
+                                         input_stop(filt, vocab),
+                                         known_input_trie(filt, vocab, options.novel_inputs))
 
     def where(self) -> str:
         return self.decoder.where
