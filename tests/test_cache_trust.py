@@ -85,6 +85,25 @@ def test_a_killed_builder_leaves_no_lock_that_blocks(private_cache, tmp_path):
     assert entry.read_text() == "built"
 
 
+def test_builds_take_turns_and_leave_no_lock_file(private_cache, tmp_path):
+    """Each holder removes the lock file when done; a waiter that won the lock of a file
+    removed meanwhile locks the current one, so two builds never overlap."""
+    entry = cache.store("things") / "entry"
+    journal = tmp_path / "journal"
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+            "from compgen.system import cache\n"
+            "for _ in range(5):\n"
+            "    with cache.build_lock(Path(sys.argv[2])):\n"
+            "        with open(sys.argv[3], 'a') as j: j.write('in\\n')\n"
+            "        time.sleep(0.02)\n"
+            "        with open(sys.argv[3], 'a') as j: j.write('out\\n')\n")
+    holders = [subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(entry), str(journal)])
+               for _ in range(3)]
+    assert [h.wait(timeout=120) for h in holders] == [0, 0, 0]
+    assert journal.read_text().split() == ["in", "out"] * 15
+    assert not list(entry.parent.iterdir())
+
+
 def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path):
     from compgen.sampling.backends.cpp import _source_key
 

@@ -131,15 +131,38 @@ def verified_bytes(entry: Path, what: str) -> bytes | None:
 @contextlib.contextmanager
 def build_lock(entry: Path) -> Iterator[None]:
     """Hold ``ENTRY.lock`` exclusively while the block runs: one build of an entry at a
-    time; the kernel releases the lock when its holder dies."""
+    time; the kernel releases the lock when its holder dies. The holder removes the lock
+    file when done (a failed build leaves nothing behind); a waiter that then wins the
+    lock of a removed file takes the lock again on the current one."""
     entry = Path(entry)
     entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(entry.with_name(entry.name + ".lock"), "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+    lock = entry.with_name(entry.name + ".lock")
+    while True:
+        held = open(lock, "a")  # noqa: SIM115 (closed below, after the unlink)
         try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
+            fcntl.flock(held, fcntl.LOCK_EX)
+            if _same_file(held, lock):
+                break
+        except BaseException:
+            held.close()
+            raise
+        held.close()   # its holder removed it meanwhile: lock the current one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        fcntl.flock(held, fcntl.LOCK_UN)
+        held.close()
+
+
+def _same_file(handle, path: Path) -> bool:
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def ensure(entry: Path, what: str, build) -> Path:
