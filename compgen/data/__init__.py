@@ -20,6 +20,7 @@ from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
+from compgen.io import refuse_overwriting_inputs
 
 __all__ = [
     "Fields",
@@ -72,6 +73,16 @@ def is_named_dataset(name: str) -> bool:
     """Whether ``name`` addresses a named set (``scan/jump``, ``cogs``) and not a path."""
     head, _, rest = str(name).partition("/")
     return head in NAMED and (head == "cogs" or bool(rest))
+
+
+def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
+                            option: str = "`output`") -> None:
+    """``refuse_overwriting_inputs`` for a command reading ``data``: a data file, folder or
+    export folder is an input; a named set's data folder is kept whole."""
+    if is_named_dataset(str(data)):
+        refuse_overwriting_inputs(output, [], option, kept_folders=[resolve_data_dir(data_dir)])
+    else:
+        refuse_overwriting_inputs(output, [(label, data)], option)
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:

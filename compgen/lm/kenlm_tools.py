@@ -25,7 +25,7 @@ from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
-from compgen.io import atomic_open, die_with_parent, user_cache
+from compgen.io import atomic_open, die_with_parent, refuse_overwriting_inputs, user_cache
 from compgen.lm.scores import quiet_stderr
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
@@ -197,6 +197,9 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
     check_order(order)
     corpus_path = resolve_corpus(corpus, "train", data_dir)
+    refuse_overwriting_inputs(output, [("corpus", corpus_path)], "`output`",
+                              kept_folders=[resolve_data_dir(data_dir)]
+                              if str(corpus).startswith("lm/") else [])
     sentences = corpus_sentences(corpus_path)
     lmplz, build_binary = find_kenlm_binaries()
     output = Path(output)

@@ -29,7 +29,7 @@ from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
 from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
-from compgen.io import parse_samples_tsv, write_samples_tsv
+from compgen.io import parse_samples_tsv, refuse_overwriting_inputs, write_samples_tsv
 from compgen.lm.rerank import sample_columns
 from compgen.neighborhoods.user_data import export_prototype_options
 from compgen.sampling.collection import (
@@ -184,6 +184,7 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
+    _refuse_overwriting(out, source, lm)
     # the device first: a CUDA device that is not there stops before anything loads
     options = replace(options, device=str(resolve_device(options.device, auto_cpu=(
         backend == "cpp" or options.precision != "fp32"))))
@@ -208,6 +209,15 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
 
     return eager.sample_generator(source, options=options, out=out, data_dir=data_dir, log=log,
                                   lm=lm, tally=tally)
+
+
+def _refuse_overwriting(out, source, lm) -> None:
+    """The samples file may replace neither the model sampled nor an LM it is scored by."""
+    if out is None:
+        return
+    models = [] if lm is None else [lm.scorer.base_path, lm.scorer.aug_path]
+    refuse_overwriting_inputs(out, [("source", source)] + [("lm", path) for path in models
+                                                            if path is not None], "`output`")
 
 
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
@@ -235,6 +245,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     every backend journals the accepted samples as they come (``OUT.partial``);
     ``resume`` goes on from the journal of an interrupted run of the same job, whichever
     backend wrote it."""
+    _refuse_overwriting(out, folder, lm)
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if resume and out is None:
