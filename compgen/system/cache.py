@@ -128,6 +128,51 @@ def verified_bytes(entry: Path, what: str) -> bytes | None:
     return None
 
 
+def copy_hashing(source: Path, target: Path, digest=None):
+    """Copy a file to ``target`` (created private, 0600), feeding the bytes copied to
+    ``digest`` (a new sha256 unless given): what is checked is what was copied."""
+    digest = digest or hashlib.sha256()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest
+
+
+def checked_copy(entry: Path, target: Path) -> bool:
+    """Copy a file or folder entry to ``target`` (which must not exist), hashing the
+    bytes as they are copied (``digest``'s rule): True when they match the entry's record,
+    so a file swapped in after a check is never what runs; else the copy is removed and
+    False (the caller says why it stops)."""
+    entry, target = Path(entry), Path(target)
+    data = recorded(entry)
+    ok = data is not None and not entry.is_symlink() and entry.exists()
+    if ok and entry.is_dir():
+        h = hashlib.sha256()
+        target.mkdir(mode=0o700)
+        for item in sorted(entry.rglob("*")):
+            name = item.relative_to(entry).as_posix()
+            if item.is_symlink():
+                ok = False   # a link inside a built entry is never followed
+                break
+            if item.is_dir():
+                (target / name).mkdir(mode=0o700)
+            elif item.is_file():
+                h.update(f"file {name}\0".encode())
+                copy_hashing(item, target / name, h)
+        ok = ok and h.hexdigest() == data["sha256"]
+    elif ok:
+        ok = copy_hashing(entry, target).hexdigest() == data["sha256"]
+    if not ok:
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+    return ok
+
+
 @contextlib.contextmanager
 def build_lock(entry: Path) -> Iterator[None]:
     """Hold ``ENTRY.lock`` exclusively while the block runs: one build of an entry at a
