@@ -80,7 +80,11 @@ def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
     """``refuse_overwriting_inputs`` for a command reading ``data``: a data file, folder or
     export folder is an input; a named set's data folder is kept whole."""
     if is_named_dataset(str(data)):
-        refuse_overwriting_inputs(output, [], option, kept_folders=[resolve_data_dir(data_dir)])
+        try:
+            root = resolve_data_dir(data_dir)
+        except UserError:
+            return   # no data folder: nothing there to overwrite (loading the data says so)
+        refuse_overwriting_inputs(output, [], option, kept_folders=[root])
     else:
         refuse_overwriting_inputs(output, [(label, data)], option)
 
