@@ -1,0 +1,71 @@
+"""Arguments that used to give a silently wrong result are refused in one line: a device
+the environment asks for and the machine lacks, Python API arguments of the wrong type or
+out of range (never rounded, wrapped or read as true)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import compgen
+from compgen.errors import SettingError, UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+NUMBERS = ROOT / "tests" / "data" / "numbers" / "jsonl"
+
+
+def gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(gpus() > 0, reason="this machine has a GPU: COMPGEN_DEVICE=cuda is right")
+def test_compgen_device_cuda_without_a_gpu_is_an_error(tmp_path):
+    out = tmp_path / "s.tsv"
+    proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--n", "2",
+                           "-o", str(out)], capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COMPGEN_DEVICE": "cuda"})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: COMPGEN_DEVICE cuda:0: no CUDA device")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"n": 2.9}, "n 2.9: must be an integer"),
+    ({"raise_temperature": "no"}, "raise_temperature 'no': must be true or false"),
+    ({"temperature": "hot"}, "temperature 'hot': must be a number"),
+    ({"n": True}, "n True: must be an integer"),
+])
+def test_sample_options_of_the_wrong_type_are_refused(options, message):
+    with pytest.raises(SettingError, match=message):
+        compgen.sample(SHIPPED, **({"n": 3} | options))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t: compgen.geca(t, seed=2**64 + 5), "seed 18446744073709551621: must be an integer"),
+    (lambda t: compgen.csl(t, n=2.5), "n 2.5: must be an integer"),
+    (lambda t: compgen.load(t, split="training"), "split 'training': unknown"),
+    (lambda t: compgen.load(NUMBERS, columns=5), "columns 5: must be str"),
+    (lambda t: compgen.perplexity("m.arpa", "jump twice"), "not one string"),
+    (lambda t: compgen.perplexity("m.arpa", []), "sentences: empty"),
+    (lambda t: compgen.perplexity("m.arpa", [None]), r"sentences\[0\] None: must be text"),
+    (lambda t: compgen.kenlm_train("c.txt", "o.arpa", order="5"), "order '5': must be an integer"),
+])
+def test_python_api_arguments_are_checked(call, message):
+    table = compgen.load(NUMBERS)
+    with pytest.raises(UserError, match=message):
+        call(table)
+
+
+def test_a_table_that_only_looks_like_an_example_table_is_read_as_records():
+    numbers = pl.DataFrame({"x": [[1, 2]], "y": [["a"]], "split": ["train"]})
+    with pytest.raises(UserError, match="the x field 'x' holds List\\(Int64\\)"):
+        compgen.load(numbers)
+    table = compgen.load(NUMBERS)
+    assert compgen.load(table) is table
