@@ -69,3 +69,46 @@ def test_a_table_that_only_looks_like_an_example_table_is_read_as_records():
         compgen.load(numbers)
     table = compgen.load(NUMBERS)
     assert compgen.load(table) is table
+
+
+@pytest.mark.parametrize("name,content,place", [
+    ("d.tsv", "jump\tJUMP\nwalk <sep> twice\tWALK WALK\n", "d.tsv:2"),
+    ("d.jsonl", '{"x": "a", "y": "b"}\n{"x": "c", "y": "<unk> d"}\n', "d.jsonl:2"),
+    ("d.csv", "x,y\na,b\nc <pad>,d\n", "d.csv:3"),
+    ("d.tsv", "a b\tc\n\nd <copy>\te\n", "d.tsv:3"),
+])
+def test_a_data_word_spelled_as_a_special_token_is_refused(tmp_path, name, content, place):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UserError, match=f"{place}: the word '<[a-z]+>' is spelled as one of "
+                                        "compgen's special tokens"):
+        compgen.load(path)
+
+
+def test_a_special_token_in_a_parquet_file_is_named_by_row(tmp_path):
+    path = tmp_path / "train.parquet"
+    pl.DataFrame({"x": ["a", "b </s>"], "y": ["c", "d"]}).write_parquet(path)
+    with pytest.raises(UserError, match=r"train.parquet \(row 2\): the word '</s>'"):
+        compgen.load(path)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"max_steps": -5}, "max_steps -5: must be an integer >= 0"),
+    ({"overrides": {"train.lr": float("nan")}}, "lr nan: must be a positive finite"),
+])
+def test_training_stops_and_rates_that_would_write_garbage_are_refused(tmp_path, options,
+                                                                       message):
+    with pytest.raises(UserError, match=message):
+        compgen.train_generator(NUMBERS, tmp_path / "g.pt", **options)
+    assert not (tmp_path / "g.pt").exists()
+
+
+@pytest.mark.parametrize("budget", ["nan", "-1", "0"])
+def test_a_time_budget_that_never_or_always_stops_is_refused(tmp_path, budget):
+    proc = subprocess.run([sys.executable, "-m", "compgen", "train", "generator", "--data",
+                           str(NUMBERS), "-o", str(tmp_path / "g.pt"), "--time-budget", budget],
+                          capture_output=True, text=True, cwd=ROOT, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --time-budget "), lines

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -38,6 +39,7 @@ import polars as pl
 
 from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
+from compgen.data.vocab import SPECIALS
 from compgen.errors import SettingError, UserError, read_text, where
 from compgen.io import parse_samples_tsv
 
@@ -113,8 +115,32 @@ def read_data_file(path: Path, fields: Fields | None = None, split: str = "train
     fields = fields or _FIELDS.get() or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
-        return _read_records(path, kind, fields, split)
-    return _read_text_file(path, data_text(path), fields, split)
+        table = _read_records(path, kind, fields, split)
+    else:
+        table = _read_text_file(path, data_text(path), fields, split)
+    _refuse_special_words(table, path, kind)
+    return table
+
+
+def _refuse_special_words(table: pl.DataFrame, path: Path, kind: str | None) -> None:
+    """A data word spelled as one of compgen's special tokens (``<sep>``, ``<unk>``, ...)
+    would silently take that token's id: refused, naming the line where it first occurs
+    (a row number for Parquet and Arrow files)."""
+    specials = list(SPECIALS)
+    for side in ("x", "y"):
+        hits = table[side].list.eval(pl.element().is_in(specials)).list.any()
+        if not hits.any():
+            continue
+        row = int(hits.arg_true()[0])
+        word = next(token for token in table[side][row] if token in specials)
+        place = f"{path} (row {row + 1})"
+        if kind not in ("parquet", "arrow"):
+            text = data_text(path)
+            line = next((n for n, line in enumerate(text.splitlines(), 1)
+                         if word in re.split(r"[\s\"',\[\]]+", line)), None)
+            place = where(path, line) if line is not None else place
+        raise UserError(f"{place}: the word {word!r} is spelled as one of compgen's special "
+                        f"tokens ({', '.join(SPECIALS)}), whose id it would take; rename it")
 
 
 def read_folder(path: Path, fields: Fields | None = None) -> pl.DataFrame:
