@@ -74,4 +74,6 @@ def read_text(path) -> str:
         raise UserError(f"{path}: no such file") from None
     except PermissionError:
         raise UserError(f"{path}: permission denied") from None
+    except OSError as exc:   # a link to itself, an I/O error: the file cannot be read
+        raise UserError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
     return decode_text(data, path)

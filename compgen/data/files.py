@@ -224,6 +224,8 @@ def _read_jsonl(text: str, path: Path) -> tuple[pl.DataFrame, list[int]]:
             except json.JSONDecodeError as exc:
                 raise UserError(f"{where(path, n)}: not a JSON object ({exc.msg}); a .jsonl "
                                 "file holds one JSON object a line") from None
+            except RecursionError:
+                raise UserError(f"{where(path, n)}: JSON nested too deeply to read") from None
             if not isinstance(value, dict):
                 raise UserError(f"{where(path, n)}: a JSON {type(value).__name__}, expected "
                                 "an object such as {\"input\": ..., \"output\": ...}")
@@ -237,6 +239,8 @@ def _read_json_array(text: str, path: Path) -> pl.DataFrame:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where(path, exc.lineno)}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply to read") from None
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise UserError(f"{path}: a .json data file is an array of objects "
                         "(for one object a line, name it .jsonl)")
@@ -322,7 +326,9 @@ def _read_hf_folder(path: Path, fields: Fields | None) -> pl.DataFrame:
     folder of Arrow stream files."""
     try:
         splits = json.loads(data_text(path / "dataset_dict.json"))["splits"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+        if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
+            raise TypeError(splits)
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
         raise UserError(f"{path / 'dataset_dict.json'}: expected {{\"splits\": [...]}} "
                         "(a Hugging Face datasets folder)") from None
     parts = []
