@@ -528,6 +528,17 @@ def trust_probes() -> list[Probe]:
                                                         "--resume", "-o", "{work}/s.tsv"],
                      setup=with_files(**{"s.tsv.partial": LATIN1}),
                      outputs=("{work}/s.tsv.partial",)))
+    # crashes and hangs: a million threads, a FIFO in a data folder, a device as a file
+    for backend in ("onnx", "cpp"):
+        out.append(Probe("crash", f"threads-1e6-{backend}",
+                         ["sample", "{shipped}", "--n", "2", "--backend", backend, "--threads",
+                          "1000000", "-o", "{work}/s.tsv"], message="--threads 1000000"))
+    out.append(Probe("crash", "fifo-train", ["data", "stats", "{work}/d"],
+                     message="not a regular file",
+                     setup=lambda work, names: ((work / "d").mkdir(),
+                                                os.mkfifo(work / "d" / "train.tsv"))))
+    out.append(Probe("crash", "dev-zero", ["augment", "geca", "/dev/zero", "-o",
+                                           "{work}/g.tsv"], message="/dev/zero: not a regular file"))
     out.append(Probe("tracebacks", "partial-is-a-folder",
                      ["sample", "{shipped}", "--n", "2", "-o", "{work}/s.tsv"],
                      setup=lambda work, names: (work / "s.tsv.partial").mkdir()))

@@ -58,3 +58,29 @@ def test_the_command_line_says_it_in_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert not (tmp_path / "s.tsv").exists()
+
+
+def test_a_fifo_in_a_data_folder_is_refused_not_waited_on(tmp_path):
+    os.mkfifo(tmp_path / "train.tsv")
+    with pytest.raises(UserError, match="train.tsv: not a regular file"):
+        compgen.load(tmp_path)
+
+
+def test_a_device_is_not_read_as_a_file():
+    from compgen.errors import read_text
+
+    with pytest.raises(UserError, match="/dev/zero: a device, not a file"):
+        read_text("/dev/zero")
+
+
+@pytest.mark.parametrize("backend", ["onnx", "cpp"])
+def test_a_million_threads_is_refused_before_any_work(tmp_path, backend):
+    proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--n", "2",
+                           "--backend", backend, "--threads", "1000000", "-o",
+                           str(tmp_path / "s.tsv")], capture_output=True, text=True, cwd=ROOT,
+                          check=False, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --threads 1000000: must be from 1 to")
+    with pytest.raises(UserError, match="threads 1000000: must be from 1 to"):
+        compgen.sample(SHIPPED, n=2, threads=1_000_000)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from compgen import __version__
 from compgen.decoding.random_stream import check_seed
-from compgen.device import DEVICE_HELP
+from compgen.device import DEVICE_HELP, check_threads
 from compgen.errors import UserError, name_settings
 from compgen.io import check_output, refuse_overwriting_inputs
 
@@ -157,6 +157,27 @@ def _paths_in(value) -> list[Path]:
         return []
     names = [str(value)] + (str(value).split(",") if isinstance(value, str) else [])
     return [Path(name) for name in dict.fromkeys(names) if name and Path(name).exists()]
+
+
+def check_threads_first(group) -> None:
+    """Give every ``--threads`` option a callback that refuses a count outside 1 ..
+    ``compgen.device.max_threads()`` before the command starts."""
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            check_threads_first(command)
+            continue
+        for param in command.params:
+            if param.name != "threads" or "--threads" not in param.opts:
+                continue
+
+            def checked(ctx, p, value, previous=param.callback):
+                if previous is not None:
+                    value = previous(ctx, p, value)
+                if value is not None and not ctx.resilient_parsing:
+                    check_threads(value, "--threads")
+                return value
+
+            param.callback = checked
 
 
 def check_seeds_first(group) -> None:

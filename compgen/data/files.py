@@ -105,6 +105,8 @@ def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
     fields = fields or _FIELDS.get() or Fields()
     if path.is_dir():
         return read_folder(path, fields)
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file (a FIFO, socket or device)")
     if not path.is_file():
         raise UserError(f"{path}: no such file or folder (and not a data set name; see "
                         "'compgen data list')")
@@ -152,6 +154,9 @@ def read_folder(path: Path, fields: Fields | None = None) -> pl.DataFrame:
         split = SPLIT_NAMES.get(stem.lower())
         if split is None or file.name.startswith("."):
             continue
+        if file.exists() and not file.is_file():   # a FIFO would block the read forever
+            raise UserError(f"{file}: not a regular file (a FIFO, socket or device); a data "
+                            "folder holds files")
         if dot and "." + suffix.lower() not in FOLDER_SUFFIXES:
             raise UserError(f"{file}: unknown format '.{suffix}' (expected one of "
                             f"{', '.join(FOLDER_SUFFIXES)})")

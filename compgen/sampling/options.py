@@ -17,7 +17,7 @@ from dataclasses import InitVar, dataclass, fields
 
 from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
-from compgen.device import DEVICE_ENV
+from compgen.device import DEVICE_ENV, check_threads
 from compgen.errors import SettingError
 from compgen.system.precision import SAMPLE_PRECISIONS
 
@@ -115,8 +115,7 @@ class SampleOptions:
             if getattr(self, name) < 1:
                 raise OptionError(f"`{name}` must be >= 1")
         check_max_rounds(self.max_rounds)
-        if self.threads is not None and self.threads < 1:
-            raise OptionError("`threads` must be >= 1")
+        check_threads(self.threads)
         if self.nsamples < self.n:
             raise OptionError(f"`nsamples` {self.nsamples} must be >= `n` {self.n} (the n "
                               "most probable of nsamples are kept)")
