@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compgen.errors import UserError, name_settings
+from compgen.errors import SettingError, UserError, name_settings
 
 if TYPE_CHECKING:
     import polars as pl
@@ -43,9 +43,14 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
     from compgen.data import load_dataset
     from compgen.data.files import Fields, parse_columns, reading_fields, records_table
 
+    _check_type("split", split, str)
+    if split not in SPLITS:
+        raise SettingError(f"`split` {split!r}: unknown (valid: {', '.join(SPLITS)})")
+    for name, value in (("x_field", x_field), ("y_field", y_field), ("columns", columns)):
+        _check_type(name, value, str, none_ok=True)
     fields = Fields(x_field, y_field, parse_columns(columns))
     if isinstance(source, pl.DataFrame):
-        if source.schema.get("x") == pl.List(pl.String) and "split" in source.columns:
+        if _is_example_table(source):
             return source   # already an example table (what the other functions return)
         return records_table(source, "<DataFrame>", fields, split, first_line=None)
     with reading_fields(fields):
@@ -68,6 +73,32 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+SPLITS = ("train", "dev", "test")
+
+
+def _check_type(name: str, value, kind, none_ok: bool = False) -> None:
+    """A wrong type is a SettingError naming the argument (not a traceback, nor a value
+    silently rounded or read as true)."""
+    if value is None and none_ok:
+        return
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise SettingError(f"`{name}` {value!r}: must be an integer")
+    if kind is not int and not isinstance(value, kind):
+        raise SettingError(f"`{name}` {value!r}: must be {kind.__name__}")
+
+
+def _is_example_table(table) -> bool:
+    """The example table's own schema: x and y token lists, a text split (a table that
+    only looks like one, say with number tokens or a number split, is read as records)."""
+    # start-up: `import compgen` loads no polars; the call does
+    import polars as pl
+
+    tokens = pl.List(pl.String)
+    schema = table.schema
+    return (schema.get("x") == tokens and schema.get("y") == tokens
+            and schema.get("split") == pl.String)
 
 
 def _train_split(data: PathLike | pl.DataFrame) -> pl.DataFrame:
@@ -115,6 +146,10 @@ def csl(data: PathLike | pl.DataFrame, n: int = 1000, *, config: str = "generic"
     from compgen.augment.csl.presets import preset
     from compgen.augment.csl.run import csl_augment
     from compgen.data.table import make_table
+
+    _check_type("n", n, int)
+    if n < 1:
+        raise SettingError(f"`n` {n}: must be >= 1")
 
     cfg = preset(config)
     cfg = dataclasses.replace(
@@ -313,6 +348,7 @@ def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *, side: str
     from compgen.lm.kenlm_tools import train_lm
     from compgen.lm.side_corpus import train_side_lm
 
+    _check_type("order", order, int)
     if side is not None:
         train_side_lm(str(corpus), side, output, order, discount_fallback)
         return Path(output)
@@ -324,7 +360,16 @@ def perplexity(model: PathLike, sentences: list[str] | pl.Series) -> float:
     # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.lm.scorer import NgramScorer
 
+    if isinstance(sentences, str | bytes):
+        raise SettingError("`sentences`: a list of sentences, not one string (its characters "
+                           "would be scored as sentences); pass [text]")
     sentences = list(sentences)
+    if not sentences:
+        raise SettingError("`sentences`: empty; perplexity needs at least one sentence")
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise SettingError(f"`sentences`[{i}] {sentence!r}: must be text (space-separated "
+                               "words)")
     words = sum(len(s.split()) + 1 for s in sentences)   # + </s>
     log10 = float(NgramScorer(model).score(sentences).sum())
     return math.pow(10.0, -log10 / words)

@@ -79,6 +79,18 @@ def parse_device(text: str, option: str = "`device`") -> Device | None:
     return Device(kind, int(index or 0))
 
 
+def max_threads() -> int:
+    """The most CPU threads a job may ask for: 8 per core (at least 64). A million threads
+    grew ONNX Runtime's pool until the kernel killed it, and aborted the C++ runner."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
+def check_threads(threads: int | None, option: str = "`threads`") -> None:
+    if threads is not None and not 1 <= threads <= max_threads():
+        raise SettingError(f"{option} {threads}: must be from 1 to {max_threads()} (8 per "
+                           "core of this machine, at least 64)")
+
+
 def resolve_device(requested: str | Device | None = None, option: str = "`device`",
                    auto_cpu: bool = False) -> Device:
     """The device to compute on: ``requested``, else ``$COMPGEN_DEVICE``, else ``auto``.

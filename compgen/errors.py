@@ -1,6 +1,9 @@
 """User-facing errors: the CLI prints them as one line and exits with status 2."""
 
+import contextlib
+import os
 import re
+import stat
 
 
 class UserError(Exception):
@@ -64,7 +67,11 @@ def decode_text(data: bytes, source) -> str:
 
 
 def read_text(path) -> str:
-    """The UTF-8 text of a file; a folder, unreadable file or binary content is a UserError."""
+    """The UTF-8 text of a file; a folder, unreadable file or binary content is a UserError,
+    and so is a device (/dev/zero never ends)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISBLK(os.stat(path).st_mode):
+            raise UserError(f"{path}: a device, not a file")
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -74,4 +81,6 @@ def read_text(path) -> str:
         raise UserError(f"{path}: no such file") from None
     except PermissionError:
         raise UserError(f"{path}: permission denied") from None
+    except OSError as exc:   # a link to itself, an I/O error: the file cannot be read
+        raise UserError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
     return decode_text(data, path)

@@ -136,6 +136,36 @@ def check_output(path: str | os.PathLike, option: str = "-o", folder: bool = Fal
     os.unlink(probe)
 
 
+def refuse_overwriting_inputs(output: str | os.PathLike, inputs, option: str = "-o",
+                              kept_folders=()) -> None:
+    """Refuse, before any work, an output that would destroy what the command reads:
+    ``output`` is the same file or folder as an input (by any name, link or hard link), or
+    lies inside an input export folder (one holding ``manifest.json``: its files are
+    checksummed) or inside one of ``kept_folders`` (a named data set's folder).
+    ``inputs``: (label, path) pairs, e.g. ``("DATA", "d.txt")``; paths that do not exist
+    are skipped."""
+    output = Path(output)
+    target = output.resolve()
+    for label, value in inputs:
+        path = Path(value)
+        if not os.path.lexists(path):
+            continue
+        shown = f"{label} {path}" if str(path) != label else label
+        same = (os.path.samefile(output, path) if output.exists() and path.exists()
+                else target == path.resolve())
+        if same:
+            raise SettingError(f"{option} {output}: is also an input ({shown}); writing it "
+                            "would replace what the command reads; write to another path")
+        if path.is_dir() and (path / "manifest.json").is_file() \
+                and path.resolve() in target.parents:
+            raise SettingError(f"{option} {output}: inside the export folder {shown}, whose "
+                            "files are checksummed; write to a path outside it")
+    for folder in kept_folders:
+        if Path(folder).resolve() in target.parents:
+            raise SettingError(f"{option} {output}: inside the data folder {folder}, which "
+                            "compgen reads and verifies; write to a path outside it")
+
+
 # Tokens are space-joined, so a token that IS a space (a character of a multi-word
 # SIGMORPHON lemma or form) is written as U+2581 and read back as a space.
 SPACE_TOKEN = "\u2581"

@@ -30,7 +30,16 @@ fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/compgen/kenlm/$version
 bin=$cache/bin
 query=$cache/query
-if [ -x "$bin/lmplz" ] && [ -x "$bin/build_binary" ] && [ -f "$query/lib/libkenlm.a" ]; then
+# compgen runs the cached binaries only when they match the digest record written below
+# (bin.sha256, the record format of compgen.system.cache): binaries without one (an older
+# install, or planted) are built again
+recorded() {
+  "$PY" -c 'import sys; from pathlib import Path; from compgen.system import cache
+entry = Path(sys.argv[1]); data = cache.recorded(entry)
+sys.exit(0 if data and not entry.is_symlink() and cache.digest(entry) == data["sha256"] else 1)' "$1"
+}
+if [ -x "$bin/lmplz" ] && [ -x "$bin/build_binary" ] && [ -f "$query/lib/libkenlm.a" ] \
+   && recorded "$bin"; then
   echo "kenlm $version: lmplz, build_binary and the query library already in $cache"
   exit 0
 fi
@@ -85,8 +94,10 @@ staging=$cache/bin.$$
 rm -rf "$staging"
 mkdir -p "$staging"
 install -m 755 "$work/build/bin/lmplz" "$work/build/bin/build_binary" "$staging/"
-rm -rf "$bin"
+rm -rf "$bin" "$bin.sha256"
 mv -T "$staging" "$bin"
+"$PY" -c 'import sys; from pathlib import Path; from compgen.system import cache
+cache.record(Path(sys.argv[1]))' "$bin"
 
 # The query library: static libs plus the headers of lm/ and util/ (KENLM_MAX_ORDER is
 # recorded for the runner's build, which must compile with the same value).

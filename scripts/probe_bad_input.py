@@ -1,7 +1,10 @@
-"""Bad input of every kind through the real command line: each probe runs `compgen ...` in
-a subprocess and must end with exit status 2 and one `error: ...` line (or succeed where
-the input is fine), print no traceback, and leave nothing behind: no staging files
-(`.NAME.*`), no partial outputs, nothing in its private temp folder.
+"""Bad input of every kind through the real command line and the Python API: each probe
+runs `compgen ...` (or a Python API call) in a subprocess and must end with exit status 2
+and one `error: ...` line (or succeed where the input is fine), print no traceback, and
+leave nothing behind: no staging files (`.NAME.*`), no partial outputs, nothing in its
+private temp folder. The groups follow the classes of bad outcome: unverified loads
+(`unverified`), commands destroying their input (`inputs`), silent wrong results
+(`silent`, `api`), the bf16 compile path (`bf16`), crashes and leftovers.
 
     python scripts/probe_bad_input.py --json probes.json
     python scripts/probe_bad_input.py --only binary --only export
@@ -30,13 +33,22 @@ SCAN_LINES = b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n"
 
 class Probe:
     def __init__(self, group: str, name: str, args: list, expect: str = "error",
-                 message: str = "", outputs: tuple = (), setup=None, env=None, limit_as=None):
+                 message: str = "", outputs: tuple = (), setup=None, env=None, limit_as=None,
+                 python: str | None = None, watch: tuple = ()):
         self.group, self.name, self.args, self.expect = group, name, args, expect
         self.message, self.outputs, self.setup, self.env = message, outputs, setup, env or {}
-        self.limit_as = limit_as
+        self.limit_as, self.python = limit_as, python
+        self.watch = watch   # folders outside the work folder where nothing may be left
 
 
-def compgen(args, cwd: Path, temp: Path, env: dict, limit_as=None, timeout=900):
+# a Python API call as a probe: a UserError is the API's one error line; anything else
+# raised is a traceback
+API_CALL = ("import sys, compgen\nfrom compgen.errors import UserError\ntry:\n    {call}\n"
+            "except UserError as exc:\n    print(f'error: {{exc}}', file=sys.stderr)\n"
+            "    sys.exit(2)\n")
+
+
+def compgen(args, cwd: Path, temp: Path, env: dict, limit_as=None, timeout=900, python=None):
     def limit():
         if limit_as:
             import resource
@@ -45,7 +57,9 @@ def compgen(args, cwd: Path, temp: Path, env: dict, limit_as=None, timeout=900):
 
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TMPDIR": str(temp),
                 **env}
-    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], cwd=cwd,
+    command = (["-c", API_CALL.format(call=python)] if python is not None
+               else ["-m", "compgen", *map(str, args)])
+    return subprocess.run([sys.executable, *command], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=limit, check=False)
 
@@ -68,16 +82,23 @@ def run_probe(probe: Probe, fixtures: dict, base: Path) -> dict:
     if probe.setup:
         probe.setup(work, names)
     args = [str(a).format(**names) for a in probe.args]
+    python = None if probe.python is None else probe.python.format(**names)
+    env = {key: value.format(**names) for key, value in probe.env.items()}
     before = snapshot(work)
     start = time.perf_counter()
-    proc = compgen(args, work, temp, probe.env, probe.limit_as)
+    proc = compgen(args, work, temp, env, probe.limit_as, python=python)
+    if python is not None:
+        args = ["python:", python]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     after = snapshot(work)
     allowed = {o.format(**names) for o in probe.outputs}
     new = {p for p in after - before
            if not p.startswith(".system-temp") and str(work / p) not in allowed
            and not any(str(work / p).startswith(a + "/") for a in allowed)}
-    leftovers = sorted(new | {f".system-temp/{p}" for p in snapshot(temp)})
+    watched = [Path(folder.format(**names)) for folder in probe.watch]
+    leftovers = sorted(new | {f".system-temp/{p}" for p in snapshot(temp)}
+                       | {str(folder / p) for folder in watched if folder.is_dir()
+                          for p in snapshot(folder)})
     traceback = "Traceback (most recent call last)" in proc.stderr
     if probe.expect == "error":
         ok = (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ")
@@ -147,9 +168,10 @@ def checkpoint_edit(metadata=None, tensors=None):
     return setup
 
 
-def export_edit(manifest_edit=None, files=None, raw_manifest=None):
+def export_edit(manifest_edit=None, files=None, raw_manifest=None, reseal=True):
     def setup(work: Path, names: dict):
         from compgen.export.artifact import sha256
+        from compgen.export.manifest_file import write_manifest
 
         folder = work / "export"
         shutil.copytree(SHIPPED, folder)
@@ -162,6 +184,8 @@ def export_edit(manifest_edit=None, files=None, raw_manifest=None):
             manifest_edit(manifest)
         if raw_manifest is not None:
             (folder / "manifest.json").write_bytes(raw_manifest)
+        elif reseal:   # the manifest's own checksum matches: only later checks can catch it
+            write_manifest(folder, manifest)
         else:
             (folder / "manifest.json").write_text(json.dumps(manifest))
     return setup
@@ -362,6 +386,162 @@ def probes() -> list[Probe]:
     out.append(Probe("leaks", "onnx-sample", ["sample", "{shipped}", "--n", "5", "-o",
                                               "{work}/s.tsv"], expect="ok",
                      outputs=("{work}/s.tsv",)))
+    return out + trust_probes()
+
+
+# ---------------------------------------------------------------- round 4: trust
+
+PAIRS = b"jump\tJUMP\nwalk\tWALK\njump twice\tJUMP JUMP\n"
+BF16_CPU = b"processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f avx512_bf16 amx_bf16\n"
+
+
+def cached_kenlm_without_record(work: Path, names: dict) -> None:
+    """KenLM's binaries copied where scripts/install_kenlm.sh puts them, with no record."""
+    from compgen.lm.kenlm_tools import find_kenlm_binaries, kenlm_version
+
+    folder = work / "xdg" / "compgen" / "kenlm" / kenlm_version() / "bin"
+    folder.mkdir(parents=True)
+    for tool in find_kenlm_binaries():
+        shutil.copy2(tool, folder / tool.name)
+    (work / "c.txt").write_bytes(b"a b c\nb c d\na c d\n")
+
+
+def edited_named_corpus(work: Path, names: dict) -> None:
+    """A data folder whose lm/kin/train.txt has one sentence more than compgen ships."""
+    from compgen.data.sources import embedded_text
+
+    folder = work / "data" / "lm" / "kin"
+    folder.mkdir(parents=True)
+    for split in ("train", "val", "test"):
+        text = embedded_text(f"kin_{split}.txt", f"lm/kin/{split}.txt")
+        (folder / f"{split}.txt").write_text(text, encoding="utf-8")
+    with open(work / "data" / "lm" / "kin" / "train.txt", "a", encoding="utf-8") as out:
+        out.write("a planted sentence\n")
+
+
+def with_files(**files: bytes):
+    def setup(work: Path, names: dict):
+        for name, content in files.items():
+            (work / name).write_bytes(content)
+    return setup
+
+
+def cuda_is_absent() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def trust_probes() -> list[Probe]:
+    out: list[Probe] = []
+    # unverified loads: nothing from a cache, a data folder or an edited manifest is used
+    out.append(Probe("unverified", "manifest-redirected", ["sample", "{work}/export", "--n",
+                                                           "2", "-o", "{work}/s.tsv"],
+                     message="does not match its own checksum", setup=export_edit(
+                         manifest_edit=lambda m: m["decoding"].update(prototype_file="train.tsv"),
+                         reseal=False)))
+    out.append(Probe("unverified", "kenlm-without-record",
+                     ["lm", "train", "{work}/c.txt", "-o", "{work}/m.arpa",
+                      "--discount_fallback"], message="digest record",
+                     setup=cached_kenlm_without_record,
+                     env={"XDG_CACHE_HOME": "{work}/xdg", "COMPGEN_LMPLZ": "",
+                          "PATH": os.path.dirname(sys.executable)}))
+    out.append(Probe("unverified", "named-corpus-edited",
+                     ["lm", "train", "lm/kin", "--data-dir", "{work}/data", "-o",
+                      "{work}/m.arpa"], message="does not match the sha256",
+                     setup=edited_named_corpus))
+    # a command destroys its input: refused before any work
+    same = {"geca": ["augment", "geca", "{work}/d.tsv", "-o", "{work}/d.tsv"],
+            "geca-link": ["augment", "geca", "{work}/d.tsv", "-o", "{work}/link.tsv"],
+            "lm-train": ["lm", "train", "{work}/c.txt", "-o", "{work}/c.txt"],
+            "train-augment": ["train", "predictor", "--data", "{work}/d.tsv", "--augment",
+                              "{work}/a.tsv", "-o", "{work}/a.tsv"],
+            "sample-lm": ["sample", "{shipped}", "--n", "2", "--lm", "{work}/c.txt", "-o",
+                          "{work}/c.txt"],
+            "stem-corrupt": ["augment", "stem-corrupt", "{work}/d.tsv", "-o", "{work}/d.tsv"]}
+
+    def inputs(work: Path, names: dict) -> None:
+        with_files(**{"d.tsv": PAIRS, "a.tsv": PAIRS, "c.txt": b"a b c\n"})(work, names)
+        (work / "link.tsv").symlink_to(work / "d.tsv")
+    for name, args in same.items():
+        out.append(Probe("inputs", name, args, message="is also an input", setup=inputs))
+    out.append(Probe("inputs", "sample-into-export", ["sample", "{work}/export", "--n", "2",
+                                                      "-o", "{work}/export/train.tsv"],
+                     message="inside the export folder", setup=export_edit()))
+    out.append(Probe("inputs", "export-over-itself", ["export", "{work}/export", "-o",
+                                                      "{work}/export"],
+                     message="is also an input", setup=export_edit()))
+    # the bf16 compile path, run as on a CPU with bf16 units: a failed compile leaves nothing
+    out.append(Probe("bf16", "compile-without-compiler",
+                     ["sample", "{shipped}", "--backend", "torch", "--precision", "bf16", "--n",
+                      "3", "-o", "{work}/s.tsv"], message="TorchInductor, which failed",
+                     setup=with_files(cpuinfo=BF16_CPU), watch=("{work}.cache/compgen/reduced",),
+                     env={"COMPGEN_CPUINFO": "{work}/cpuinfo", "CXX": "{work}/no-cxx",
+                          "XDG_CACHE_HOME": "{work}.cache"}))
+    # silent wrong results made errors
+    if cuda_is_absent():
+        out.append(Probe("silent", "device-cuda-env", ["sample", "{shipped}", "--n", "2", "-o",
+                                                       "{work}/s.tsv"],
+                         message="COMPGEN_DEVICE cuda", env={"COMPGEN_DEVICE": "cuda"}))
+    for token in ("<sep>", "<pad>", "<copy>", "<unk>"):
+        out.append(Probe("silent", f"data-word-{token.strip('<>')}",
+                         ["data", "stats", "{work}/d.tsv"], message="d.tsv:2:",
+                         setup=with_files(**{"d.tsv": f"a\tb\nc {token}\td\n".encode()})))
+    for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
+                          ("--max-steps", "-5")):
+        out.append(Probe("silent", f"train{option}={value}",
+                         ["train", "generator", "--data", "{work}/d.tsv", option, value, "-o",
+                          "{work}/g.pt"], message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    api = {"geca-seed-2^64+5": "compgen.geca(compgen.load('{work}/d.tsv'), seed=2**64 + 5)",
+           "csl-n-2.5": "compgen.csl(compgen.load('{work}/d.tsv'), n=2.5)",
+           "sample-n-2.9": "compgen.sample('{shipped}', n=2.9)",
+           "sample-raise-no": "compgen.sample('{shipped}', n=2, raise_temperature='no')",
+           "sample-temperature-hot": "compgen.sample('{shipped}', n=2, temperature='hot')",
+           "perplexity-string": "compgen.perplexity('{work}/d.tsv', 'jump twice')",
+           "perplexity-empty": "compgen.perplexity('{work}/d.tsv', [])",
+           "perplexity-none": "compgen.perplexity('{work}/d.tsv', [None])",
+           "load-split-training": "compgen.load('{work}/d.tsv', split='training')",
+           "load-columns-5": "compgen.load('{work}/d.tsv', columns=5)",
+           "load-wrong-schema": "import polars as pl; compgen.load(pl.DataFrame("
+                                "{{'x': [[1]], 'y': [['a']], 'split': ['train']}}))",
+           "kenlm-order-text": "compgen.kenlm_train('{work}/d.tsv', '{work}/m.arpa', order='5')",
+           "train-max-steps--5": "compgen.train_generator('{work}/d.tsv', '{work}/g.pt', "
+                                 "max_steps=-5)"}
+    for name, call in api.items():
+        out.append(Probe("api", name, [], python=call, setup=with_files(**{"d.tsv": PAIRS})))
+    # tracebacks once: each must now be one error line
+    def self_link(work: Path, names: dict) -> None:
+        (work / "d").mkdir()
+        (work / "d" / "train.tsv").symlink_to(work / "d" / "train.tsv")
+
+    def dict_folder(work: Path, names: dict) -> None:
+        (work / "d").mkdir()
+        (work / "d" / "dataset_dict.json").write_text('{"splits": null}')
+
+    out.append(Probe("tracebacks", "nested-json", ["data", "stats", "{work}/d.jsonl"],
+                     setup=with_files(**{"d.jsonl": b'{"x": ' + b"[" * 100_000 + b"}\n"})))
+    out.append(Probe("tracebacks", "self-linked-train", ["data", "stats", "{work}/d"],
+                     setup=self_link))
+    out.append(Probe("tracebacks", "splits-null", ["data", "stats", "{work}/d"],
+                     setup=dict_folder))
+    out.append(Probe("tracebacks", "journal-not-utf8", ["sample", "{shipped}", "--n", "2",
+                                                        "--resume", "-o", "{work}/s.tsv"],
+                     setup=with_files(**{"s.tsv.partial": LATIN1}),
+                     outputs=("{work}/s.tsv.partial",)))
+    # crashes and hangs: a million threads, a FIFO in a data folder, a device as a file
+    for backend in ("onnx", "cpp"):
+        out.append(Probe("crash", f"threads-1e6-{backend}",
+                         ["sample", "{shipped}", "--n", "2", "--backend", backend, "--threads",
+                          "1000000", "-o", "{work}/s.tsv"], message="--threads 1000000"))
+    out.append(Probe("crash", "fifo-train", ["data", "stats", "{work}/d"],
+                     message="not a regular file",
+                     setup=lambda work, names: ((work / "d").mkdir(),
+                                                os.mkfifo(work / "d" / "train.tsv"))))
+    out.append(Probe("crash", "dev-zero", ["augment", "geca", "/dev/zero", "-o",
+                                           "{work}/g.tsv"], message="/dev/zero: not a regular file"))
+    out.append(Probe("tracebacks", "partial-is-a-folder",
+                     ["sample", "{shipped}", "--n", "2", "-o", "{work}/s.tsv"],
+                     setup=lambda work, names: (work / "s.tsv.partial").mkdir()))
     return out
 
 

@@ -191,6 +191,7 @@ def damaged_copy(tmp_path):
     import shutil
 
     from compgen.export.artifact import sha256
+    from compgen.export.manifest_file import write_manifest
 
     def copy(folder: Path, name: str, content: bytes | None = None) -> Path:
         damaged = tmp_path / f"damaged-{len(list(tmp_path.glob('damaged-*')))}"
@@ -203,7 +204,7 @@ def damaged_copy(tmp_path):
         (damaged / name).write_bytes(content)
         manifest = json.loads((damaged / "manifest.json").read_text())
         manifest["files"][name] = sha256(damaged / name)
-        (damaged / "manifest.json").write_text(json.dumps(manifest))
+        write_manifest(damaged, manifest)
         return damaged
 
     return copy

@@ -351,6 +351,7 @@ def edited_export(tmp_path, edit_manifest=None, files=None):
     import shutil
 
     from compgen.export.artifact import sha256
+    from compgen.export.manifest_file import write_manifest
 
     folder = tmp_path / "export"
     shutil.copytree(SHIPPED, folder)
@@ -360,7 +361,7 @@ def edited_export(tmp_path, edit_manifest=None, files=None):
         manifest["files"][name] = sha256(folder / name)
     if edit_manifest:
         edit_manifest(manifest)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(folder, manifest)
     return folder
 
 

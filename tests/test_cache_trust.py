@@ -17,6 +17,7 @@ import torch
 
 from compgen.errors import UserError
 from compgen.export.artifact import load_manifest, sha256
+from compgen.export.manifest_file import write_manifest
 from compgen.system import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,25 @@ def test_a_killed_builder_leaves_no_lock_that_blocks(private_cache, tmp_path):
     holder.wait()
     cache.ensure(entry, "a thing", lambda: entry.write_text("built"))   # does not hang
     assert entry.read_text() == "built"
+
+
+def test_builds_take_turns_and_leave_no_lock_file(private_cache, tmp_path):
+    """Each holder removes the lock file when done; a waiter that won the lock of a file
+    removed meanwhile locks the current one, so two builds never overlap."""
+    entry = cache.store("things") / "entry"
+    journal = tmp_path / "journal"
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+            "from compgen.system import cache\n"
+            "for _ in range(5):\n"
+            "    with cache.build_lock(Path(sys.argv[2])):\n"
+            "        with open(sys.argv[3], 'a') as j: j.write('in\\n')\n"
+            "        time.sleep(0.02)\n"
+            "        with open(sys.argv[3], 'a') as j: j.write('out\\n')\n")
+    holders = [subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(entry), str(journal)])
+               for _ in range(3)]
+    assert [h.wait(timeout=120) for h in holders] == [0, 0, 0]
+    assert journal.read_text().split() == ["in", "out"] * 15
+    assert not list(entry.parent.iterdir())
 
 
 def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path):
@@ -172,7 +192,7 @@ def noisy_copy(tmp_path: Path) -> Path:
     module.save(str(folder / "model.ts"))
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["files"]["model.ts"] = sha256(folder / "model.ts")
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    write_manifest(folder, manifest)
     return folder
 
 
@@ -200,3 +220,63 @@ def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
         model.weight[0, 0] = float("nan")
     with pytest.raises(UserError, match="weight weight holds NaN"):
         finite_weights(model, "nan.pt")
+
+
+def test_the_runner_is_handed_a_checked_private_copy(tmp_path):
+    """What the C++ runner loads is a copy checked as it was made: a file swapped in the
+    export folder afterwards is not what runs; one changed before is refused."""
+    from compgen.export.artifact import checked_private_copy
+
+    folder = tmp_path / "export"
+    shutil.copytree(SHIPPED, folder)
+    manifest = load_manifest(folder)
+    with checked_private_copy(folder, manifest) as copy:
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o700
+        assert not list(copy.glob("*.onnx"))
+        (folder / "model.ts").write_bytes(b"planted")   # swapped after the check
+        assert sha256(copy / "model.ts") == manifest["files"]["model.ts"]
+        assert sha256(copy / "train.tsv") == manifest["files"]["train.tsv"]
+    assert not copy.exists()
+    with pytest.raises(UserError, match="model.ts: checksum does not match the manifest"), \
+            checked_private_copy(folder, manifest):
+        pass
+    assert not list(copy.parent.glob(copy.name.rsplit(".", 1)[0] + ".*"))
+
+
+def test_a_cached_entry_changed_after_its_check_is_not_handed_over(private_cache, tmp_path):
+    from compgen.export.artifact import checked_private_copy
+
+    entry = cache.store("things") / "libs"
+    cache.ensure(entry, "libs", lambda: (entry.mkdir(), (entry / "a.so").write_bytes(b"good")))
+    manifest = {"files": {}}
+    with checked_private_copy(tmp_path, manifest, [entry]) as copy:
+        assert (copy / "libs" / "a.so").read_bytes() == b"good"
+    (entry / "a.so").write_bytes(b"evil")
+    with pytest.raises(UserError, match="does not match its record"), \
+            checked_private_copy(tmp_path, manifest, [entry]):
+        pass
+
+
+def test_an_edited_manifest_is_refused(tmp_path):
+    """The manifest carries a checksum of its own: a hand edit (a cut's file name pointed at
+    another file the folder holds) is refused, not sampled from."""
+    folder = tmp_path / "export"
+    shutil.copytree(SHIPPED, folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["decoding"]["prototype_file"] = "train.tsv"
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    with pytest.raises(UserError, match="manifest.json: does not match its own checksum"):
+        load_manifest(folder)
+
+
+def test_a_manifest_from_before_its_checksum_is_exported_again_not_sampled(tmp_path):
+    from compgen.export.manifest_file import MANIFEST_DIGEST
+
+    folder = tmp_path / "export"
+    shutil.copytree(SHIPPED, folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    del manifest[MANIFEST_DIGEST]
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    with pytest.raises(UserError, match="no checksum of its own .* export it again"):
+        load_manifest(folder)
+    assert load_manifest(folder, older_ok=True)["files"] == manifest["files"]

@@ -1,6 +1,5 @@
 """The export kinds: one registered spec per checkpoint kind, one parity check for all."""
 
-import json
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export import kinds
 from compgen.export.artifact import FORMAT, parity_failures, sha256
+from compgen.export.manifest_file import write_manifest
 from compgen.export.spec import ParityOutputs, ParityRun, measure_parity
 from compgen.training.checkpoint import KINDS as CHECKPOINT_KINDS
 
@@ -35,7 +35,7 @@ def test_only_generator_folders_are_exported_again(tmp_path):
     Vocab.build([["a", "b"]]).save(folder / "vocab.json")
     manifest = {"format": FORMAT, "kind": "seq2seq", "model": {"vocab_size": 8},
                 "decoding": {"max_len": 10}, "files": {"vocab.json": sha256(folder / "vocab.json")}}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(folder, manifest)
     with pytest.raises(UserError, match="re-exporting a 'seq2seq' export folder is not supported"):
         kinds.export_checkpoint(folder, tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -109,3 +109,64 @@ def test_lmplz_and_the_scorer_read_the_same_words(corpus, tmp_path):
     words = sum(len(line.split()) + 1 for line in odd for line in line.splitlines())
     assert result.n_tokens["test"] == words
     assert f"ngram 1={len({w for line in odd for w in line.split()}) + 3}" in model.read_text()
+
+
+@pytest.fixture
+def cached_kenlm(tmp_path):
+    """A private cache holding a copy of KenLM's binaries where scripts/install_kenlm.sh
+    puts them; PATH without lmplz, no $COMPGEN_LMPLZ: the cached ones are the ones used."""
+    from compgen.lm.kenlm_tools import kenlm_version
+
+    lmplz, build_binary = find_kenlm_binaries()
+    xdg = tmp_path / "xdg"
+    folder = xdg / "compgen" / "kenlm" / kenlm_version() / "bin"
+    folder.mkdir(parents=True)
+    for tool in (lmplz, build_binary):
+        (folder / tool.name).write_bytes(tool.read_bytes())
+        (folder / tool.name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "COMPGEN_LMPLZ"}
+    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(xdg), PATH=os.path.dirname(sys.executable))
+    return folder, env
+
+
+def lm_train(corpus, out, env):
+    return subprocess.run([sys.executable, "-m", "compgen", "lm", "train", str(corpus), "-o",
+                           str(out), "--order", "3", "--discount-fallback"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, check=False)
+
+
+def test_cached_kenlm_binaries_run_only_with_a_matching_record(cached_kenlm, corpus, tmp_path):
+    from compgen.system import cache
+
+    folder, env = cached_kenlm
+    out = tmp_path / "m.arpa"
+    one_error_line(lm_train(corpus, out, env), "do not match their digest record")  # none yet
+    cache.record(folder)   # as scripts/install_kenlm.sh does once it built them
+    done = lm_train(corpus, out, env)
+    assert done.returncode == 0, done.stderr
+    assert "\\data\\" in out.read_text(encoding="utf-8")
+    marker = tmp_path / "planted-ran"
+    (folder / "lmplz").write_text(f"#!/bin/sh\ntouch {marker}\n")   # swapped after the record
+    out.unlink()
+    one_error_line(lm_train(corpus, out, env), "do not match their digest record")
+    assert not marker.exists() and not out.exists()
+
+
+def test_a_named_corpus_edited_in_the_data_folder_is_refused(data_dir, tmp_path):
+    """lm/kin's files in the data folder are checked against the sums compgen ships:
+    an edited copy is refused by every reader, not trained or scored on."""
+    from compgen.data import load_dataset
+
+    folder = tmp_path / "data" / "lm" / "kin"
+    folder.mkdir(parents=True)
+    for split in ("train", "val", "test"):
+        (folder / f"{split}.txt").write_bytes((data_dir / "lm" / "kin" / f"{split}.txt").read_bytes())
+    assert load_dataset("lm/kin", tmp_path / "data").height > 0
+    with open(folder / "train.txt", "a", encoding="utf-8") as out:
+        out.write("a planted sentence\n")
+    with pytest.raises(UserError, match="train.txt: does not match the sha256 compgen ships"):
+        load_dataset("lm/kin", tmp_path / "data")
+    proc = compgen("lm", "train", "lm/kin", "--data-dir", tmp_path / "data", "-o",
+                   tmp_path / "m.arpa", cwd=ROOT)
+    one_error_line(proc, "does not match the sha256 compgen ships for lm/kin/train.txt")
+    assert not (tmp_path / "m.arpa").exists()

@@ -342,3 +342,18 @@ def test_long_long_equals_direct_procedure(seed):
         expected = direct_long_long(trn, seed, queries)
         assert len(expected) > 20
         assert got.rows() == expected
+
+
+def test_a_cached_neighbourhood_file_cut_short_is_recomputed(tmp_path, capsys):
+    """A readable Parquet file holding fewer triples (cut, or another run's) does not
+    match the record written with the cache entry: recomputed, with a note, not used."""
+    from compgen.data.table import make_table
+
+    names = list(LONG_LONG)
+    table = make_table([LONG_LONG[k] for k in names], [["Y"]] * 5, ["train"] * 5)
+    first = nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path)
+    (cached,) = (tmp_path / "neighborhoods").glob("*.parquet")
+    first.head(1).write_parquet(cached)   # a valid file, two rows short
+    again = nb.scan_neighborhood(table, "around_right", 0, cache_dir=tmp_path)
+    assert again.equals(first) and first.height > 1
+    assert "the cached neighbourhoods" in capsys.readouterr().err

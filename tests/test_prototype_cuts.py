@@ -16,6 +16,7 @@ import pytest
 from compgen.errors import SettingError, UserError
 from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.kinds import export_checkpoint
+from compgen.export.manifest_file import write_manifest
 from compgen.sampling.backends.cpp import build_runner
 from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import ExportDecoder, sample_exported
@@ -105,6 +106,6 @@ def test_a_cut_file_outside_the_checked_files_is_refused(exported, tmp_path):
     shutil.copytree(exported, moved)
     manifest = json.loads((moved / "manifest.json").read_text())
     manifest["decoding"]["prototype_cuts"]["none"]["file"] = "../prototypes.txt"
-    (moved / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(moved, manifest)
     with pytest.raises(UserError, match=r"prototype_cuts.none.file = '../prototypes.txt'"):
         sample_exported(moved, n=3, prototype_cut="none", log=lambda m: None)

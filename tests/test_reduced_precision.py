@@ -59,28 +59,58 @@ def test_compiled_bf16_samples_are_the_same_from_python_and_cpp(tmp_path, one_to
     assert_reduced(compiled, scripted)  # compiled, not the TorchScript graphs replayed
 
 
-def test_a_failed_compilation_is_one_error_line(tmp_path):
-    """No C++ compiler (``$CXX`` names none) and nothing compiled yet (a fresh cache). On a
-    CPU without bf16 units the refusal comes first, read from this CPU's own flags."""
+BF16_CPU = "processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f avx512_bf16 amx_bf16\n"
+
+
+def compile_bf16(tmp_path: Path, compiler: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """``sample --backend torch --precision bf16`` run as on a CPU with bf16 units (whatever
+    this one has: ``$COMPGEN_CPUINFO``), so the compile path runs on any CPU, with
+    ``compiler`` as ``$CXX`` and a fresh cache."""
+    info = tmp_path / "cpuinfo"
+    info.write_text(BF16_CPU)
     out = tmp_path / "s.tsv"
     proc = subprocess.run([sys.executable, "-m", "compgen", "sample", str(SHIPPED), "--backend",
                            "torch", "--precision", "bf16", "--n", "3", "-o", str(out)],
                           capture_output=True, text=True, cwd=ROOT, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "CXX": str(tmp_path / "no-cxx"),
-                               "XDG_CACHE_HOME": str(tmp_path / "cache")})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "CXX": str(compiler),
+                               "COMPGEN_CPUINFO": str(info),
+                               "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                               "TMPDIR": str(tmp_path / "tmp")})
+    return proc, out
+
+
+def assert_failed_compile_left_nothing(proc: subprocess.CompletedProcess, out: Path,
+                                       tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = (proc.stdout + proc.stderr).strip().splitlines()
-    first = ("error: --precision bf16 with --backend torch or cpp compiles" if cpu_has_bf16()
-             else "error: --precision bf16: this CPU has no bf16 units")
-    assert len(lines) == 1 and lines[0].startswith(first), lines
-    if not cpu_has_bf16():
-        assert not out.exists()
-        return
     assert len(lines) == 1 and lines[0].startswith(
         "error: --precision bf16 with --backend torch or cpp compiles the model with "
         "TorchInductor, which failed"), lines
     assert not out.exists()
-    assert not any((tmp_path / "cache" / "compgen" / "reduced").glob("*aoti*"))
+    reduced = tmp_path / "cache" / "compgen" / "reduced"
+    assert not reduced.exists() or not any(reduced.iterdir()), list(reduced.iterdir())
+    assert not list((tmp_path / "tmp").glob("torchinductor*"))
+
+
+def test_a_failed_compilation_is_one_error_line(tmp_path):
+    """No C++ compiler (``$CXX`` names none) and nothing compiled yet: refused before the
+    model is traced, and nothing is left in the cache (no lock, no staged folder)."""
+    (tmp_path / "tmp").mkdir()
+    proc, out = compile_bf16(tmp_path, tmp_path / "no-cxx")
+    assert_failed_compile_left_nothing(proc, out, tmp_path)
+    assert "InvalidCxxCompiler" in proc.stderr or "compiler" in proc.stderr.lower()
+
+
+def test_a_compiler_failing_midway_leaves_nothing(tmp_path):
+    """A compiler that answers ``--version`` and fails every build: the trace and the
+    export run, the staged libraries' folder is removed, and so is the build's lock."""
+    (tmp_path / "tmp").mkdir()
+    compiler = tmp_path / "broken-cxx"
+    compiler.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "g++ (GCC) 12.2.0"; '
+                        'exit 0; }\necho "internal compiler error" >&2\nexit 1\n')
+    compiler.chmod(0o755)
+    proc, out = compile_bf16(tmp_path, compiler)
+    assert_failed_compile_left_nothing(proc, out, tmp_path)
 
 
 def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):

@@ -31,6 +31,7 @@ from compgen.cli.common import (
     app,
     check_outputs_first,
     check_seeds_first,
+    check_threads_first,
     err_console,
     fill_optional_values,
     flags_in,
@@ -76,6 +77,7 @@ def main() -> None:
     command = typer.main.get_command(app)
     check_outputs_first(command)
     check_seeds_first(command)
+    check_threads_first(command)
     try:
         check_address_space()
         # prog_name: also under `python -m compgen`, for completion and usage

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from compgen import __version__
 from compgen.decoding.random_stream import check_seed
-from compgen.device import DEVICE_HELP
+from compgen.device import DEVICE_HELP, check_threads
 from compgen.errors import UserError, name_settings
-from compgen.io import check_output
+from compgen.io import check_output, refuse_overwriting_inputs
 
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
@@ -115,6 +115,66 @@ def check_outputs_first(group) -> None:
                     value = previous(ctx, p, value)
                 if value is not None and not ctx.resilient_parsing:
                     check_output(value, option, folder)
+                return value
+
+            param.callback = checked
+        _refuse_outputs_over_inputs(command)
+
+
+def _refuse_outputs_over_inputs(command) -> None:
+    """Wrap ``command`` so that, once every option is parsed and before it runs, an output
+    option naming one of its inputs (or a path inside an input export folder) is refused."""
+    outputs = [p for p in command.params
+               if p.name in OUTPUT_OPTIONS and not getattr(p, "is_flag", False)]
+    if not outputs or command.callback is None:
+        return
+    inner = command.callback
+
+    @functools.wraps(inner)
+    def guarded(*args, **kwargs):
+        inputs = [(_label(p), path) for p in command.params if p not in outputs
+                  for path in _paths_in(kwargs.get(p.name))]
+        for param in outputs:
+            if kwargs.get(param.name) is not None:
+                refuse_overwriting_inputs(kwargs[param.name], inputs, min(param.opts, key=len))
+        return inner(*args, **kwargs)
+
+    command.callback = guarded
+
+
+def _label(param) -> str:
+    if param.param_type_name == "argument":
+        return (param.metavar or param.name).upper()
+    return max(param.opts, key=len)
+
+
+def _paths_in(value) -> list[Path]:
+    """The existing paths an option's value names (a list's items; ``A,B`` lists such as
+    ``--lm BASE,AUG``)."""
+    if isinstance(value, (list, tuple)):
+        return [path for item in value for path in _paths_in(item)]
+    if not isinstance(value, (str, Path)) or isinstance(value, bool) or not str(value):
+        return []
+    names = [str(value)] + (str(value).split(",") if isinstance(value, str) else [])
+    return [Path(name) for name in dict.fromkeys(names) if name and Path(name).exists()]
+
+
+def check_threads_first(group) -> None:
+    """Give every ``--threads`` option a callback that refuses a count outside 1 ..
+    ``compgen.device.max_threads()`` before the command starts."""
+    for command in group.commands.values():
+        if hasattr(command, "commands"):
+            check_threads_first(command)
+            continue
+        for param in command.params:
+            if param.name != "threads" or "--threads" not in param.opts:
+                continue
+
+            def checked(ctx, p, value, previous=param.callback):
+                if previous is not None:
+                    value = previous(ctx, p, value)
+                if value is not None and not ctx.resilient_parsing:
+                    check_threads(value, "--threads")
                 return value
 
             param.callback = checked

@@ -20,6 +20,7 @@ from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
+from compgen.io import refuse_overwriting_inputs
 
 __all__ = [
     "Fields",
@@ -81,6 +82,20 @@ def keeps_own_dev(name: str) -> bool:
     user's data set, or a named set whose paper recipe does (GeoQuery); the other named
     sets keep their recipes (a held-out part of train, SIGMORPHON's ``val_hard``)."""
     return not is_named_dataset(name) or str(name).startswith("geoquery/")
+
+
+def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
+                            option: str = "`output`") -> None:
+    """``refuse_overwriting_inputs`` for a command reading ``data``: a data file, folder or
+    export folder is an input; a named set's data folder is kept whole."""
+    if is_named_dataset(str(data)):
+        try:
+            root = resolve_data_dir(data_dir)
+        except UserError:
+            return   # no data folder: nothing there to overwrite (loading the data says so)
+        refuse_overwriting_inputs(output, [], option, kept_folders=[root])
+    else:
+        refuse_overwriting_inputs(output, [(label, data)], option)
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
+from compgen.data.sources import named_data_text
 from compgen.errors import SettingError, UserError, read_text, where
 
 SPLITS = ("train", "dev", "test")
@@ -41,11 +42,13 @@ def parse_cogs(text: str, source: str = "<cogs>", join_variables: bool = True):
     return xs, ys, types
 
 
-def read_cogs_file(path: str | Path, split: str = "train") -> pl.DataFrame:
+def read_cogs_file(path: str | Path, split: str = "train", data_dir: Path | None = None) -> pl.DataFrame:
+    """A COGS file; with ``data_dir``, the named set's file there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    xs, ys, types = parse_cogs(read_text(path), str(path))
+    text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
+    xs, ys, types = parse_cogs(text, str(path))
     return pl.DataFrame(
         {"x": xs, "y": ys, "split": [split] * len(xs), "type": types},
         schema={"x": pl.List(pl.String), "y": pl.List(pl.String), "split": pl.String,
@@ -59,5 +62,5 @@ def load_cogs(data_dir: Path) -> pl.DataFrame:
         path = data_dir / "cogs" / f"{split}.tsv"
         if not path.is_file():
             raise SettingError(f"{path}: missing; run 'compgen data fetch cogs' or set `data_dir`")
-        parts.append(read_cogs_file(path, split))
+        parts.append(read_cogs_file(path, split, data_dir))
     return pl.concat(parts)

@@ -41,6 +41,7 @@ import polars as pl
 
 from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
+from compgen.data.vocab import SPECIALS
 from compgen.errors import SettingError, UserError, read_text, where
 from compgen.io import parse_samples_tsv
 
@@ -108,6 +109,8 @@ def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
     fields = fields or _FIELDS.get() or Fields()
     if path.is_dir():
         return read_folder(path, fields)
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file (a FIFO, socket or device)")
     if not path.is_file():
         raise UserError(f"{path}: no such file or folder (and not a data set name; see "
                         "'compgen data list')")
@@ -118,8 +121,32 @@ def read_data_file(path: Path, fields: Fields | None = None, split: str = "train
     fields = fields or _FIELDS.get() or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
-        return _read_records(path, kind, fields, split)
-    return _read_text_file(path, data_text(path), fields, split)
+        table = _read_records(path, kind, fields, split)
+    else:
+        table = _read_text_file(path, data_text(path), fields, split)
+    _refuse_special_words(table, path, kind)
+    return table
+
+
+def _refuse_special_words(table: pl.DataFrame, path: Path, kind: str | None) -> None:
+    """A data word spelled as one of compgen's special tokens (``<sep>``, ``<unk>``, ...)
+    would silently take that token's id: refused, naming the line where it first occurs
+    (a row number for Parquet and Arrow files)."""
+    specials = list(SPECIALS)
+    for side in ("x", "y"):
+        hits = table[side].list.eval(pl.element().is_in(specials)).list.any()
+        if not hits.any():
+            continue
+        row = int(hits.arg_true()[0])
+        word = next(token for token in table[side][row] if token in specials)
+        place = f"{path} (row {row + 1})"
+        if kind not in ("parquet", "arrow"):
+            text = data_text(path)
+            line = next((n for n, line in enumerate(text.splitlines(), 1)
+                         if word in re.split(r"[\s\"',\[\]]+", line)), None)
+            place = where(path, line) if line is not None else place
+        raise UserError(f"{place}: the word {word!r} is spelled as one of compgen's special "
+                        f"tokens ({', '.join(SPECIALS)}), whose id it would take; rename it")
 
 
 def read_folder(path: Path, fields: Fields | None = None) -> pl.DataFrame:
@@ -131,6 +158,9 @@ def read_folder(path: Path, fields: Fields | None = None) -> pl.DataFrame:
         split = SPLIT_NAMES.get(stem.lower())
         if split is None or file.name.startswith("."):
             continue
+        if file.exists() and not file.is_file():   # a FIFO would block the read forever
+            raise UserError(f"{file}: not a regular file (a FIFO, socket or device); a data "
+                            "folder holds files")
         if dot and "." + suffix.lower() not in FOLDER_SUFFIXES:
             raise UserError(f"{file}: unknown format '.{suffix}' (expected one of "
                             f"{', '.join(FOLDER_SUFFIXES)})")
@@ -207,6 +237,8 @@ def _read_jsonl(text: str, path: Path) -> tuple[pl.DataFrame, list[int]]:
             except json.JSONDecodeError as exc:
                 raise UserError(f"{where(path, n)}: not a JSON object ({exc.msg}); a .jsonl "
                                 "file holds one JSON object a line") from None
+            except RecursionError:
+                raise UserError(f"{where(path, n)}: JSON nested too deeply to read") from None
             if not isinstance(value, dict):
                 raise UserError(f"{where(path, n)}: a JSON {type(value).__name__}, expected "
                                 "an object such as {\"input\": ..., \"output\": ...}")
@@ -220,6 +252,8 @@ def _read_json_array(text: str, path: Path) -> pl.DataFrame:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{where(path, exc.lineno)}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply to read") from None
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise UserError(f"{path}: a .json data file is an array of objects "
                         "(for one object a line, name it .jsonl)")
@@ -305,7 +339,9 @@ def _read_hf_folder(path: Path, fields: Fields | None) -> pl.DataFrame:
     folder of Arrow stream files."""
     try:
         splits = json.loads(data_text(path / "dataset_dict.json"))["splits"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+        if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
+            raise TypeError(splits)
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
         raise UserError(f"{path / 'dataset_dict.json'}: expected {{\"splits\": [...]}} "
                         "(a Hugging Face datasets folder)") from None
     parts = []

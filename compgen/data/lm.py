@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.data.sources import embedded_text
+from compgen.data.sources import embedded_text, named_data_text
 from compgen.data.table import make_table
 from compgen.errors import SettingError, UserError, read_text
 
@@ -22,11 +22,13 @@ def parse_corpus(text: str, source: str = "<corpus>") -> list[list[str]]:
     return sentences
 
 
-def read_corpus(path: str | Path, split: str = "train") -> pl.DataFrame:
+def read_corpus(path: str | Path, split: str = "train", data_dir: Path | None = None) -> pl.DataFrame:
+    """A corpus file; with ``data_dir``, a named corpus there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    ys = parse_corpus(read_text(path), str(path))
+    text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
+    ys = parse_corpus(text, str(path))
     return make_table([[] for _ in ys], ys, split)
 
 
@@ -37,7 +39,7 @@ def load_lm(lang: str, data_dir: Path) -> pl.DataFrame:
     for split in ("train", "val", "test"):
         path = data_dir / "lm" / lang / f"{split}.txt"
         if path.is_file():
-            parts.append(read_corpus(path, split))
+            parts.append(read_corpus(path, split, data_dir))
             continue
         relpath = f"lm/{lang}/{split}.txt"
         text = embedded_text(f"{lang}_{split}.txt", relpath) if lang in EMBEDDED else None

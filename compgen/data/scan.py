@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.data.sources import embedded_text
+from compgen.data.sources import embedded_text, named_data_text
 from compgen.data.table import make_table
 from compgen.errors import SettingError, UserError, read_text, where
 
@@ -46,11 +46,13 @@ def parse_scan(text: str, source: str = "<scan>") -> tuple[list[list[str]], list
     return xs, ys
 
 
-def read_scan_file(path: str | Path, split: str = "train") -> pl.DataFrame:
+def read_scan_file(path: str | Path, split: str = "train", data_dir: Path | None = None) -> pl.DataFrame:
+    """A SCAN file; with ``data_dir``, a named set's file there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    xs, ys = parse_scan(read_text(path), str(path))
+    text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
+    xs, ys = parse_scan(text, str(path))
     return make_table(xs, ys, split)
 
 
@@ -65,7 +67,7 @@ def load_scan(split: str, data_dir: Path) -> pl.DataFrame:
         name = f"tasks_{part}_{stem}.txt"
         path = data_dir / "scan" / folder / name
         if path.is_file():
-            parts.append(read_scan_file(path, part))
+            parts.append(read_scan_file(path, part, data_dir))
             continue
         text = embedded_text(name) if split in EMBEDDED else None
         if text is None:
@@ -80,7 +82,7 @@ def load_scan_grammar(data_dir: Path) -> dict[tuple[str, ...], tuple[str, ...]]:
     judge whether a synthesized pair is a correct SCAN example."""
     path = data_dir / "scan" / "tasks.txt"
     if path.is_file():
-        xs, ys = parse_scan(read_text(path), str(path))
+        xs, ys = parse_scan(named_data_text(path, data_dir), str(path))
     else:  # the package embeds a copy (190 kB compressed), so the demo can judge samples
         xs, ys = parse_scan(embedded_text("tasks.txt"), "<embedded tasks.txt>")
     return {tuple(x): tuple(y) for x, y in zip(xs, ys)}

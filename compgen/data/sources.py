@@ -9,6 +9,7 @@ against the sha256 sums shipped in the package before anything is written.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -19,7 +20,7 @@ import urllib.request
 from importlib import resources
 from pathlib import Path
 
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError, UserError, decode_text
 from compgen.io import user_cache
 
 UPSTREAM = {
@@ -56,6 +57,7 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
     return default_data_dir()
 
 
+@functools.cache
 def checksums() -> dict[str, str]:
     """relative path (``scan/...``) -> sha256, as shipped in the package."""
     text = resources.files("compgen.data").joinpath("SHA256SUMS").read_text()
@@ -66,6 +68,24 @@ def checksums() -> dict[str, str]:
         if name != "SHA256SUMS":
             sums[name] = digest
     return sums
+
+
+def named_data_text(path: Path, data_dir: Path) -> str:
+    """The text of a named data set's file in the data folder, checked (from the bytes
+    read) against the sha256 compgen ships for it: a file edited or damaged there is
+    refused, never used. A file compgen ships no sum for is read as it is."""
+    path = Path(path)
+    relpath = path.relative_to(data_dir).as_posix()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    expected = checksums().get(relpath)
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise UserError(f"{path}: does not match the sha256 compgen ships for {relpath} "
+                        f"(edited or damaged); fetch it again: compgen data fetch "
+                        f"{relpath.split('/')[0]}")
+    return decode_text(data, path)
 
 
 def sha256_file(path: Path) -> str:

@@ -18,8 +18,9 @@ import numpy as np
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError, read_text
 from compgen.export.card import write_card
+from compgen.export.manifest_file import MANIFEST_DIGEST, manifest_digest, write_manifest
 from compgen.io import current_umask, remove_stale_staging, staging_prefix
-from compgen.system.cache import file_digest
+from compgen.system.cache import checked_copy, copy_hashing, file_digest
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
@@ -119,6 +120,32 @@ def staged_folder(out: Path):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def checked_private_copy(folder: Path, manifest: dict, cached=()):
+    """A private folder holding copies of ``folder``'s files but its ONNX graphs, each
+    checked against the manifest as it is copied, and of the ``cached`` entries of the
+    user's cache (checked against their records), under the same names: a process handed
+    these loads the bytes checked, whatever happens to the originals meanwhile. Removed
+    when the block ends (a killed run's copy by the next one)."""
+    stem = Path(tempfile.gettempdir()) / "compgen-checked"
+    remove_stale_staging(stem)
+    tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(stem)))
+    try:
+        for name, digest in manifest["files"].items():
+            if name.endswith(".onnx"):
+                continue
+            if copy_hashing(folder / name, tmp / name).hexdigest() != digest:
+                raise UserError(f"{folder / name}: checksum does not match the manifest "
+                                "(changed since it was checked)")
+        for entry in cached:
+            if not checked_copy(entry, tmp / Path(entry).name):
+                raise UserError(f"{entry}: does not match its record in the cache (changed "
+                                "since it was checked); run the command again to rebuild it")
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: float) -> None:
     """Refuse a folder whose parity figures fail; otherwise record them, the checksum of
     every file and the export time in ``manifest.json`` (written last, then the model card
@@ -129,7 +156,7 @@ def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: f
     manifest["parity"] = figures
     manifest["files"] = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
     manifest["export_seconds"] = round(time.perf_counter() - start, 2)
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_manifest(folder, manifest)
     write_card(folder, manifest)   # README.md, from the manifest just written
 
 
@@ -154,9 +181,16 @@ def read_manifest(folder) -> dict:
 
 
 def verify_files(folder: Path, manifest: dict) -> None:
-    """Every file of the folder is listed in the manifest with its sha256, and matches it.
-    A manifest without checksums is refused: nothing could be checked."""
+    """The manifest matches its own checksum; every file of the folder is listed in it with
+    its sha256, and matches it. A manifest without checksums is refused: nothing could be
+    checked."""
     path = folder / "manifest.json"
+    if MANIFEST_DIGEST not in manifest:
+        raise UserError(f"{path}: no checksum of its own ({MANIFEST_DIGEST}; exported by an "
+                        f"older compgen): export it again (compgen export {folder} -o NEW)")
+    if manifest[MANIFEST_DIGEST] != manifest_digest(manifest):
+        raise UserError(f"{path}: does not match its own checksum ({MANIFEST_DIGEST}): "
+                        "edited or corrupted")
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise UserError(f"{path}: no file checksums (\"files\"); the folder cannot be verified, "
@@ -188,14 +222,18 @@ def _typed_field(manifest: dict, section: str, name: str, kind, path: Path) -> N
         raise UserError(f"{path}: {section}.{name} = {value!r} has the wrong type")
 
 
-def load_manifest(folder) -> dict:
+def load_manifest(folder, *, older_ok: bool = False) -> dict:
     """Read and check an export folder: manifest present, every file listed with a matching
-    checksum, the sizes the runtimes rely on sane, the vocabulary of the stated size."""
+    checksum, the sizes the runtimes rely on sane, the vocabulary of the stated size.
+    ``older_ok``: a manifest without a checksum of its own, from before there was one, is
+    read (to export the folder again, which adds it); one that has it must match it."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     path = folder / "manifest.json"
     if manifest.get("format") != FORMAT:
         raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
+    if older_ok and MANIFEST_DIGEST not in manifest:
+        manifest = {**manifest, MANIFEST_DIGEST: manifest_digest(manifest)}
     verify_files(folder, manifest)
     _int_field(manifest, "model", "vocab_size", 7, 10_000_000, path)
     if manifest.get("kind", "recombine") in ("recombine", "seq2seq"):

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from compgen.export.manifest_file import write_manifest
 from compgen.io import atomic_open
 
 CARD = "README.md"
@@ -155,6 +156,5 @@ def set_card_text(folder: str | Path, text: str) -> Path:
     path = folder / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest["card"] = {"text": text}
-    with atomic_open(path, "w", encoding="utf-8") as out:
-        out.write(json.dumps(manifest, indent=2))
+    write_manifest(folder, manifest)
     return write_card(folder, manifest)

@@ -86,6 +86,15 @@ def build_libraries(model: nn.Module, target: Path, width: int) -> None:
         package.unlink()
 
 
+def find_compiler() -> str:
+    """The C++ compiler Inductor will build with (``$CXX`` or g++), found before the model
+    is traced, so a missing one is refused in a second rather than after the trace."""
+    # start-up: torch's compiler loads only for a build
+    from torch._inductor import cpp_builder
+
+    return cpp_builder.get_cpp_compiler()
+
+
 def compile_error(error: Exception) -> SettingError:
     text = str(error).strip()
     first = text.splitlines()[0] if text else type(error).__name__

@@ -201,7 +201,7 @@ class GeneratorExport(KindSpec):
         self.checkpoint, self.options = checkpoint, options
         self.earlier = None  # re-exporting an export folder: its weights and its prototype order
         if checkpoint.is_dir():
-            self.earlier = load_manifest(checkpoint)
+            self.earlier = load_manifest(checkpoint, older_ok=True)
             model, self.vocab, self.config = eager_model(checkpoint, self.earlier)
             self.stored = (checkpoint / "prototypes.txt").read_text(encoding="utf-8")
         else:

@@ -21,7 +21,7 @@ def kind_spec(checkpoint) -> type[KindSpec]:
     """The spec that exports ``checkpoint``: a checkpoint file's kind, or the kind of an
     export folder (exported again in the current format, where the kind allows it)."""
     if Path(checkpoint).is_dir():
-        kind = load_manifest(checkpoint).get("kind", "recombine")
+        kind = load_manifest(checkpoint, older_ok=True).get("kind", "recombine")
         spec = KINDS.get(kind)
         if spec is None or not spec.re_exports:
             raise UserError(f"{checkpoint}: re-exporting a '{kind}' export folder is not "

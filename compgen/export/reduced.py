@@ -26,7 +26,7 @@ from pathlib import Path
 
 from compgen.errors import SettingError, UserError
 from compgen.export.artifact import eager_model
-from compgen.export.compiled import build_libraries, compile_error
+from compgen.export.compiled import build_libraries, compile_error, find_compiler
 from compgen.export.graphs import deterministic
 from compgen.export.onnx_export import GENERATOR_GRAPHS
 from compgen.export.torchscript import export_torchscript
@@ -100,6 +100,7 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
     def build(staged: Path) -> None:
         keep_torch_compiler_cache()  # again: torch's compiler may have been imported first
         try:
+            find_compiler()
             build_libraries(deterministic(eager_model(folder, manifest)[0]), staged, width)
         except UserError:
             raise

@@ -39,6 +39,7 @@ from compgen.export.artifact import (
     staged_folder,
 )
 from compgen.export.onnx_export import graph_io
+from compgen.io import refuse_overwriting_inputs
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def export_with(spec: type[KindSpec], checkpoint, out, options: ExportOptions) -
     returns the manifest. The folder is moved into place only once every backend passed."""
     checkpoint = Path(checkpoint)
     out = Path(out) if out else default_output(checkpoint)
+    refuse_overwriting_inputs(out, [("checkpoint", checkpoint)], "`output`")
     start = time.perf_counter()
     job = spec(checkpoint, options)
     with staged_folder(out) as tmp:

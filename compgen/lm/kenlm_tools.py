@@ -6,7 +6,9 @@ Where the binaries are looked up, in order:
 1. ``$COMPGEN_LMPLZ`` — path to ``lmplz``; ``build_binary`` must sit beside it;
 2. ``lmplz`` / ``build_binary`` on ``PATH``;
 3. the cache filled by ``bash scripts/install_kenlm.sh``:
-   ``${XDG_CACHE_HOME:-~/.cache}/compgen/kenlm/<kenlm module version>/bin``.
+   ``${XDG_CACHE_HOME:-~/.cache}/compgen/kenlm/<kenlm module version>/bin``, run only
+   when they match the digest record the script writes (``bin.sha256``), from a private
+   copy checked as it is made (``checked_binaries``).
 
 Querying (scores) uses the ``kenlm`` Python module, see ``perplexity.py``.
 """
@@ -23,10 +25,11 @@ from pathlib import Path
 
 from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
-from compgen.data.sources import embedded_text, resolve_data_dir
+from compgen.data.sources import embedded_text, named_data_text, resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
-from compgen.io import atomic_open, die_with_parent, user_cache
+from compgen.io import atomic_open, die_with_parent, refuse_overwriting_inputs, user_cache
 from compgen.lm.scores import quiet_stderr
+from compgen.system import cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
@@ -67,9 +70,32 @@ def find_kenlm_binaries() -> tuple[Path, Path]:
             return Path(on_path), beside if _executable(beside) else Path(other)
     cached = cache_bin_dir()
     if _executable(cached / "lmplz") and _executable(cached / "build_binary"):
+        if cache.recorded(cached) is None:
+            raise _unrecorded(cached)
         return cached / "lmplz", cached / "build_binary"
     raise UserError(f"KenLM's lmplz/build_binary not found (COMPGEN_LMPLZ, PATH, {cached}); "
                     f"{INSTALL_HINT}")
+
+
+def _unrecorded(cached: Path) -> UserError:
+    return UserError(f"KenLM's lmplz/build_binary in the cache ({cached}) do not match their "
+                     f"digest record (none, edited or planted) and are not run; {INSTALL_HINT}")
+
+
+def checked_binaries(work: Path) -> tuple[Path, Path]:
+    """``find_kenlm_binaries``'s, those of the cache copied into ``work`` (a private folder)
+    and checked against their digest record as they are copied: the bytes run are the
+    bytes checked. Binaries the user named ($COMPGEN_LMPLZ, PATH) are run where they are."""
+    lmplz, build_binary = find_kenlm_binaries()
+    cached = cache_bin_dir()
+    if lmplz != cached / "lmplz":
+        return lmplz, build_binary
+    copy = Path(work) / "kenlm-bin"
+    if not cache.checked_copy(cached, copy):
+        raise _unrecorded(cached)
+    for name in ("lmplz", "build_binary"):
+        os.chmod(copy / name, 0o700)
+    return copy / "lmplz", copy / "build_binary"
 
 
 def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=None) -> Path:
@@ -93,9 +119,11 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
                             f"{', '.join('lm/' + x for x in LANGUAGES)})")
         if named_split not in SPLITS:
             raise UserError(f"{corpus}: unknown split '{named_split}' (valid: {', '.join(SPLITS)})")
-        path = resolve_data_dir(data_dir) / "lm" / lang / f"{named_split}.txt"
+        root = resolve_data_dir(data_dir)
+        path = root / "lm" / lang / f"{named_split}.txt"
         if not path.is_file() and not _install_embedded(lang, named_split, path):
             raise SettingError(f"{path}: missing; run 'compgen data fetch lm' or set `data_dir`")
+        named_data_text(path, root)   # an edited copy in the data folder is refused
         return path
     raise UserError(f"{corpus}: no such file (nor an LM corpus name like lm/kin)")
 
@@ -197,11 +225,15 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
     check_order(order)
     corpus_path = resolve_corpus(corpus, "train", data_dir)
+    refuse_overwriting_inputs(output, [("corpus", corpus_path)], "`output`",
+                              kept_folders=[resolve_data_dir(data_dir)]
+                              if str(corpus).startswith("lm/") else [])
     sentences = corpus_sentences(corpus_path)
-    lmplz, build_binary = find_kenlm_binaries()
+    find_kenlm_binaries()
     output = Path(output)
     binary = output.suffix == ".bin"
     with tempfile.TemporaryDirectory(prefix="compgen-lmplz-") as tmp:
+        lmplz, build_binary = checked_binaries(Path(tmp))
         cmd = [str(lmplz), "-o", str(order), "-S", memory, "-T", tmp]
         if discount_fallback:
             cmd.append("--discount_fallback")

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from compgen.augment.geca import geca_augment, load_training, make_config
+from compgen.data import refuse_overwriting_data
 from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.lm.kenlm_tools import find_kenlm_binaries, train_lm
@@ -51,6 +52,7 @@ def train_side_lm(data: str, side: str, output: str | os.PathLike, order: int = 
     """``train_lm`` on one side of ``data``'s training pairs (``write_side_corpus``): what
     ``compgen lm train DATA --side SIDE`` and ``compgen.kenlm_train(..., side=)`` run.
     Returns the counts of ``write_side_corpus``."""
+    refuse_overwriting_data(output, data, data_dir)
     find_kenlm_binaries()  # fail before GECA runs
     with tempfile.TemporaryDirectory(prefix="compgen-lm-side-") as tmp:
         text = Path(tmp) / "corpus.txt"

@@ -4,6 +4,7 @@ entry point :func:`scan_neighborhood`."""
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from compgen.neighborhoods.bitmasks import encode_sets, popcount, setdiff_string
 from compgen.neighborhoods.random_keys import hash_keys, smallest_keys
 from compgen.neighborhoods.similarity import BLOCK, SIM, edit_distances, is_close
 from compgen.neighborhoods.triples import TRIPLE_SCHEMA, generative_datum, make_triples
+from compgen.system import cache
 from compgen.system.memory import check_headroom
 
 FIRST_LONG_SHORT = 5  # first prototypes per datum (jump; config max_cnt_nb)
@@ -219,19 +221,24 @@ def scan_neighborhood(
     long_short = split_name in LONG_SHORT_SPLITS
     digest = hashlib.sha256(repr((long_short, part, seed, trn, queries)).encode()).hexdigest()
     path = Path(cache_dir or default_cache_dir()) / "neighborhoods" / f"{digest[:32]}.parquet"
-    if use_cache and path.is_file():
+    if use_cache and (path.is_file() or path.is_symlink()):
         # a parquet file expands several-fold in memory (measured about 6x for these tables)
         check_headroom(8 * path.stat().st_size, f"the cached neighbourhoods {path}")
-        try:
-            return pl.read_parquet(path)
-        except (OSError, pl.exceptions.PolarsError):
-            pass  # an unreadable cache file is recomputed and replaced
+        # read once and checked against the record written with it: a file cut short or
+        # edited is recomputed, not trained on
+        content = cache.verified_bytes(path, "the cached neighbourhoods")
+        if content is not None:
+            try:
+                return pl.read_parquet(io.BytesIO(content))
+            except (OSError, pl.exceptions.PolarsError):
+                cache.remove(path)  # unreadable although recorded: recomputed and replaced
     builder = long_short_neighborhood if long_short else long_long_neighborhood
     triples = builder(trn, seed, queries=queries, workers=workers)
     if use_cache:
         try:
             with atomic_open(path, "wb") as handle:
                 triples.write_parquet(handle)
+            cache.record(path)
         except OSError:
             pass  # an unwritable cache only costs time
     return triples

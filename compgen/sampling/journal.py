@@ -70,11 +70,18 @@ class Journal:
         self.position: Position | None = None
         self.accepted = 0   # samples it holds
         self.handed_over = False
+        if self.path.is_dir():
+            raise UserError(f"{self.path}: a folder where the job keeps its journal (beside "
+                            "-o); remove it or write to another path")
         if resume:
             if not self.path.is_file():
                 raise SettingError(f"`resume`: {self.path} does not exist (nothing to resume; "
                                    "run without it)")
-            self.position = self._read()
+            try:
+                self.position = self._read()
+            except UnicodeDecodeError:
+                raise UserError(f"{self.path}: not a compgen sample journal (not UTF-8 "
+                                "text); run without --resume to start again") from None
             self.accepted = len(self.position.samples)
         mode = "a" if self.position is not None else "w"
         if mode == "w":   # beside the output, whose folder the job makes

@@ -11,11 +11,13 @@ any work starts. The object is then handed whole to the sampler and its backend.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, fields
 
 from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
+from compgen.device import DEVICE_ENV, check_threads
 from compgen.errors import SettingError
 from compgen.system.precision import SAMPLE_PRECISIONS
 
@@ -86,19 +88,22 @@ class SampleOptions:
             value = getattr(self, f.name)
             if value is None and f.name not in RUN_ONLY and f.name != "nsamples":
                 value = preset.get(f.name)
-            if value is None:
+            if value is None and not (f.name == "device" and os.environ.get(DEVICE_ENV, "").strip()):
+                # an unset device with $COMPGEN_DEVICE set stays unset: compgen.device reads
+                # (and checks) the variable, naming it
                 value = DEFAULTS.get(f.name)
             object.__setattr__(self, f.name, value)
-        n = int(self.n)
+        n = _typed("n", self.n, int)
         if self.nsamples is None:
             object.__setattr__(self, "nsamples", max(n, round(
                 n * int(preset.get("nsamples", n)) / int(preset.get("n", n)))))
         for name, kind in (("n", int), ("nsamples", int), ("temperature", float),
                            ("beam_width", int), ("batch_size", int), ("max_rounds", int),
-                           ("raise_temperature", bool), ("novel_inputs", bool)):
-            object.__setattr__(self, name, kind(getattr(self, name)))
-        if self.rare_prototypes is not None:
-            object.__setattr__(self, "rare_prototypes", bool(self.rare_prototypes))
+                           ("raise_temperature", bool), ("seed", int), ("novel_inputs", bool)):
+            object.__setattr__(self, name, _typed(name, getattr(self, name), kind))
+        for name in ("rare_prototypes", "novel", "test_dropout"):
+            if getattr(self, name) is not None:
+                _typed(name, getattr(self, name), bool)
         self._check()
 
     @classmethod
@@ -113,8 +118,7 @@ class SampleOptions:
             if getattr(self, name) < 1:
                 raise OptionError(f"`{name}` must be >= 1")
         check_max_rounds(self.max_rounds)
-        if self.threads is not None and self.threads < 1:
-            raise OptionError("`threads` must be >= 1")
+        check_threads(self.threads)
         if self.nsamples < self.n:
             raise OptionError(f"`nsamples` {self.nsamples} must be >= `n` {self.n} (the n "
                               "most probable of nsamples are kept)")
@@ -131,6 +135,19 @@ class SampleOptions:
         if self.resample not in RESAMPLE:
             raise OptionError(f"`resample` {self.resample}: unknown (valid: "
                               f"{', '.join(RESAMPLE)})")
+
+
+def _typed(name: str, value, kind):
+    """``value`` as ``kind`` when it is one (an int for a float), else an OptionError: 2.9
+    samples, a temperature 'hot' or raise_temperature 'no' are mistakes, not 2, or True."""
+    if isinstance(value, bool) != (kind is bool):
+        pass
+    elif kind is bool or (kind is int and isinstance(value, int)):
+        return value
+    elif kind is float and isinstance(value, int | float):
+        return float(value)
+    noun = {bool: "true or false", int: "an integer", float: "a number"}[kind]
+    raise OptionError(f"`{name}` {value!r}: must be {noun}")
 
 
 def check_max_rounds(max_rounds: int | None) -> None:

@@ -29,8 +29,13 @@ from compgen.decoding.input_trie import InputTrie
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import TRAINING_PAIRS, eager_model, load_manifest
-from compgen.io import parse_samples_tsv, write_samples_tsv
+from compgen.export.artifact import (
+    TRAINING_PAIRS,
+    checked_private_copy,
+    eager_model,
+    load_manifest,
+)
+from compgen.io import parse_samples_tsv, refuse_overwriting_inputs, write_samples_tsv
 from compgen.lm.rerank import sample_columns
 from compgen.neighborhoods.user_data import export_prototype_options, rare_auto_finds_none
 from compgen.sampling.collection import (
@@ -188,6 +193,7 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     source = Path(source)
     exported = source.is_dir()
     backend = backend or ("onnx" if exported else "torch")
+    _refuse_overwriting(out, source, lm)
     # the device first: a CUDA device that is not there stops before anything loads
     options = replace(options, device=str(resolve_device(options.device, auto_cpu=(
         backend == "cpp" or options.precision != "fp32"))))
@@ -220,6 +226,15 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
                                   lm=lm, tally=tally)
 
 
+def _refuse_overwriting(out, source, lm) -> None:
+    """The samples file may replace neither the model sampled nor an LM it is scored by."""
+    if out is None:
+        return
+    models = [] if lm is None else [lm.scorer.base_path, lm.scorer.aug_path]
+    refuse_overwriting_inputs(out, [("source", source)] + [("lm", path) for path in models
+                                                            if path is not None], "`output`")
+
+
 def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
                     data_dir=None, log: Callable[[str], None] = print, lm=None,
                     decoder_factory: Callable | None = None, tally: Tally | None = None,
@@ -245,6 +260,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     every backend journals the accepted samples as they come (``OUT.partial``);
     ``resume`` goes on from the journal of an interrupted run of the same job, whichever
     backend wrote it."""
+    _refuse_overwriting(out, folder, lm)
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if resume and out is None:
@@ -379,27 +395,30 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
     binary, accept_lines = runner
     resume = None if journal is None else runner_resume(journal, vocab)
     contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
-    model = compiled = None
+    built = []
     if options.precision == "bf16":
         # start-up: `compgen sample --backend onnx` loads no torch
         from compgen.export.reduced import bf16_libraries, bf16_sampler
 
-        model, compiled = bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)
-    job = job_text(folder, contract, out=out, model=model, compiled=compiled,
-                   mode=MODES[options.strategy],
-                   temperature=options.temperature, seed=options.seed, n=options.n,
-                   nsamples=options.nsamples, batch_size=options.batch_size,
-                   max_rounds=options.max_rounds, threads=options.threads,
-                   raise_temperature=options.raise_temperature,
-                   filter_spec=accept_lines,
-                   tuples=None if selection is None else selection.selected,
-                   prototype_file=manifest["decoding"]["prototype_file"],
-                   max_rows=max_rows, resume=resume,
-                   journal=None if journal is None else journal.hand_over())
+        built = [bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)]
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-    result = run_harness(binary, job, log, out=out,
-                         on_round=None if tally is None else _runner_progress(tally, options))
+    # the runner loads the bytes checked: a private copy, checked as it is made
+    with checked_private_copy(folder, manifest, built) as copy:
+        model, compiled = (copy / path.name for path in built) if built else (None, None)
+        job = job_text(copy, contract, out=out, model=model, compiled=compiled,
+                       mode=MODES[options.strategy],
+                       temperature=options.temperature, seed=options.seed, n=options.n,
+                       nsamples=options.nsamples, batch_size=options.batch_size,
+                       max_rounds=options.max_rounds, threads=options.threads,
+                       raise_temperature=options.raise_temperature,
+                       filter_spec=accept_lines,
+                       tuples=None if selection is None else selection.selected,
+                       prototype_file=manifest["decoding"]["prototype_file"],
+                       max_rows=max_rows, resume=resume,
+                       journal=None if journal is None else journal.hand_over())
+        result = run_harness(binary, job, log, out=out, on_round=None if tally is None
+                             else _runner_progress(tally, options))
     if tally is not None:
         tally.decoded, tally.rounds, tally.accepted = result.rows, result.rounds, result.accepted
     if lm is not None:

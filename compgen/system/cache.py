@@ -128,18 +128,86 @@ def verified_bytes(entry: Path, what: str) -> bytes | None:
     return None
 
 
+def copy_hashing(source: Path, target: Path, digest=None):
+    """Copy a file to ``target`` (created private, 0600), feeding the bytes copied to
+    ``digest`` (a new sha256 unless given): what is checked is what was copied."""
+    digest = digest or hashlib.sha256()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest
+
+
+def checked_copy(entry: Path, target: Path) -> bool:
+    """Copy a file or folder entry to ``target`` (which must not exist), hashing the
+    bytes as they are copied (``digest``'s rule): True when they match the entry's record,
+    so a file swapped in after a check is never what runs; else the copy is removed and
+    False (the caller says why it stops)."""
+    entry, target = Path(entry), Path(target)
+    data = recorded(entry)
+    ok = data is not None and not entry.is_symlink() and entry.exists()
+    if ok and entry.is_dir():
+        h = hashlib.sha256()
+        target.mkdir(mode=0o700)
+        for item in sorted(entry.rglob("*")):
+            name = item.relative_to(entry).as_posix()
+            if item.is_symlink():
+                ok = False   # a link inside a built entry is never followed
+                break
+            if item.is_dir():
+                (target / name).mkdir(mode=0o700)
+            elif item.is_file():
+                h.update(f"file {name}\0".encode())
+                copy_hashing(item, target / name, h)
+        ok = ok and h.hexdigest() == data["sha256"]
+    elif ok:
+        ok = copy_hashing(entry, target).hexdigest() == data["sha256"]
+    if not ok:
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+    return ok
+
+
 @contextlib.contextmanager
 def build_lock(entry: Path) -> Iterator[None]:
     """Hold ``ENTRY.lock`` exclusively while the block runs: one build of an entry at a
-    time; the kernel releases the lock when its holder dies."""
+    time; the kernel releases the lock when its holder dies. The holder removes the lock
+    file when done (a failed build leaves nothing behind); a waiter that then wins the
+    lock of a removed file takes the lock again on the current one."""
     entry = Path(entry)
     entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(entry.with_name(entry.name + ".lock"), "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+    lock = entry.with_name(entry.name + ".lock")
+    while True:
+        held = open(lock, "a")  # noqa: SIM115 (closed below, after the unlink)
         try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
+            fcntl.flock(held, fcntl.LOCK_EX)
+            if _same_file(held, lock):
+                break
+        except BaseException:
+            held.close()
+            raise
+        held.close()   # its holder removed it meanwhile: lock the current one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        fcntl.flock(held, fcntl.LOCK_UN)
+        held.close()
+
+
+def _same_file(handle, path: Path) -> bool:
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def ensure(entry: Path, what: str, build) -> Path:

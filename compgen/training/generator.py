@@ -390,6 +390,18 @@ def _run_batches(run: _GeneratorRun, max_steps: int | None, time_budget: float |
     return False
 
 
+def check_stops(max_steps, time_budget) -> None:
+    """``max_steps`` an integer >= 0, ``time_budget`` a finite number of seconds > 0 (NaN
+    never stops a run, -1 stops it before its first step: both are mistakes)."""
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or max_steps < 0):
+        raise SettingError(f"`max_steps` {max_steps!r}: must be an integer >= 0")
+    if time_budget is not None and not (isinstance(time_budget, int | float)
+                                        and math.isfinite(time_budget) and time_budget > 0):
+        raise SettingError(f"`time_budget` {time_budget!r}: must be a finite number of "
+                           "seconds > 0")
+
+
 def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool = False,
                     max_steps: int | None = None, time_budget: float | None = None,
                     epochs: int | None = None, progress: bool = True,
@@ -405,9 +417,12 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto);
     ``tf32``: TF32 matrix products on CUDA."""
     out = Path(out)
+    check_stops(max_steps, time_budget)
     device = resolve_device(device)
     use_tf32(device, tf32)
     given = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
+    if not (isinstance(given.lr, int | float) and math.isfinite(given.lr) and given.lr > 0):
+        raise SettingError(f"`lr` {given.lr}: must be a positive finite learning rate")
     # seed, batch size and threads are this run's (given) settings, also on resume
     # threads default to the cores this process may use (torch's default may differ)
     torch.set_num_threads(given.threads or len(os.sched_getaffinity(0)))

@@ -46,14 +46,20 @@ import polars as pl
 import torch
 
 from compgen.configs import PredictorTrainConfig
-from compgen.data import geoquery, is_named_dataset, keeps_own_dev, load_dataset
+from compgen.data import (
+    geoquery,
+    is_named_dataset,
+    keeps_own_dev,
+    load_dataset,
+    refuse_overwriting_data,
+)
 from compgen.data.files import read_pairs_file, source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
 from compgen.device import Device, resolve_device, to_device
 from compgen.errors import SettingError, UserError, read_text
 from compgen.evaluation.metrics import predict, score_predictions
-from compgen.io import atomic_open, keep_torch_compiler_cache
+from compgen.io import atomic_open, keep_torch_compiler_cache, refuse_overwriting_inputs
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
 from compgen.training.checkpoint import (
@@ -411,6 +417,9 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
         raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
+    refuse_overwriting_data(out, data, data_dir)
+    if augment is not None:
+        refuse_overwriting_inputs(out, [("augment", augment)], "`output`")
     table = None   # read first only when the settings are sized from it: a bad preset fails fast
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])

@@ -8,6 +8,7 @@ from importlib import resources
 
 from compgen.configs import read_section
 from compgen.data import is_named_dataset
+from compgen.decoding.random_stream import check_seed
 from compgen.errors import SettingError, UserError
 
 PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
@@ -35,6 +36,17 @@ class GecaConfig:
         def need(ok: bool, msg: str) -> None:
             if not ok:
                 raise SettingError(msg)
+        for f in fields(self):   # 2.5 examples or a seed 'x' are mistakes, not rounded
+            value, kind = getattr(self, f.name), str(f.type)
+            if value is None and kind.endswith("| None"):
+                continue
+            if kind.startswith("int"):
+                need(isinstance(value, int) and not isinstance(value, bool),
+                     f"`{f.name}` {value!r}: must be an integer")
+            elif kind == "bool":
+                need(isinstance(value, bool), f"`{f.name}` {value!r}: must be true or false")
+            elif kind == "str":
+                need(isinstance(value, str), f"`{f.name}` {value!r}: must be text")
         need(self.wug_size >= 1, f"`wug_size` must be >= 1 (got {self.wug_size})")
         need(self.wug_size <= 8, f"`wug_size` must be <= 8 (got {self.wug_size})")
         need(1 <= self.wug_count <= 3, f"`wug_count` must be 1, 2 or 3 (got {self.wug_count})")
@@ -54,6 +66,7 @@ class GecaConfig:
              f"`sim_window_size` must be between 0 and 16 (got {self.sim_window_size})")
         need(self.holdout >= 0, f"`holdout` must be >= 0 (got {self.holdout})")
         need(self.seed >= 0, f"`seed` must be >= 0 (got {self.seed})")
+        check_seed(self.seed)   # 2**64 + 5 is no seed 5
 
 
 def load_preset(name: str) -> dict:

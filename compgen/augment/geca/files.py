@@ -10,7 +10,7 @@ import polars as pl
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
-from compgen.data import load_dataset, select_split
+from compgen.data import load_dataset, refuse_overwriting_data, select_split
 from compgen.errors import UserError
 from compgen.io import SPACE_TOKEN, atomic_open
 
@@ -31,6 +31,7 @@ def augment_file(data: str, output, config: GecaConfig, concat: bool = False, da
     the training examples with ``concat``) as a samples TSV, atomically. Spilled
     partitions go to a temporary folder beside the output unless ``execution`` names one."""
     config.validate()
+    refuse_overwriting_data(output, data, data_dir)
     execution = execution or Execution()
     check_execution(execution)
     if execution.spill_dir is None:
