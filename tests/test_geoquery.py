@@ -100,3 +100,12 @@ def test_geoquery_uses_the_papers_geca_preset_and_its_own_dev_split():
         semparse["wug_limit"], semparse["wug_size"], semparse["wug_count"], semparse["n_sample"]) == (50, 4, 3, 2000)
     assert cfg.seed == 3
     assert keeps_own_dev("geoquery/sql-query") and not keeps_own_dev("scan/jump")
+
+
+def test_an_edited_copy_in_the_data_folder_is_refused(data_dir, require_data, tmp_path):
+    require_data(data_dir / "geoquery" / "geography.json")
+    fetch("geoquery", tmp_path, mirror=data_dir)
+    path = tmp_path / "geoquery" / "geography.json"
+    path.write_text(path.read_text().replace("arizona", "arizonaa", 1))
+    with pytest.raises(UserError, match="does not match the sha256"):
+        load_dataset("geoquery/sql-query", tmp_path)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from compgen.errors import SettingError, UserError, read_text
+from compgen.data.sources import named_data_text
+from compgen.errors import SettingError, UserError
 
 FILES = {"sql": "geography.json", "logic": "geography-logic.txt"}
 QUERY_KEYS = {"sql": "sql", "logic": "logic"}
@@ -86,7 +87,7 @@ def load_geoquery(name: str, data_dir: Path) -> pl.DataFrame:
     if not path.is_file():
         raise SettingError(f"{path}: missing; run 'compgen data fetch geoquery' or set `data_dir`")
     try:
-        entries = json.loads(read_text(path))
+        entries = json.loads(named_data_text(path, data_dir))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not JSON ({exc.msg})") from None
     return parse_geoquery(entries, mrl, split, str(path))
