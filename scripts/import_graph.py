@@ -40,13 +40,8 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     ("models", {"models": ("compgen.models", "compgen.lm", "compgen.decoding",
                            "compgen.evaluation.metrics", "compgen.sampling.options")}),
     ("training", {"training": ("compgen.training",)}),
-    # what reads and writes an export folder: its format, the graphs traced into it
-    ("graphs", {"graphs": ("compgen.export.artifact", "compgen.export.card",
-                           "compgen.export.graphs", "compgen.export.predictor_graphs",
-                           "compgen.export.inflection_graphs",
-                           "compgen.export.torchscript", "compgen.export.onnx_export",
-                           "compgen.export.ties",
-                           "compgen.export.reduced", "compgen.export.compiled")}),
+    # what runs an exported (or eager) model, and the folder format and graphs it reads
+    ("runtimes", {"runtimes": ("compgen.runtimes",)}),
     ("sampling", {"sampling": ("compgen.sampling",)}),
     ("export", {"export": ("compgen.export",)}),
     # the machine report probes every part (torch, ONNX Runtime, KenLM), so it sits high

@@ -149,7 +149,7 @@ def checkpoint_edit(metadata=None, tensors=None):
 
 def export_edit(manifest_edit=None, files=None, raw_manifest=None):
     def setup(work: Path, names: dict):
-        from compgen.export.artifact import sha256
+        from compgen.runtimes.artifact import sha256
 
         folder = work / "export"
         shutil.copytree(SHIPPED, folder)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest, sha256
+from compgen.runtimes.artifact import load_manifest, sha256
 from compgen.system import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_a_killed_builder_leaves_no_lock_that_blocks(private_cache, tmp_path):
 
 
 def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path):
-    from compgen.sampling.backends.cpp import _source_key
+    from compgen.runtimes.cpp import _source_key
 
     marker = tmp_path / "runner-ran"
     folder = private_cache / "cpp_runner" / _source_key()
@@ -105,7 +105,7 @@ def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path
 
 
 def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, tmp_path):
-    from compgen.export import reduced
+    from compgen.runtimes import reduced
 
     marker = tmp_path / "library-loaded"
     manifest = load_manifest(SHIPPED)
@@ -122,7 +122,7 @@ def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, 
 def test_an_edited_optimised_graph_is_never_loaded(private_cache, capsys):
     import onnxruntime as ort
 
-    from compgen.sampling.backends.onnx import _optimised_path, open_session
+    from compgen.runtimes.onnx import _optimised_path, open_session
 
     graph = SHIPPED / "prototypes.onnx"
     seqs = np.array([[8, 9, 10, 2]], dtype=np.int64)
@@ -178,7 +178,7 @@ def noisy_copy(tmp_path: Path) -> Path:
 
 def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_record(
         private_cache, tmp_path):
-    from compgen.sampling.verify import check_generator_backends, passed_record
+    from compgen.runtimes.verify import check_generator_backends, passed_record
 
     folder = noisy_copy(tmp_path)
     manifest = load_manifest(folder)   # the checksums hold
@@ -192,7 +192,7 @@ def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_re
 
 
 def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
-    from compgen.sampling.load_check import finite_weights
+    from compgen.runtimes.load_check import finite_weights
 
     model = torch.nn.Linear(3, 2)
     finite_weights(model, "ok.pt")

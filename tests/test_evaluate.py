@@ -176,7 +176,7 @@ def test_generator_attention_figure(tmp_path, data_dir):
     from compgen.data.vocab import SEP, Vocab
     from compgen.evaluation.plots import plot_generator_attention
     from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.sampling.eager import greedy_with_weights, sample_batch
+    from compgen.runtimes.eager import greedy_with_weights, sample_batch
     from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)

@@ -14,7 +14,8 @@ import torch
 from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling.eager import collect_decoded, sample_batch
+from compgen.runtimes.eager import sample_batch
+from compgen.sampling.collection import collect_decoded
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]

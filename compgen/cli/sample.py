@@ -88,7 +88,7 @@ def sample_cmd(
     if ray is not None:
         # start-up: `compgen --help` loads no polars
         # start-up: the logging module and Ray's helpers load only with --ray
-        from compgen.sampling.backends.ray import RayDecoderFactory
+        from compgen.sampling.ray import RayDecoderFactory
         from compgen.system.ray_cluster import import_ray
 
         if ray_workers is not None and ray_workers < 1:

@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compgen.export.artifact import (
+from compgen.runtimes.artifact import (
     TOLERANCE,
     default_output,
     logp_diff,
@@ -38,7 +38,7 @@ from compgen.export.artifact import (
     seal,
     staged_folder,
 )
-from compgen.export.onnx_export import graph_io
+from compgen.runtimes.onnx_export import graph_io
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from compgen.data.scan import load_scan_grammar
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import EOS_ID
 from compgen.models.recombine import collate_prototypes, collate_targets
+from compgen.runtimes.eager import sample_batch
 from compgen.sampling.collection import make_filter, scan_rare_phrase
-from compgen.sampling.eager import prototype_source, sample_batch
+from compgen.sampling.eager import prototype_source
 from compgen.sampling.options import SampleOptions
 from compgen.training.checkpoint import load_generator
 

@@ -17,11 +17,11 @@ import torch
 from compgen.data.vocab import Vocab
 from compgen.device import CPU, Device
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
-from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
-from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
-from compgen.sampling.verify import check_predictor_backends
+from compgen.runtimes.artifact import load_manifest, load_torchscript
+from compgen.runtimes.onnx_predictor import OnnxPredictor, manifest_rules
+from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
+from compgen.runtimes.verify import check_predictor_backends
 from compgen.training.predictor import load_predictor
 
 BACKENDS = ("onnx", "torchscript", "torch")
