@@ -10,14 +10,14 @@ import pytest
 from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.errors import UserError
 from compgen.evaluation.evaluate import aggregate, evaluation_sets, write_results
-from compgen.evaluation.metrics import (
+from compgen.evaluation.plots import plot_attention, plot_learning_curve
+from compgen.models.metrics import (
     eval_units,
     exact_match,
     micro_f1,
     reference_view,
     score_predictions,
 )
-from compgen.evaluation.plots import plot_attention, plot_learning_curve
 from compgen.models.seq2seq import cut_prediction
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

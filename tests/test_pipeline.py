@@ -222,7 +222,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert "exported graphs sample without dropout" in str(result.exception)
     # --rare-prototypes: Omega keeps the tuples whose prototypes contain 'jump'
     from compgen.data import load_dataset
-    from compgen.sampling.eager import prototype_source
+    from compgen.neighborhoods.omega_source import prototype_source
     from compgen.training.checkpoint import load_generator
 
     config = load_generator(generator)[2]
@@ -427,8 +427,8 @@ def test_reference_rows_resolve_to_the_reference_script():
     on the checkpoint with test-time dropout, no rare filter, no round cap, 300 of 500;
     command-line options still win."""
     from compgen.configs.predictor_train import PredictorTrainConfig
+    from compgen.decoding.options import NO_ROUND_CAP, SampleOptions
     from compgen.pipelines.runs import presets, resolved_options, sampling_request
-    from compgen.sampling.options import NO_ROUND_CAP, SampleOptions
     from compgen.training.checkpoint import apply_overrides, load_preset
 
     for name in REFERENCE_ROWS:

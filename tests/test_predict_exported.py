@@ -11,8 +11,8 @@ from test_export_predictor import train_tiny_predictor
 
 from compgen.data import load_dataset
 from compgen.evaluation.evaluate import evaluate_predictor
-from compgen.evaluation.metrics import predict
 from compgen.export.kinds import export_checkpoint
+from compgen.models.metrics import predict
 from compgen.training.predictor import load_predictor
 
 ROOT = Path(__file__).resolve().parents[1]

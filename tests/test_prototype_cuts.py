@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compgen.decoding.options import SampleOptions
 from compgen.errors import SettingError, UserError
 from compgen.export.kinds import export_checkpoint
 from compgen.runtimes.artifact import load_manifest, read_prototypes
 from compgen.runtimes.cpp import build_runner
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import ExportDecoder, sample_exported
 from compgen.sampling.tuple_selection import read_prototype_array
 

@@ -143,8 +143,8 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
 def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monkeypatch):
     """--max-rounds 0 (the reference's loop): rounds go past the default cap of 200 and
     stop at the round that brings the accepted count to --nsamples, not one later."""
+    from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
     from compgen.sampling import collection
-    from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 100)
     model, vocab = model_and_vocab(outdrop_test=False)

@@ -120,8 +120,8 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
 
 
 def test_options_are_resolved_once_from_the_preset_and_the_caller():
+    from compgen.decoding.options import SampleOptions
     from compgen.errors import UserError
-    from compgen.sampling.options import SampleOptions
 
     config = {"sample": {"strategy": "beam", "beam_width": 6, "n": 400, "nsamples": 500,
                          "rare": "jump", "temperature": 0.4}}

@@ -61,8 +61,8 @@ def sample_cmd(
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     # start-up: `compgen --help` loads no polars
+    from compgen.decoding.options import SampleOptions
     from compgen.pipelines.sample_report import check_report_options
-    from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample, source_config
 
     check_report_options(checkpoint, oracle)

@@ -38,11 +38,13 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from compgen.decoding.contract import Contract
+from compgen.decoding.options import PROTOTYPE_CUTS
 from compgen.decoding.search import BeamSearch, GreedySearch, decode
 from compgen.errors import SettingError
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.io import write_samples_tsv
 from compgen.models.recombine import format_prototype
+from compgen.neighborhoods.omega_source import prototype_source
 from compgen.neighborhoods.user_data import export_prototype_options, training_table
 from compgen.runtimes.artifact import (
     FORMAT,
@@ -63,8 +65,6 @@ from compgen.runtimes.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
 from compgen.runtimes.ties import compare_outputs
 from compgen.runtimes.torchscript import TorchScriptGenerator
 from compgen.runtimes.torchscript_trace import export_torchscript
-from compgen.sampling.eager import prototype_source
-from compgen.sampling.options import PROTOTYPE_CUTS
 from compgen.training.checkpoint import load_generator
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)

@@ -2,7 +2,7 @@
 TorchScript, or the eager model the folder was exported from.
 
 ``predict_exported`` takes token lists and returns token lists, like
-``compgen.evaluation.metrics.predict`` on a checkpoint: sources are sorted by length and decoded in
+``compgen.models.metrics.predict`` on a checkpoint: sources are sorted by length and decoded in
 batches (the encoder is batch-independent, so the order does not change a prediction),
 greedy by default or beam search with ``beam_width > 1``.
 """

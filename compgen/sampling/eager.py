@@ -15,18 +15,17 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import polars as pl
 import torch
 
-from compgen import neighborhoods as nb
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import BEAM_WIDTH
+from compgen.decoding.options import MAX_ROUNDS, SampleOptions
 from compgen.device import resolve_device, use_tf32
-from compgen.errors import SettingError
 from compgen.io import write_samples_tsv
 from compgen.lm.rerank import sample_columns
 from compgen.models.recombine import collate_prototypes
-from compgen.neighborhoods.user_data import has_snapshot, training_table, user_prototype_source
+from compgen.neighborhoods.omega_source import prototype_source
+from compgen.neighborhoods.user_data import has_snapshot, training_table
 from compgen.runtimes.eager import sample_batch
 from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
     NoSamples,
@@ -36,10 +35,7 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
     check_sig_rare,
     collect_decoded,
     make_filter,
-    scan_rare_phrase,
-    sig_rare_choice,
 )
-from compgen.sampling.options import MAX_ROUNDS, SampleOptions
 from compgen.training.checkpoint import checkpoint_config, load_generator
 
 
@@ -67,48 +63,6 @@ def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
     return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
                            accept, batch_size, max_rounds, patience, log, raise_temperature, keep,
                            tally=tally)
-
-
-# ------------------------------------------------------------------ from a checkpoint
-
-def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
-                     resample: str = "none", rare: str | None = None,
-                     rare_prototypes: bool = False, prototype_cut: str = "mean"):
-    """Omega of the checkpoint's data set: a function k -> k prototype tuples.
-    ``rare_prototypes`` (SCAN, with rare resampling) keeps only tuples whose prototypes
-    contain every word of the rare phrase between them; ``prototype_cut`` (SCAN) is the
-    length cut of its prototypes, ``mean`` (the reference's code), ``mean+std`` (the
-    paper's text) or ``none`` (any length)."""
-    if has_snapshot(config):  # the user's own data: Omega from the recorded pairs
-        return user_prototype_source(config, table, nproto, seed, resample, rare,
-                                     rare_prototypes, prototype_cut)
-    data_name = config["data"]
-    rng = np.random.default_rng(seed)
-    scan = data_name.startswith("scan/")
-    if rare_prototypes and (resample != "rare" or not scan or nproto == 0):
-        raise SettingError("`rare_prototypes`: needs `resample` rare, a SCAN generator and "
-                           "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")
-    if prototype_cut != "mean" and (not scan or nproto == 0):
-        raise SettingError("`prototype_cut`: only SCAN generators with prototypes draw them by "
-                           "length (SIGMORPHON's Omega is drawn around rare tags)")
-    if nproto == 0:
-        return lambda k: [() for _ in range(k)]
-    if scan:
-        split = data_name.split("/", 1)[1]
-        triples = nb.scan_neighborhood(table, split, int(config["train"].get("seed", 0)))
-        phrase = scan_rare_phrase(split, rare)
-        try:
-            omega = nb.scan_omega(nb.unique_generative_data(table), triples, nproto, split,
-                                  rng=rng, threshold=prototype_cut,
-                                  cover=phrase.split() if rare_prototypes else ())
-        except ValueError as e:
-            raise SettingError(f"`rare` {phrase}: {e}") from None
-        if len(omega) == 0:
-            raise SettingError(f"`rare_prototypes`: no prototype tuple contains '{phrase}'")
-        return omega.sample
-    train = table.filter(pl.col("split") == "train")
-    choice, _ = sig_rare_choice(rare)
-    return nb.sig_omega(train, nproto, resample == "rare", rng, rare=choice).sample
 
 
 def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,

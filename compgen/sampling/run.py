@@ -25,6 +25,7 @@ from compgen.data.resample import is_tag, split_morph
 from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
+from compgen.decoding.options import SampleOptions
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
@@ -44,7 +45,6 @@ from compgen.sampling.collection import (
     report_shortfall,
 )
 from compgen.sampling.journal import Journal, job_key
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.tuple_selection import (
     TupleSelection,
     read_prototype_array,

@@ -81,9 +81,9 @@ def train_pair_lms(data: str, folder: Path) -> dict:
 def decode_candidates(export: Path, args):
     """(accepted candidates in decoding order, every decoded (tokens, logprob) row)."""
     from compgen.data.vocab import Vocab
+    from compgen.decoding.options import SampleOptions
     from compgen.runtimes.artifact import load_manifest
     from compgen.sampling.collection import collect_decoded, make_filter
-    from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import ExportDecoder, PrototypeCycle, shipped_training_table
     from compgen.sampling.tuple_selection import TupleSelection
 
