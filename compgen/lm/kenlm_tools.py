@@ -25,8 +25,7 @@ from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
-from compgen.io import atomic_open, die_with_parent, user_cache
-from compgen.lm.scores import quiet_stderr
+from compgen.io import atomic_open, die_with_parent, quiet_native_stderr, user_cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
@@ -140,7 +139,7 @@ def max_supported_order() -> int:
             f.write(header)
             f.flush()
             try:
-                with quiet_stderr():
+                with quiet_native_stderr():
                     kenlm.Model(f.name)
             except (OSError, RuntimeError) as exc:
                 found = re.search(r"support up to (\d+)", str(exc))
