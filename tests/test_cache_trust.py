@@ -110,7 +110,7 @@ def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, 
     marker = tmp_path / "library-loaded"
     manifest = load_manifest(SHIPPED)
     code = sorted((ROOT / "compgen" / "models").glob("*.py"))
-    code += [ROOT / "compgen" / "export" / name for name in ("compiled.py", "graphs.py")]
+    code += [ROOT / "compgen" / "runtimes" / name for name in ("inductor.py", "graphs.py")]
     target = private_cache / "reduced" / (
         reduced._key(SHIPPED / "model.ts", *code, version=reduced._torch_version()) + "-bf16-aoti")
     planted_library(target / "step.so", marker)
