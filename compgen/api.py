@@ -316,7 +316,7 @@ def sample(source: PathLike, n: int, *, backend: str | None = None, **options: A
     cpp, ...); the rows as a table (``split`` = ``sample``)."""
     # start-up: `import compgen` loads no polars or numpy; the call does
     from compgen.data.table import make_table
-    from compgen.sampling.options import SampleOptions
+    from compgen.decoding.options import SampleOptions
     from compgen.sampling.run import sample as run_sample
     from compgen.sampling.run import source_config
 

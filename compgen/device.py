@@ -11,7 +11,7 @@
   from the CPU flags, ``compgen.system.precision``), TF32 matrix products when asked, batches
   copied from pinned memory without waiting.
 
-The machine report of ``compgen env`` is in :mod:`compgen.system.environment`.
+The machine report of ``compgen env`` is in :mod:`compgen.cli.environment`.
 """
 
 from __future__ import annotations

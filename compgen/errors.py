@@ -84,3 +84,14 @@ def read_text(path) -> str:
     except OSError as exc:   # a link to itself, an I/O error: the file cannot be read
         raise UserError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
     return decode_text(data, path)
+
+
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def check_seed(seed: int, setting: str = "seed") -> int:
+    """``seed`` if it is a signed 64-bit integer, else a SettingError (no silent wrapping)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
+        raise SettingError(f"`{setting}` {seed}: must be an integer from -2^63 to 2^63-1 "
+                           "(a signed 64-bit seed)")
+    return seed

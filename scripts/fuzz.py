@@ -122,8 +122,8 @@ def readers(work: Path) -> dict:
     from compgen.data.scan import read_scan_file
     from compgen.data.sigmorphon import read_sigmorphon_file
     from compgen.data.vocab import Vocab
-    from compgen.export.artifact import read_prototypes
     from compgen.io import read_samples_tsv
+    from compgen.runtimes.artifact import read_prototypes
 
     return {
         "data file (format guessed)": lambda p: read_data_file(p),
@@ -258,9 +258,9 @@ file_edits = st.tuples(st.sampled_from(["vocab.json", "prototypes.txt", "vocab.t
 
 
 def fuzz_exports(n: int, work: Path) -> dict:
-    from compgen.export.artifact import load_manifest, sha256
     from compgen.export.kinds import export_checkpoint
-    from compgen.sampling.verify import check_generator_backends
+    from compgen.runtimes.artifact import load_manifest, sha256
+    from compgen.runtimes.verify import check_generator_backends
 
     source = work / "export"
     export_checkpoint(tiny_checkpoint(work), source, parity_sets=8, log=lambda m: None,

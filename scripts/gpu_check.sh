@@ -71,8 +71,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from compgen.export.artifact import load_manifest
-from compgen.sampling.options import SampleOptions
+from compgen.runtimes.artifact import load_manifest
+from compgen.decoding.options import SampleOptions
 from compgen.sampling.run import ExportDecoder
 
 folder = Path("exported/scan-jump-recomb2")

@@ -30,28 +30,23 @@ import sys
 import tokenize
 from pathlib import Path
 
-# (layer, {group: module prefixes}) from the bottom up
+# (layer, {group: packages}) from the bottom up: every package (or top-level module) of
+# compgen in the one layer where it lives, and no module placed apart from its package
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
-    ("base", {"base": ("compgen.__init__", "compgen.errors", "compgen.io", "compgen.device",
-                       "compgen.system", "compgen.configs")}),
-    ("data", {"data": ("compgen.data", "compgen.neighborhoods", "compgen.augment")}),
-    # neural models, KenLM n-gram models, the decoding core and the metrics every trainer
-    # and evaluator shares; the sampling options, which a generator preset's [sample] holds
-    ("models", {"models": ("compgen.models", "compgen.lm", "compgen.decoding",
-                           "compgen.evaluation.metrics", "compgen.sampling.options")}),
+    ("errors", {"errors": ("compgen.__init__", "compgen.errors")}),
+    ("io", {"io": ("compgen.io",)}),
+    ("system", {"system": ("compgen.system",), "configs": ("compgen.configs",)}),
+    ("device", {"device": ("compgen.device",)}),
+    ("data", {"data": ("compgen.data",)}),
+    ("neighborhoods", {"neighborhoods": ("compgen.neighborhoods",),
+                       "augment": ("compgen.augment",)}),
+    ("decoding", {"decoding": ("compgen.decoding",)}),
+    ("models", {"models": ("compgen.models",), "lm": ("compgen.lm",)}),
     ("training", {"training": ("compgen.training",)}),
-    # what reads and writes an export folder: its format, the graphs traced into it
-    ("graphs", {"graphs": ("compgen.export.artifact", "compgen.export.card",
-                           "compgen.export.graphs", "compgen.export.predictor_graphs",
-                           "compgen.export.inflection_graphs",
-                           "compgen.export.torchscript", "compgen.export.onnx_export",
-                           "compgen.export.ties",
-                           "compgen.export.reduced", "compgen.export.compiled")}),
-    ("sampling", {"sampling": ("compgen.sampling",)}),
-    ("export", {"export": ("compgen.export",)}),
-    # the machine report probes every part (torch, ONNX Runtime, KenLM), so it sits high
-    ("pipelines", {"pipelines": ("compgen.evaluation", "compgen.pipelines"),
-                   "report": ("compgen.system.environment",)}),
+    ("runtimes", {"runtimes": ("compgen.runtimes",)}),
+    ("sampling", {"sampling": ("compgen.sampling",), "export": ("compgen.export",)}),
+    ("evaluation", {"evaluation": ("compgen.evaluation",)}),
+    ("pipelines", {"pipelines": ("compgen.pipelines",)}),
     # the command line and the Python API: two facades over everything below
     ("cli", {"cli": ("compgen.cli", "compgen.__main__"), "api": ("compgen.api",)}),
 ]

@@ -170,8 +170,8 @@ def checkpoint_edit(metadata=None, tensors=None):
 
 def export_edit(manifest_edit=None, files=None, raw_manifest=None, reseal=True):
     def setup(work: Path, names: dict):
-        from compgen.export.artifact import sha256
-        from compgen.export.manifest_file import write_manifest
+        from compgen.runtimes.artifact import sha256
+        from compgen.runtimes.manifest_file import write_manifest
 
         folder = work / "export"
         shutil.copytree(SHIPPED, folder)

@@ -1,4 +1,4 @@
-"""Add the greedy rows of the load check (``load_check``, compgen/sampling/load_check.py) to
+"""Add the greedy rows of the load check (``load_check``, compgen/runtimes/load_check.py) to
 the manifest of an export folder made before exports recorded them, after checking that
 its files match their checksums and that model.ts and the ONNX graphs agree. Only the
 manifest changes (it is not among the checksummed files); samples stay byte-identical.
@@ -12,10 +12,10 @@ import argparse
 import json
 from pathlib import Path
 
-from compgen.export.artifact import load_manifest
 from compgen.io import atomic_open
-from compgen.sampling.load_check import as_manifest, greedy_rows
-from compgen.sampling.verify import _agree
+from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.load_check import as_manifest, greedy_rows
+from compgen.runtimes.verify import _agree
 
 
 def main() -> None:

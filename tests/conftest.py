@@ -172,7 +172,7 @@ def one_torch_thread():
 def kenlm_runner() -> Path:
     """The C++ runner built with KenLM's query library (compgen-sample scoring inside its
     loop, compgen-lm-score beside it); skipped where scripts/install_kenlm.sh did not run."""
-    from compgen.sampling.backends.cpp import build_runner, kenlm_query_dir
+    from compgen.runtimes.cpp import build_runner, kenlm_query_dir
 
     if not (kenlm_query_dir() / "lib" / "libkenlm.a").is_file():
         pytest.skip(f"KenLM's query library not built in {kenlm_query_dir()} "
@@ -190,8 +190,8 @@ def damaged_copy(tmp_path):
     import json
     import shutil
 
-    from compgen.export.artifact import sha256
-    from compgen.export.manifest_file import write_manifest
+    from compgen.runtimes.artifact import sha256
+    from compgen.runtimes.manifest_file import write_manifest
 
     def copy(folder: Path, name: str, content: bytes | None = None) -> Path:
         damaged = tmp_path / f"damaged-{len(list(tmp_path.glob('damaged-*')))}"

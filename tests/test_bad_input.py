@@ -102,8 +102,8 @@ def test_resume_needs_the_checkpoint(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
 def test_outputs_follow_the_umask(tmp_path, mask):
-    from compgen.export.artifact import staged_folder
     from compgen.io import write_samples_tsv
+    from compgen.runtimes.artifact import staged_folder
 
     before = os.umask(mask)
     try:
@@ -135,13 +135,13 @@ def killed_while_writing(tmp_path, code: str):
 
 
 def test_a_killed_writer_leaves_nothing_after_the_next_run(tmp_path):
-    from compgen.export.artifact import staged_folder
     from compgen.io import atomic_open
+    from compgen.runtimes.artifact import staged_folder
 
     killed_while_writing(tmp_path, """
 import pathlib, time
 from compgen.io import atomic_open
-from compgen.export.artifact import staged_folder
+from compgen.runtimes.artifact import staged_folder
 with atomic_open(pathlib.Path("{tmp}") / "out.tsv") as f, staged_folder(pathlib.Path("{tmp}") / "exp") as d:
     f.write("half"); f.flush(); (d / "model.ts").write_text("half")
     pathlib.Path("{ready}").touch()
@@ -350,8 +350,8 @@ def edited_export(tmp_path, edit_manifest=None, files=None):
     import json
     import shutil
 
-    from compgen.export.artifact import sha256
-    from compgen.export.manifest_file import write_manifest
+    from compgen.runtimes.artifact import sha256
+    from compgen.runtimes.manifest_file import write_manifest
 
     folder = tmp_path / "export"
     shutil.copytree(SHIPPED, folder)

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest, sha256
-from compgen.export.manifest_file import write_manifest
+from compgen.runtimes.artifact import load_manifest, sha256
+from compgen.runtimes.manifest_file import write_manifest
 from compgen.system import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_builds_take_turns_and_leave_no_lock_file(private_cache, tmp_path):
 
 
 def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path):
-    from compgen.sampling.backends.cpp import _source_key
+    from compgen.runtimes.cpp import _source_key
 
     marker = tmp_path / "runner-ran"
     folder = private_cache / "cpp_runner" / _source_key()
@@ -125,12 +125,12 @@ def test_a_planted_runner_is_never_executed(private_cache, no_compiler, tmp_path
 
 
 def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, tmp_path):
-    from compgen.export import reduced
+    from compgen.runtimes import reduced
 
     marker = tmp_path / "library-loaded"
     manifest = load_manifest(SHIPPED)
     code = sorted((ROOT / "compgen" / "models").glob("*.py"))
-    code += [ROOT / "compgen" / "export" / name for name in ("compiled.py", "graphs.py")]
+    code += [ROOT / "compgen" / "runtimes" / name for name in ("inductor.py", "graphs.py")]
     target = private_cache / "reduced" / (
         reduced._key(SHIPPED / "model.ts", *code, version=reduced._torch_version()) + "-bf16-aoti")
     planted_library(target / "step.so", marker)
@@ -142,7 +142,7 @@ def test_a_planted_compiled_library_is_never_loaded(private_cache, no_compiler, 
 def test_an_edited_optimised_graph_is_never_loaded(private_cache, capsys):
     import onnxruntime as ort
 
-    from compgen.sampling.backends.onnx import _optimised_path, open_session
+    from compgen.runtimes.onnx import _optimised_path, open_session
 
     graph = SHIPPED / "prototypes.onnx"
     seqs = np.array([[8, 9, 10, 2]], dtype=np.int64)
@@ -198,7 +198,7 @@ def noisy_copy(tmp_path: Path) -> Path:
 
 def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_record(
         private_cache, tmp_path):
-    from compgen.sampling.verify import check_generator_backends, passed_record
+    from compgen.runtimes.verify import check_generator_backends, passed_record
 
     folder = noisy_copy(tmp_path)
     manifest = load_manifest(folder)   # the checksums hold
@@ -212,7 +212,7 @@ def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_re
 
 
 def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
-    from compgen.sampling.load_check import finite_weights
+    from compgen.runtimes.load_check import finite_weights
 
     model = torch.nn.Linear(3, 2)
     finite_weights(model, "ok.pt")
@@ -225,7 +225,7 @@ def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
 def test_the_runner_is_handed_a_checked_private_copy(tmp_path):
     """What the C++ runner loads is a copy checked as it was made: a file swapped in the
     export folder afterwards is not what runs; one changed before is refused."""
-    from compgen.export.artifact import checked_private_copy
+    from compgen.runtimes.artifact import checked_private_copy
 
     folder = tmp_path / "export"
     shutil.copytree(SHIPPED, folder)
@@ -244,7 +244,7 @@ def test_the_runner_is_handed_a_checked_private_copy(tmp_path):
 
 
 def test_a_cached_entry_changed_after_its_check_is_not_handed_over(private_cache, tmp_path):
-    from compgen.export.artifact import checked_private_copy
+    from compgen.runtimes.artifact import checked_private_copy
 
     entry = cache.store("things") / "libs"
     cache.ensure(entry, "libs", lambda: (entry.mkdir(), (entry / "a.so").write_bytes(b"good")))
@@ -270,7 +270,7 @@ def test_an_edited_manifest_is_refused(tmp_path):
 
 
 def test_a_manifest_from_before_its_checksum_is_exported_again_not_sampled(tmp_path):
-    from compgen.export.manifest_file import MANIFEST_DIGEST
+    from compgen.runtimes.manifest_file import MANIFEST_DIGEST
 
     folder = tmp_path / "export"
     shutil.copytree(SHIPPED, folder)

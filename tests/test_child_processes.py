@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.sampling.backends.cpp import build_runner, job_record
+from compgen.runtimes.cpp import build_runner, job_record
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"

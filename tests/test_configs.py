@@ -13,8 +13,8 @@ import pytest
 from compgen.augment.geca import GecaConfig, make_config
 from compgen.augment.geca import load_preset as load_geca_preset
 from compgen.configs import GeneratorTrainConfig, read_section
+from compgen.decoding.options import RUN_ONLY, SampleOptions
 from compgen.errors import UserError
-from compgen.sampling.options import RUN_ONLY, SampleOptions
 from compgen.training.checkpoint import (
     CONFIG_DIR,
     check_preset,

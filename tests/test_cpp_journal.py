@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compgen.errors import Interrupted, UserError
-from compgen.sampling.backends.cpp import build_runner
+from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import Tally
 from compgen.sampling.journal import MAGIC, journal_path
 from compgen.sampling.run import sample_exported

@@ -13,10 +13,10 @@ import pytest
 
 from compgen.decoding.contract import Contract, rank_key
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest
 from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text
-from compgen.sampling.backends.cpp import build_runner, job_text, score_with_cpp
+from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.cpp import build_runner, job_text, score_with_cpp
 from compgen.sampling.run import read_scored_samples, sample_exported
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"

@@ -129,7 +129,7 @@ def test_the_sample_summary_names_the_device_and_the_providers_in_use(tmp_path):
 
 
 def test_the_ort_caches_are_keyed_by_the_provider(tmp_path, monkeypatch):
-    from compgen.sampling.backends.onnx import _optimised_path, open_session
+    from compgen.runtimes.onnx import _optimised_path, open_session
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("COMPGEN_NO_ORT_CACHE", raising=False)
@@ -161,9 +161,9 @@ def test_the_gpu_steppers_io_binding_decodes_as_the_cpu_stepper():
     """``OnnxCudaStepper`` (state in the device's buffers, swapped and compacted through
     the host) with its buffers placed on the CPU: the same tokens and scores as
     ``OnnxStepper``, greedy and beam (beam reorders rows in place)."""
-    from compgen.export.artifact import load_manifest, read_prototypes
     from compgen.export.generator import pad_tuples
-    from compgen.sampling.backends.onnx import OnnxCudaStepper, OnnxGenerator
+    from compgen.runtimes.artifact import load_manifest, read_prototypes
+    from compgen.runtimes.onnx import OnnxCudaStepper, OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
     gen = OnnxGenerator(SHIPPED, manifest, threads=1)

@@ -10,7 +10,8 @@ import pytest
 from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.errors import UserError
 from compgen.evaluation.evaluate import aggregate, evaluation_sets, write_results
-from compgen.evaluation.metrics import (
+from compgen.evaluation.plots import plot_attention, plot_learning_curve
+from compgen.models.metrics import (
     eval_units,
     exact_match,
     micro_f1,
@@ -18,7 +19,6 @@ from compgen.evaluation.metrics import (
     score_predictions,
     token_f1,
 )
-from compgen.evaluation.plots import plot_attention, plot_learning_curve
 from compgen.models.seq2seq import cut_prediction
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -185,7 +185,7 @@ def test_generator_attention_figure(tmp_path, data_dir):
     from compgen.data.vocab import SEP, Vocab
     from compgen.evaluation.plots import plot_generator_attention
     from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.sampling.eager import greedy_with_weights, sample_batch
+    from compgen.runtimes.eager import greedy_with_weights, sample_batch
     from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)

@@ -14,14 +14,14 @@ from compgen.decoding.contract import Contract
 from compgen.decoding.samplers import Temperature
 from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest, read_prototypes
-from compgen.export.graphs import deterministic
 from compgen.export.kinds import export_checkpoint
-from compgen.sampling.backends.cpp import build_runner
-from compgen.sampling.backends.onnx import OnnxGenerator
-from compgen.sampling.backends.torchscript import TorchScriptGenerator
-from compgen.sampling.eager import banned_mask
-from compgen.sampling.load_check import pad_tuples
+from compgen.runtimes.artifact import load_manifest, read_prototypes
+from compgen.runtimes.cpp import build_runner
+from compgen.runtimes.eager import banned_mask
+from compgen.runtimes.graphs import deterministic
+from compgen.runtimes.load_check import pad_tuples
+from compgen.runtimes.onnx import OnnxGenerator
+from compgen.runtimes.torchscript import TorchScriptGenerator
 from compgen.training.checkpoint import (
     build_recombine,
     load_generator,

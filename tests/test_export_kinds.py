@@ -8,9 +8,9 @@ from test_export_predictor import train_tiny_predictor
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export import kinds
-from compgen.export.artifact import FORMAT, parity_failures, sha256
-from compgen.export.manifest_file import write_manifest
 from compgen.export.spec import ParityOutputs, ParityRun, measure_parity
+from compgen.runtimes.artifact import FORMAT, parity_failures, sha256
+from compgen.runtimes.manifest_file import write_manifest
 from compgen.training.checkpoint import KINDS as CHECKPOINT_KINDS
 
 

@@ -12,7 +12,6 @@ import torch
 from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, Vocab
 from compgen.errors import UserError
-from compgen.export.artifact import LOGP_FLOOR, TOLERANCE, load_manifest
 from compgen.export.kinds import export_checkpoint
 from compgen.export.predictor import steps_read
 from compgen.models.seq2seq import (
@@ -23,9 +22,10 @@ from compgen.models.seq2seq import (
     greedy_search,
     run_greedy,
 )
-from compgen.sampling.backends.onnx_predictor import OnnxPredictor
-from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
-from compgen.sampling.predictor import predict_exported
+from compgen.runtimes.artifact import LOGP_FLOOR, TOLERANCE, load_manifest
+from compgen.runtimes.onnx_predictor import OnnxPredictor
+from compgen.runtimes.predictor import predict_exported
+from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 from compgen.training.predictor import conditional_pairs, load_predictor, save_predictor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

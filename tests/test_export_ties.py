@@ -5,10 +5,10 @@ prototype set, the step, both outputs and the log-prob gap."""
 import torch
 
 from compgen.data.vocab import PAD_ID, SEP, Vocab
-from compgen.export.artifact import parity_failures
-from compgen.export.ties import compare_outputs, sequence_logp
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling.eager import beam_search
+from compgen.runtimes.artifact import parity_failures
+from compgen.runtimes.eager import beam_search
+from compgen.runtimes.ties import compare_outputs, sequence_logp
 
 WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]
 

@@ -7,8 +7,8 @@ import torch
 from compgen.data import load_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.kinds import export_checkpoint
+from compgen.runtimes.artifact import load_manifest, read_prototypes
 from compgen.sampling.run import eager_model, sample_exported
 from compgen.training.checkpoint import (
     build_recombine,
@@ -68,7 +68,7 @@ def test_prototype_cap_must_be_positive(tmp_path, small_scan):
 def test_parity_tolerance_is_relative_to_the_log_prob():
     import numpy as np
 
-    from compgen.export.artifact import logp_rel_diff, parity_failures
+    from compgen.runtimes.artifact import logp_rel_diff, parity_failures
 
     eager = np.array([[-4.330175, -0.01, -40.0]], np.float32)
     close = eager + np.array([[-1.5e-4, 1e-6, 5.0]], np.float32)  # -40 is below the floor
@@ -85,7 +85,7 @@ def test_parity_skips_steps_past_a_rows_end():
     drift there is not a parity failure, drift at a reached step is."""
     import numpy as np
 
-    from compgen.export.artifact import logp_diff, logp_rel_diff
+    from compgen.runtimes.artifact import logp_diff, logp_rel_diff
 
     eager = np.full((2, 3, 2), -1.0, np.float32)
     other = eager.copy()

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from compgen.data.vocab import PAD_ID, SEP, Vocab
-from compgen.export.artifact import load_manifest
+from compgen.decoding.options import SampleOptions
+from compgen.runtimes.artifact import load_manifest
 from compgen.sampling.collection import input_stop, make_filter
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import ExportDecoder, shipped_training_table
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"

@@ -55,15 +55,35 @@ def test_an_upward_import_and_a_sibling_group_import_are_violations(tmp_path):
         "models/__init__.py": "",
         "models/net.py": "from ..cli import main\n",          # models -> cli: upward
         "cli/__init__.py": "main = None\n",
-        "evaluation.py": "from compgen.system.environment import report\n",  # sibling group
-        "system/__init__.py": "",
-        "system/environment.py": "report = None\n",
+        "export/__init__.py": "",
+        "export/spec.py": "from compgen.sampling.options import options\n",  # sibling group
+        "sampling/__init__.py": "",
+        "sampling/options.py": "options = None\n",
     })
     code, report = run_graph(package)
     found = {(v["module"], v["imports"]) for v in report["layer_violations"]}
     assert found == {("compgen.models.net", "compgen.cli"),
-                     ("compgen.evaluation", "compgen.system.environment")}
+                     ("compgen.export.spec", "compgen.sampling.options")}
     assert report["cycles"] == []
+    assert code == 1
+
+
+def test_a_module_lives_in_its_package_layer(tmp_path):
+    """No module is placed apart from its package: a trainer that imports a module of
+    evaluation/ points up, whatever that module holds."""
+    package = write_package(tmp_path, {
+        "training/__init__.py": "",
+        "training/predictor.py": "from compgen.evaluation.metrics import score\n",
+        "evaluation/__init__.py": "",
+        "evaluation/metrics.py": "score = None\n",
+        "system/__init__.py": "",
+        "system/environment.py": "from compgen.device import resolve\n",
+        "device.py": "resolve = None\n",
+    })
+    code, report = run_graph(package)
+    found = {(v["module"], v["imports"]) for v in report["layer_violations"]}
+    assert found == {("compgen.training.predictor", "compgen.evaluation.metrics"),
+                     ("compgen.system.environment", "compgen.device")}
     assert code == 1
 
 

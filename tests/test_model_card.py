@@ -5,8 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
-from compgen.export.artifact import load_manifest
-from compgen.export.card import render_card, set_card_text
+from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.card import render_card, set_card_text
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 
@@ -15,7 +15,7 @@ def test_the_shipped_card_is_rendered_from_its_manifest():
     manifest = load_manifest(SHIPPED)
     card = (SHIPPED / "README.md").read_text(encoding="utf-8")
     assert card == render_card(SHIPPED), "exported/scan-jump-recomb2/README.md is stale: " \
-        "python -c \"from compgen.export.card import write_card; write_card('exported/scan-jump-recomb2')\""
+        "python -c \"from compgen.runtimes.card import write_card; write_card('exported/scan-jump-recomb2')\""
     assert f": {manifest['export_seconds']:g} s, the parity check included" in card
     onnx = manifest["parity"]["backends"]["onnx"]    # 2.09e-4 abs, 6.01e-5 relative
     assert f"| onnx | identical | identical | {onnx['max_abs_logp_diff']:.2e} | ".replace(

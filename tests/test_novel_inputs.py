@@ -15,9 +15,9 @@ import pytest
 
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.input_trie import InputTrie
-from compgen.export.artifact import load_manifest
+from compgen.decoding.options import SampleOptions
+from compgen.runtimes.artifact import load_manifest
 from compgen.sampling.collection import input_stop, known_input_trie, make_filter
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import ExportDecoder, shipped_training_table
 
 ROOT = Path(__file__).resolve().parents[1]

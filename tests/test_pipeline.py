@@ -222,7 +222,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
     assert "exported graphs sample without dropout" in str(result.exception)
     # --rare-prototypes: Omega keeps the tuples whose prototypes contain 'jump'
     from compgen.data import load_dataset
-    from compgen.sampling.eager import prototype_source
+    from compgen.neighborhoods.omega_source import prototype_source
     from compgen.training.checkpoint import load_generator
 
     config = load_generator(generator)[2]
@@ -264,7 +264,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
 def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeypatch):
     """A generator that makes nothing the filter accepts: one error at the sample step, and
     no empty samples.tsv left behind for a rerun to train the predictor on."""
-    import compgen.sampling.eager
+    import compgen.runtimes.eager
     from compgen.pipelines.runs import Timer, make_samples
     from compgen.sampling.eager import SampleRun
 
@@ -272,7 +272,7 @@ def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeyp
         out.write_text("#x\ty\tlogprob\n")
         return SampleRun([], 0.0, str(out))
 
-    monkeypatch.setattr(compgen.sampling.eager, "sample_generator", sample_nothing)
+    monkeypatch.setattr(compgen.runtimes.eager, "sample_generator", sample_nothing)
     opts = PipelineOptions(root=tmp_path, data_dir=data_dir, threads=1, log=lambda line: None)
     with pytest.raises(UserError, match="no sample that passes the filter"):
         make_samples(find_run("around_right-recomb2"), 0, tmp_path / "generator.pt", tmp_path,
@@ -427,8 +427,8 @@ def test_reference_rows_resolve_to_the_reference_script():
     on the checkpoint with test-time dropout, no rare filter, no round cap, 300 of 500;
     command-line options still win."""
     from compgen.configs.predictor_train import PredictorTrainConfig
+    from compgen.decoding.options import NO_ROUND_CAP, SampleOptions
     from compgen.pipelines.runs import presets, resolved_options, sampling_request
-    from compgen.sampling.options import NO_ROUND_CAP, SampleOptions
     from compgen.training.checkpoint import apply_overrides, load_preset
 
     for name in REFERENCE_ROWS:

@@ -11,8 +11,8 @@ from test_export_predictor import train_tiny_predictor
 
 from compgen.data import load_dataset
 from compgen.evaluation.evaluate import evaluate_predictor
-from compgen.evaluation.metrics import predict
 from compgen.export.kinds import export_checkpoint
+from compgen.models.metrics import predict
 from compgen.training.predictor import load_predictor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def compgen(*args):
 
 def test_evaluate_an_export_folder_with_onnx(exported, small_scan):
     ckpt, folder = exported
-    from compgen.export.card import render_card
+    from compgen.runtimes.card import render_card
 
     assert (folder / "README.md").read_text(encoding="utf-8") == render_card(folder)  # its card
     eager = evaluate_predictor(ckpt, data_dir=small_scan)

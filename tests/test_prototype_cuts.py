@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compgen.decoding.options import SampleOptions
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import load_manifest, read_prototypes
 from compgen.export.kinds import export_checkpoint
-from compgen.export.manifest_file import write_manifest
-from compgen.sampling.backends.cpp import build_runner
-from compgen.sampling.options import SampleOptions
+from compgen.runtimes.artifact import load_manifest, read_prototypes
+from compgen.runtimes.cpp import build_runner
+from compgen.runtimes.manifest_file import write_manifest
 from compgen.sampling.run import ExportDecoder, sample_exported
 from compgen.sampling.tuple_selection import read_prototype_array
 

@@ -8,7 +8,7 @@ from compgen.errors import UserError
 from compgen.sampling.run import sample_exported
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'compgen[ray]')")
-from compgen.sampling.backends.ray import ray_decoder_factory
+from compgen.sampling.ray import ray_decoder_factory
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 

@@ -13,7 +13,7 @@ from compgen.models.recombine import (
     collate_targets,
 )
 from compgen.models.vmf import vmf_kl
-from compgen.sampling.eager import sample_batch
+from compgen.runtimes.eager import sample_batch
 
 torch.set_num_threads(1)
 

@@ -13,8 +13,8 @@ import pytest
 from compgen.cli.common import flag_of
 from compgen.decoding.contract import MODES, Contract
 from compgen.errors import SettingError, UserError
-from compgen.export.reduced import bf16_sampler
-from compgen.sampling.backends.cpp import build_runner, job_text, run_harness
+from compgen.runtimes.cpp import build_runner, job_text, run_harness
+from compgen.runtimes.reduced import bf16_sampler
 from compgen.sampling.run import sample_exported
 from compgen.system.precision import cpu_computes_bf16, cpu_has_bf16
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from compgen.cli.common import flag_of
+from compgen.decoding.options import SampleOptions
 from compgen.decoding.random_stream import SEED_MAX, SEED_MIN, check_seed, uniform
 from compgen.errors import SettingError
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import sample_exported
 
 ROOT = Path(__file__).resolve().parents[1]

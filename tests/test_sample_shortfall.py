@@ -14,7 +14,8 @@ import torch
 from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling.eager import collect_decoded, sample_batch
+from compgen.runtimes.eager import sample_batch
+from compgen.sampling.collection import collect_decoded
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["walk", "jump", "run", "twice", "and", "I_WALK", "I_JUMP", "I_RUN"]
@@ -142,8 +143,8 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
 def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monkeypatch):
     """--max-rounds 0 (the reference's loop): rounds go past the default cap of 200 and
     stop at the round that brings the accepted count to --nsamples, not one later."""
+    from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
     from compgen.sampling import collection
-    from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 100)
     model, vocab = model_and_vocab(outdrop_test=False)

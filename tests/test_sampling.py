@@ -23,7 +23,8 @@ from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
 from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.sampling.eager import beam_search, collect_samples, sample_batch, sample_generator
+from compgen.runtimes.eager import beam_search, sample_batch
+from compgen.sampling.eager import collect_samples, sample_generator
 from compgen.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def test_greedy_is_stepwise_argmax_and_scores_add_up():
     token = torch.full((3,), 1)
     total = torch.zeros(3)
     live = torch.ones(3, dtype=torch.bool)
-    from compgen.sampling.eager import banned_mask
+    from compgen.runtimes.eager import banned_mask
     for t in range(dec.tokens.size(1)):
         logp, state = model.decode_step(token, state, memory)
         logp = logp.masked_fill(banned_mask(model.vocab_size, t == 0), float("-inf"))
@@ -106,7 +107,7 @@ def test_mixed_is_greedy_after_separator():
     dec = sample_batch(model, protos, "mixed", temperature=5.0, max_len=12)
     # replay: every token after the first <sep> is the argmax
     memory, state = model.encode(protos, model.prior_z(16), 12)
-    from compgen.sampling.eager import banned_mask
+    from compgen.runtimes.eager import banned_mask
     token, after, live = torch.full((16,), 1), torch.zeros(16, dtype=torch.bool), torch.ones(16, dtype=torch.bool)
     sep_id = vocab.index[SEP]
     for t in range(dec.tokens.size(1)):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compgen.io import parse_samples_tsv
-from compgen.sampling.backends.cpp import build_runner
+from compgen.runtimes.cpp import build_runner
 from compgen.sampling.run import BACKENDS, sample_exported
 from compgen.system.precision import cpu_has_bf16
 
@@ -120,8 +120,8 @@ def test_sample_and_export_leave_no_temporary_folder(runner, tmp_path):
 
 
 def test_options_are_resolved_once_from_the_preset_and_the_caller():
+    from compgen.decoding.options import SampleOptions
     from compgen.errors import UserError
-    from compgen.sampling.options import SampleOptions
 
     config = {"sample": {"strategy": "beam", "beam_width": 6, "n": 400, "nsamples": 500,
                          "rare": "jump", "temperature": 0.4}}
@@ -154,9 +154,9 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     import numpy as np
     import torch
 
-    from compgen.export.artifact import eager_model, load_manifest, read_prototypes
     from compgen.export.generator import pad_tuples
-    from compgen.sampling.backends.onnx import OnnxGenerator
+    from compgen.runtimes.artifact import eager_model, load_manifest, read_prototypes
+    from compgen.runtimes.onnx import OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
     width = manifest["decoding"]["prototype_width"]
@@ -205,7 +205,7 @@ def test_a_runner_built_for_another_torch_folder_is_not_reused(monkeypatch, tmp_
     names the torch folder as well as the sources and version."""
     import importlib.util
 
-    from compgen.sampling.backends import cpp as cpp_runner
+    from compgen.runtimes import cpp as cpp_runner
 
     here = cpp_runner._source_key()
     real = importlib.util.find_spec("torch")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest
-from compgen.sampling.backends.cpp import build_runner
+from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import scan_quality
 from compgen.sampling.run import BACKENDS, sample_exported
 

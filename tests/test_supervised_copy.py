@@ -8,7 +8,7 @@ import torch
 
 from compgen.configs import PredictorTrainConfig
 from compgen.data.vocab import COPY_ID, EOS_ID, Vocab
-from compgen.evaluation.metrics import predict
+from compgen.models.metrics import predict
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.training.predictor import fit
 

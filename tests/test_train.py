@@ -11,7 +11,7 @@ from compgen.data import load_dataset
 from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import collate_prototypes
-from compgen.sampling.eager import sample_batch
+from compgen.runtimes.eager import sample_batch
 from compgen.training.checkpoint import (
     apply_overrides,
     build_recombine,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from compgen.errors import UserError
-from compgen.sampling.backends.cpp import build_runner
+from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import Tally
 from compgen.sampling.run import sample_exported
 from compgen.sampling.tuple_selection import read_prototype_array, select_tuples

@@ -16,7 +16,7 @@ def env_cmd(
 ) -> None:
     """Report the Python, torch, CUDA, GPUs, ONNX Runtime providers, KenLM and CPU flags."""
     # start-up: `compgen --help` loads no torch or polars
-    from compgen.system.environment import lines, report
+    from compgen.cli.environment import lines, report
 
     info = report()
     if as_json:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
 from compgen.errors import UserError, read_text
-from compgen.export.card import set_card_text
+from compgen.runtimes.card import set_card_text
 
 
 @app.command("export")
@@ -26,7 +26,7 @@ def export_cmd(
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
     # start-up: `compgen --help` loads no torch (the export) or polars (the C++ runner's build)
     from compgen.export.kinds import export_checkpoint
-    from compgen.sampling.backends.cpp import build_runner
+    from compgen.runtimes.cpp import build_runner
 
     card_text = None
     if card is not None:

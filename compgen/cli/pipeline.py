@@ -84,7 +84,7 @@ def pipeline_cmd(
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
     # start-up: `compgen --help` loads no polars
-    from compgen.sampling.options import check_max_rounds
+    from compgen.decoding.options import check_max_rounds
 
     check_max_rounds(max_rounds)
     if keep_every < 0:

@@ -62,8 +62,8 @@ def sample_cmd(
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     # start-up: `compgen --help` loads no polars
+    from compgen.decoding.options import SampleOptions
     from compgen.pipelines.sample_report import check_report_options
-    from compgen.sampling.options import SampleOptions
     from compgen.sampling.run import sample, source_config
 
     check_report_options(checkpoint, oracle)
@@ -90,7 +90,7 @@ def sample_cmd(
     if ray is not None:
         # start-up: `compgen --help` loads no polars
         # start-up: the logging module and Ray's helpers load only with --ray
-        from compgen.sampling.backends.ray import RayDecoderFactory
+        from compgen.sampling.ray import RayDecoderFactory
         from compgen.system.ray_cluster import import_ray
 
         if ray_workers is not None and ray_workers < 1:

@@ -3,7 +3,7 @@
 A generator preset (``kind = "recombine"``) has sections ``[model]``
 (:class:`compgen.models.recombine.RecombineConfig`), ``[train]``
 (:class:`GeneratorTrainConfig`) and ``[sample]``
-(:class:`compgen.sampling.options.SampleOptions`); a predictor
+(:class:`compgen.decoding.options.SampleOptions`); a predictor
 preset (``kind = "seq2seq"``) has ``[model]`` (:class:`compgen.models.seq2seq.Seq2SeqConfig`)
 and ``[train]`` (:class:`PredictorTrainConfig`); a GECA preset (``geca_*.toml``) is one
 flat table (:class:`compgen.augment.geca.GecaConfig`). Every section is read with

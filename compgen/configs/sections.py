@@ -41,6 +41,17 @@ def checked_value(value, hint, where: str, key: str):
     raise UserError(f"{where}: option '{key}' must be {wanted}, not {value!r}")
 
 
+def known_fields(cls: type[T], values: Mapping, what: str) -> T:
+    """``cls(**values)``, a ValueError naming ``what`` and the valid keys for a key ``cls``
+    (a dataclass) does not have: a model's options, whose values are checked by the class."""
+    names = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ValueError(f"unknown {what}(s) {', '.join(unknown)} "
+                         f"(valid: {', '.join(n for n in names if n != 'vocab_size')})")
+    return cls(**values)
+
+
 def read_section(cls: type[T], values: Mapping, where: str, *, skip: tuple[str, ...] = ()) -> T:
     """``cls`` (a dataclass) from the key/value table of one preset section.
 

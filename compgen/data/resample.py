@@ -241,3 +241,17 @@ class SampleFilter:
             return None
         self.seen.add(key)
         return x, y
+
+
+def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
+    """--rare for morphology -> (Omega's rare-tag choice, explicit tag set or None).
+    "auto"/"data" = tags with training count in (1, 20]; "fixed" = PST,FUT; or a list."""
+    if not rare or rare in ("auto", "data"):
+        return "data", None
+    tags = {"PST", "FUT"} if rare == "fixed" else {t.strip() for t in rare.split(",") if t.strip()}
+    return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
+
+
+def scan_rare_phrase(split: str, rare: str | None) -> str:
+    """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
+    return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")

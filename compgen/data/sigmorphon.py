@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from compgen.data.fewshot_neighbors import sig_neighborhoods
 from compgen.data.sources import default_cache_dir
 from compgen.errors import UserError, read_text, where
 from compgen.io import atomic_open
-from compgen.neighborhoods.sigmorphon import sig_neighborhoods
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
 PAPER_LANGUAGES = ("spanish", "swahili", "turkish")

@@ -21,6 +21,18 @@ SPECIALS = (PAD, BOS, EOS, UNK, SEP, COPY)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID, COPY_ID = range(len(SPECIALS))
 
 
+def first_seen_tokens(specials: Sequence[str], sequences: Iterable[Sequence[str]]) -> list[str]:
+    """``specials``, then every other token in the order it first appears."""
+    tokens = list(specials)
+    seen = set(tokens)
+    for seq in sequences:
+        for tok in seq:
+            if tok not in seen:
+                seen.add(tok)
+                tokens.append(tok)
+    return tokens
+
+
 class Vocab:
     def __init__(self, tokens: Sequence[str]):
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
@@ -32,14 +44,7 @@ class Vocab:
 
     @classmethod
     def build(cls, sequences: Iterable[Sequence[str]]) -> Vocab:
-        tokens = list(SPECIALS)
-        seen = set(tokens)
-        for seq in sequences:
-            for tok in seq:
-                if tok not in seen:
-                    seen.add(tok)
-                    tokens.append(tok)
-        return cls(tokens)
+        return cls(first_seen_tokens(SPECIALS, sequences))
 
     @classmethod
     def from_table(cls, table, columns: Sequence[str] = ("x", "y")) -> Vocab:

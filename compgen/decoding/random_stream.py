@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from compgen.errors import SettingError
-
 NAME = "splitmix64(splitmix64(splitmix64(seed) ^ index) ^ step) >> 11, * 2^-53"
 # steps reserved for the latent prior's draws (far above any decoding step)
 LATENT_STEP = 1 << 32
@@ -30,15 +28,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MUL1 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL2 = np.uint64(0x94D049BB133111EB)
 _MASK = (1 << 64) - 1
-SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def check_seed(seed: int, setting: str = "seed") -> int:
-    """``seed`` if it is a signed 64-bit integer, else a SettingError (no silent wrapping)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_MIN <= seed <= SEED_MAX:
-        raise SettingError(f"`{setting}` {seed}: must be an integer from -2^63 to 2^63-1 "
-                           "(a signed 64-bit seed)")
-    return seed
+from compgen.errors import SEED_MAX, SEED_MIN, check_seed  # noqa: F401 (re-exported)
 
 
 def _as_u64(values) -> np.ndarray:

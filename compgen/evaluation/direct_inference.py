@@ -62,10 +62,10 @@ from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
 from compgen.decoding.samplers import ForcedPrefix
 from compgen.decoding.search import GreedySearch
 from compgen.errors import SettingError, UserError
-from compgen.evaluation.metrics import exact_match, micro_f1
 from compgen.io import atomic_open
+from compgen.models.metrics import exact_match, micro_f1
 from compgen.models.recombine import Memory, State, collate_prototypes, collate_targets, pad_2d
-from compgen.sampling.eager import EagerStepper
+from compgen.runtimes.eager import EagerStepper
 from compgen.training.checkpoint import load_generator
 
 LABEL = "direct inference"

@@ -1,5 +1,5 @@
 """Evaluating the conditional predictor on the evaluation sets, and the result tables
-(the metrics are in :mod:`compgen.evaluation.metrics`).
+(the metrics are in :mod:`compgen.models.metrics`).
 
 Evaluation sets: SCAN ``test`` (deduplicated). Morphology few-shot splits: FUT
 (``test_hard``), PST (``val_hard``), their mean FUT+PST (the paper's hard column) and
@@ -21,14 +21,15 @@ from compgen.data import load_dataset
 from compgen.data.files import Fields, reading_fields, source_record
 from compgen.data.vocab import EOS_ID
 from compgen.errors import SettingError, UserError
-from compgen.evaluation.metrics import predict, score_predictions
 from compgen.evaluation.plots import plot_attention, plot_generator_attention, plot_learning_curve
-from compgen.export.artifact import load_manifest
 from compgen.io import atomic_open
+from compgen.models.metrics import predict, score_predictions
 from compgen.models.recombine import collate_prototypes, is_real
 from compgen.models.seq2seq import collate, cut_prediction, greedy_search
-from compgen.sampling.eager import greedy_with_weights, prototype_source
-from compgen.sampling.predictor import predict_exported
+from compgen.neighborhoods.omega_source import prototype_source
+from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.eager import greedy_with_weights
+from compgen.runtimes.predictor import predict_exported
 from compgen.training.checkpoint import load_generator
 from compgen.training.predictor import is_morphology, load_predictor, write_curve_csv
 

@@ -67,7 +67,7 @@ def describe(path: str | Path) -> dict:
     if path.is_dir():
         # start-up: the CLI imports this module, and `compgen --help` loads no polars
         from compgen.data.vocab import Vocab
-        from compgen.export.artifact import load_manifest
+        from compgen.runtimes.artifact import load_manifest
 
         manifest = load_manifest(path)
         vocab = Vocab.load(path / "vocab.json")

@@ -38,9 +38,15 @@ import torch
 
 from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from compgen.decoding.contract import Contract
+from compgen.decoding.options import PROTOTYPE_CUTS
 from compgen.decoding.search import BeamSearch, GreedySearch, decode
 from compgen.errors import SettingError
-from compgen.export.artifact import (
+from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
+from compgen.io import write_samples_tsv
+from compgen.models.recombine import format_prototype
+from compgen.neighborhoods.omega_source import prototype_source
+from compgen.neighborhoods.user_data import export_prototype_options, training_table
+from compgen.runtimes.artifact import (
     FORMAT,
     LOGP_FLOOR,
     TRAINING_PAIRS,
@@ -49,21 +55,16 @@ from compgen.export.artifact import (
     read_prototypes,
     write_vocab,
 )
-from compgen.export.card import PROTOTYPE_FILE, cut_file
-from compgen.export.graphs import deterministic
-from compgen.export.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
-from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
-from compgen.export.ties import compare_outputs
-from compgen.export.torchscript import export_torchscript
-from compgen.io import write_samples_tsv
-from compgen.models.recombine import format_prototype
-from compgen.neighborhoods.user_data import export_prototype_options, training_table
-from compgen.sampling.backends.cpp import decode_with_runner
-from compgen.sampling.backends.onnx import OnnxGenerator
-from compgen.sampling.backends.torchscript import TorchScriptGenerator
-from compgen.sampling.eager import BEAM_WIDTH, beam_search, prototype_source, sample_batch
-from compgen.sampling.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
-from compgen.sampling.options import PROTOTYPE_CUTS
+from compgen.runtimes.card import PROTOTYPE_FILE, cut_file
+from compgen.runtimes.cpp import decode_with_runner
+from compgen.runtimes.eager import BEAM_WIDTH, beam_search, sample_batch
+from compgen.runtimes.graphs import deterministic
+from compgen.runtimes.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
+from compgen.runtimes.onnx import OnnxGenerator
+from compgen.runtimes.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
+from compgen.runtimes.ties import compare_outputs
+from compgen.runtimes.torchscript import TorchScriptGenerator
+from compgen.runtimes.torchscript_trace import export_torchscript
 from compgen.training.checkpoint import load_generator
 
 MAX_PROTOTYPES = 100_000  # cap on the stored prototype list (Omega can have millions)

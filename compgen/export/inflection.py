@@ -26,9 +26,6 @@ from torch import Tensor
 
 from compgen.data.lemma_split import lemma_split_test
 from compgen.errors import UserError
-from compgen.export.artifact import FORMAT
-from compgen.export.inflection_graphs import EncoderGraph
-from compgen.export.onnx_export import OPSET, export_inflection_onnx
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.models.inflection import (
     BOS_ID,
@@ -39,8 +36,11 @@ from compgen.models.inflection import (
     fairseq_search,
     pad_batch,
 )
-from compgen.sampling.backends.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
-from compgen.sampling.load_check import finite_weights
+from compgen.runtimes.artifact import FORMAT
+from compgen.runtimes.inflection_graphs import EncoderGraph
+from compgen.runtimes.load_check import finite_weights
+from compgen.runtimes.onnx_export import OPSET, export_inflection_onnx
+from compgen.runtimes.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
 from compgen.training.inflection import load_inflection
 
 PARITY_BEAM = 5

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from compgen.errors import UserError
-from compgen.export.artifact import load_manifest
 from compgen.export.generator import MAX_PROTOTYPES, GeneratorExport
 from compgen.export.inflection import InflectionExport
 from compgen.export.predictor import PredictorExport
 from compgen.export.spec import ExportOptions, KindSpec, export_with
+from compgen.runtimes.artifact import load_manifest
 from compgen.training.checkpoint import load_checkpoint
 
 KINDS: dict[str, type[KindSpec]] = {

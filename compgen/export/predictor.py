@@ -25,9 +25,6 @@ import torch
 from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from compgen.errors import UserError
-from compgen.export.artifact import FORMAT, LOGP_FLOOR, write_vocab
-from compgen.export.onnx_export import OPSET, export_predictor_onnx
-from compgen.export.predictor_graphs import STATE_NAMES
 from compgen.export.predictor_torchscript import export_predictor_torchscript
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.models.seq2seq import (
@@ -41,9 +38,12 @@ from compgen.models.seq2seq import (
     run_beam,
     run_greedy,
 )
-from compgen.sampling.backends.onnx_predictor import OnnxPredictor
-from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
-from compgen.sampling.load_check import finite_weights
+from compgen.runtimes.artifact import FORMAT, LOGP_FLOOR, write_vocab
+from compgen.runtimes.load_check import finite_weights
+from compgen.runtimes.onnx_export import OPSET, export_predictor_onnx
+from compgen.runtimes.onnx_predictor import OnnxPredictor
+from compgen.runtimes.predictor_graphs import STATE_NAMES
+from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 from compgen.training.predictor import (
     conditional_pairs,
     load_predictor,

@@ -3,7 +3,7 @@
 The encoder and the decoder step are traced (straight-line tensor code; the packing of the
 source is recorded with dynamic shapes). The searches run outside the module, in the
 decoding core (``compgen.decoding``, driven by
-``compgen.sampling.backends.torchscript_predictor``), the same code every backend runs.
+``compgen.runtimes.torchscript_predictor``), the same code every backend runs.
 Submodules and methods, on source ids ``(B, T)`` (``<s> x </s>``, right-padded with <pad>):
 
 * ``encoder(source)`` -> ``(keys, context, mask, onehot, h, c)``;
@@ -20,8 +20,8 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from compgen.export.artifact import save_scripted
-from compgen.export.predictor_graphs import PredictorEncoder, PredictorStep, example_inputs
+from compgen.runtimes.artifact import save_scripted
+from compgen.runtimes.predictor_graphs import PredictorEncoder, PredictorStep, example_inputs
 
 
 class ScriptedPredictor(nn.Module):

@@ -30,7 +30,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from compgen.export.artifact import (
+from compgen.io import refuse_overwriting_inputs
+from compgen.runtimes.artifact import (
     TOLERANCE,
     default_output,
     logp_diff,
@@ -38,8 +39,7 @@ from compgen.export.artifact import (
     seal,
     staged_folder,
 )
-from compgen.export.onnx_export import graph_io
-from compgen.io import refuse_overwriting_inputs
+from compgen.runtimes.onnx_export import graph_io
 
 
 @dataclass(frozen=True)

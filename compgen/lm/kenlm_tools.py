@@ -27,8 +27,13 @@ from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, named_data_text, resolve_data_dir
 from compgen.errors import SettingError, UserError, read_text
-from compgen.io import atomic_open, die_with_parent, refuse_overwriting_inputs, user_cache
-from compgen.lm.scores import quiet_stderr
+from compgen.io import (
+    atomic_open,
+    die_with_parent,
+    quiet_native_stderr,
+    refuse_overwriting_inputs,
+    user_cache,
+)
 from compgen.system import cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
@@ -168,7 +173,7 @@ def max_supported_order() -> int:
             f.write(header)
             f.flush()
             try:
-                with quiet_stderr():
+                with quiet_native_stderr():
                     kenlm.Model(f.name)
             except (OSError, RuntimeError) as exc:
                 found = re.search(r"support up to (\d+)", str(exc))

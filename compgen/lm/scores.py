@@ -4,10 +4,8 @@ vocabulary mapping and perplexity evaluation all build on these."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import numpy as np
 
 from compgen.data.lm import parse_corpus
 from compgen.errors import SettingError, UserError, read_text
+from compgen.io import quiet_native_stderr
 
 LN10 = math.log(10.0)
 MIXES = ("token", "sentence", "geca")
@@ -44,7 +43,7 @@ def load_model(path: str | os.PathLike, setting: str | None = None):
     config = kenlm.Config()
     config.show_progress = False
     try:
-        with quiet_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
+        with quiet_native_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
             model = kenlm.Model(str(path), config)
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
@@ -70,19 +69,6 @@ def check_finite(values, model, name: str | None = None, sentence: str | None = 
     where = f" on {sentence!r}" if sentence is not None else ""
     raise SettingError(f"{name}: gives a non-finite log-probability ({bad}){where}; the model "
                        "file is corrupt: train or build it again")
-
-
-@contextlib.contextmanager
-def quiet_stderr():
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def read_sentences(path: str | os.PathLike) -> list[str]:

@@ -25,6 +25,7 @@ from torch import nn
 
 from compgen.configs.defaults import defaults_from
 from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
+from compgen.data.vocab import first_seen_tokens
 from compgen.decoding.fairseq_beam import FairseqBeamSearch
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -60,14 +61,7 @@ class CharVocab:
 
     @classmethod
     def build(cls, sequences) -> CharVocab:
-        tokens = list(SPECIALS)
-        seen = set(tokens)
-        for seq in sequences:
-            for tok in seq:
-                if tok not in seen:
-                    seen.add(tok)
-                    tokens.append(tok)
-        return cls(tokens)
+        return cls(first_seen_tokens(SPECIALS, sequences))
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -27,7 +27,6 @@ copy weights, for figures) and ``loss`` (teacher forcing); the VAE's vMF pieces 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from compgen.configs.sections import known_fields
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID
 from compgen.models.attention import MASKED, DotAttention, PositionalAttention
 from compgen.models.vmf import sample_vmf_posterior, sample_vmf_prior, vmf_kl
@@ -74,12 +74,7 @@ class RecombineConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> RecombineConfig:
-        names = sorted(f.name for f in dataclasses.fields(cls))
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"unknown model option(s) {', '.join(unknown)} "
-                             f"(valid: {', '.join(n for n in names if n != 'vocab_size')})")
-        return cls(**d)
+        return known_fields(cls, d, "model option")
 
 
 class Memory(NamedTuple):

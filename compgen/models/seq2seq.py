@@ -37,7 +37,6 @@ made one by one and in batches are therefore the same.
 
 
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -48,6 +47,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from compgen.configs.sections import known_fields
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, SEP_ID, SPECIALS, UNK_ID
 from compgen.decoding.contract import StepRules
 from compgen.decoding.search import BeamSearch, GreedySearch
@@ -68,12 +68,7 @@ class Seq2SeqConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Seq2SeqConfig":
-        names = sorted(f.name for f in dataclasses.fields(cls))
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"unknown seq2seq model option(s) {', '.join(unknown)} "
-                             f"(valid: {', '.join(n for n in names if n != 'vocab_size')})")
-        return cls(**d)
+        return known_fields(cls, d, "seq2seq model option")
 
 
 class Memory(NamedTuple):

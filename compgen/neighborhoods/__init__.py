@@ -10,7 +10,9 @@ and the sampling-time prototype sets Omega:
   has and the first prototype lacks.
 * SCAN around_right ("long-long", :func:`long_long_neighborhood`): two long prototypes
   each differing from x by one token type.
-* SIGMORPHON (:func:`sig_neighborhoods`): tag-set distances between inflection tables.
+* SIGMORPHON (:func:`sig_neighborhoods`, built with the few-shot split in
+  ``compgen.data.fewshot_neighbors`` and re-exported here): tag-set distances between
+  inflection tables.
 
 Similarity (SCAN) is ``1 - lev(a, b) / max(|a|, |b|)`` over token sequences; ``sim > 0.5``
 is tested exactly on integer edit distances (``2 * lev < max``). Every all-pairs score
@@ -19,11 +21,13 @@ permutation of the training set" the reference walks for each datum is a per-(da
 candidate) hash key, so "the first k qualifying items in random order" is the k smallest
 keys among the qualifying ones -- the same distribution without a Python loop.
 
-Modules: ``triples`` (data, triples, training lists), ``scan`` and ``sigmorphon``
-(neighbourhoods), ``omega_scan`` and ``omega_sig`` (sampling-time prototype sets),
-``similarity``, ``random_keys`` and ``bitmasks`` (the vectorised building blocks).
+Modules: ``triples`` (data, triples, training lists), ``scan`` (neighbourhoods),
+``omega_scan`` and ``omega_sig`` (sampling-time prototype sets), ``omega_source`` (a
+generator's Omega as a function), ``similarity`` and ``random_keys`` (the vectorised
+building blocks; token-set bitmasks are ``compgen.data.bitmasks``).
 """
 
+from compgen.data.fewshot_neighbors import sig_neighborhoods
 from compgen.neighborhoods.omega_scan import (
     EXACT_CYCLE_LIMIT,
     TEMPLATE_SPLITS,
@@ -42,7 +46,6 @@ from compgen.neighborhoods.scan import (
     scan_neighborhood,
     unique_generative_data,
 )
-from compgen.neighborhoods.sigmorphon import sig_neighborhoods
 from compgen.neighborhoods.similarity import BLOCK, SIM
 from compgen.neighborhoods.triples import TRIPLE_SCHEMA, generative_datum, prototype_sets
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from compgen.neighborhoods.bitmasks import EncodedSets, encode_sets, popcount
+from compgen.data.bitmasks import EncodedSets, encode_sets, popcount
 from compgen.neighborhoods.omega_scan import PrototypeSet
 from compgen.neighborhoods.random_keys import hash_keys, smallest_keys
 from compgen.neighborhoods.similarity import BLOCK, edit_distances, is_close

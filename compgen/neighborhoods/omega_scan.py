@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from compgen.neighborhoods.bitmasks import EncodedSets, encode_sets, popcount
+from compgen.data.bitmasks import EncodedSets, encode_sets, popcount
 from compgen.neighborhoods.similarity import BLOCK
 
 TEMPLATE_SPLITS = ("around_right", "right", "opposite_right", "jump_around_right", "template")

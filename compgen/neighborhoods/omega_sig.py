@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from compgen.neighborhoods.bitmasks import popcount, tag_masks
+from compgen.data.bitmasks import popcount, tag_masks
 from compgen.neighborhoods.triples import generative_datum
 
 

@@ -35,17 +35,3 @@ def smallest_keys(keys: np.ndarray, ok: np.ndarray, k: int) -> tuple[np.ndarray,
     order = np.argsort(np.take_along_axis(masked, part, 1), axis=1, kind="stable")
     cols = np.take_along_axis(part, order, 1)
     return cols, np.take_along_axis(ok, cols, 1)
-
-
-def smallest_lex(key: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the column ids of the k smallest keys, ties broken by column id (what a
-    stable sort gives), without sorting whole rows."""
-    kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
-    r, c = np.nonzero(key <= kth)
-    o = np.lexsort((c, key[r, c], r))
-    r, c = r[o], c[o]
-    pos = np.arange(len(r)) - np.searchsorted(r, r)
-    out = np.empty((key.shape[0], k), dtype=np.int64)
-    keep = pos < k
-    out[r[keep], pos[keep]] = c[keep]
-    return out

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from compgen.data.bitmasks import encode_sets, popcount, setdiff_strings
 from compgen.data.sources import default_cache_dir
 from compgen.io import atomic_open
-from compgen.neighborhoods.bitmasks import encode_sets, popcount, setdiff_strings
 from compgen.neighborhoods.random_keys import hash_keys, smallest_keys
 from compgen.neighborhoods.similarity import BLOCK, SIM, edit_distances, is_close
 from compgen.neighborhoods.triples import TRIPLE_SCHEMA, generative_datum, make_triples

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from compgen.pipelines.runs import find_run, merge_results, run_one
-from compgen.sampling.backends.ray import actor_gpus
+from compgen.sampling.ray import actor_gpus
 from compgen.system.ray_cluster import start_ray
 
 

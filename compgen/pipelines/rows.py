@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from compgen.decoding.options import NO_ROUND_CAP
 from compgen.errors import SettingError, UserError
-from compgen.sampling.options import NO_ROUND_CAP
 
 SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
 SIG_LANGUAGES = ("spanish", "swahili", "turkish")

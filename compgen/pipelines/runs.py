@@ -48,6 +48,7 @@ import torch
 from compgen.augment.csl.dataset import csl_augment_dataset
 from compgen.augment.geca import augment_file, make_config
 from compgen.data import load_dataset
+from compgen.decoding.options import SampleOptions
 from compgen.device import resolve_device
 from compgen.errors import SettingError, UserError
 from compgen.evaluation.direct_inference import evaluate_direct
@@ -69,7 +70,6 @@ from compgen.pipelines.step_records import (  # noqa: F401 (Timer, settings_path
     settings_path,
 )
 from compgen.sampling.collection import NoSamples, check_sig_rare, scan_quality
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.run import sample
 from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
 from compgen.training.generator import train_generator

@@ -19,8 +19,8 @@ from pathlib import Path
 import polars as pl
 
 from compgen.errors import SettingError
-from compgen.export.artifact import load_manifest
 from compgen.neighborhoods.user_data import has_snapshot, rare_choice, snapshot_table
+from compgen.runtimes.artifact import load_manifest
 from compgen.sampling.run import shipped_training_table
 
 ORACLE_TIMEOUT_S = 600

@@ -42,7 +42,7 @@ from compgen.errors import SettingError, UserError, read_text
 from compgen.io import atomic_open
 from compgen.models.inflection import InflectionConfig
 from compgen.pipelines.stem_corrupt_report import accuracy_figure, markdown, tag_figure
-from compgen.sampling.backends.onnx_inflection import (
+from compgen.runtimes.onnx_inflection import (
     load_exported_inflection,
     onnx_beam_search,
 )

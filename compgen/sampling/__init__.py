@@ -1,2 +1,3 @@
-"""Sampling synthetic pairs from a generator: typed options, prototype-tuple selection,
-filters, the collection loop, and the backends that decode (``backends/``)."""
+"""Sampling synthetic pairs from a generator: prototype-tuple selection, filters, the
+collection loop, the journal of a long job, the ``--backend`` choice over
+``compgen.runtimes`` and Ray actors over any of them (``ray``)."""

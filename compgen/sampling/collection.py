@@ -12,16 +12,22 @@ import polars as pl
 
 from compgen import neighborhoods as nb
 from compgen.data import load_dataset, select_split
-from compgen.data.resample import DEFAULT_SCAN_RARE, SampleFilter, contains_rule, rare_tag_rule
+from compgen.data.resample import (
+    SampleFilter,
+    contains_rule,
+    rare_tag_rule,
+    scan_rare_phrase,
+    sig_rare_choice,
+)
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import rank_key
 from compgen.decoding.input_trie import InputTrie
+from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP
 from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.user_data import user_filter
 from compgen.sampling.journal import Journal, Position
-from compgen.sampling.options import MAX_ROUNDS, NO_ROUND_CAP
 
 PROGRESS_ROUNDS = 100  # a long run says how far it is every this many rounds
 
@@ -195,15 +201,6 @@ class SampleRun:
     train: pl.DataFrame | None = None  # the training pairs the filters read (exports)
 
 
-def sig_rare_choice(rare: str | None) -> tuple[str, set[str] | None]:
-    """--rare for morphology -> (Omega's rare-tag choice, explicit tag set or None).
-    "auto"/"data" = tags with training count in (1, 20]; "fixed" = PST,FUT; or a list."""
-    if not rare or rare in ("auto", "data"):
-        return "data", None
-    tags = {"PST", "FUT"} if rare == "fixed" else {t.strip() for t in rare.split(",") if t.strip()}
-    return ("fixed" if tags == {"PST", "FUT"} else "data"), tags
-
-
 def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
     """Stop before sampling when --rare names a tag the morphology data never use (no
     sample could carry it)."""
@@ -215,11 +212,6 @@ def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:
     if unknown:
         raise SettingError(f"`rare` {rare}: {', '.join(unknown)} is not a tag of {data} "
                            f"(its tags: {', '.join(sorted(known))})")
-
-
-def scan_rare_phrase(split: str, rare: str | None) -> str:
-    """The phrase SCAN resampling asks for: --rare, else the split's (jump, around right)."""
-    return rare if rare and rare != "auto" else DEFAULT_SCAN_RARE.get(split, "jump")
 
 
 def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | None):

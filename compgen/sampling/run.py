@@ -26,18 +26,20 @@ from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
 from compgen.decoding.input_trie import InputTrie
+from compgen.decoding.options import SampleOptions
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import (
+from compgen.io import parse_samples_tsv, refuse_overwriting_inputs, write_samples_tsv
+from compgen.lm.rerank import sample_columns
+from compgen.neighborhoods.user_data import export_prototype_options, rare_auto_finds_none
+from compgen.runtimes.artifact import (
     TRAINING_PAIRS,
     checked_private_copy,
     eager_model,
     load_manifest,
 )
-from compgen.io import parse_samples_tsv, refuse_overwriting_inputs, write_samples_tsv
-from compgen.lm.rerank import sample_columns
-from compgen.neighborhoods.user_data import export_prototype_options, rare_auto_finds_none
+from compgen.runtimes.verify import check_generator_backends
 from compgen.sampling.collection import (
     NoSamples,
     Sample,
@@ -50,14 +52,12 @@ from compgen.sampling.collection import (
     report_shortfall,
 )
 from compgen.sampling.journal import Journal, job_key
-from compgen.sampling.options import SampleOptions
 from compgen.sampling.tuple_selection import (
     TupleSelection,
     read_prototype_array,
     select_tuples,
     tuples_for_cut,
 )
-from compgen.sampling.verify import check_generator_backends
 from compgen.system.precision import check_sample_precision
 
 # torch is imported only where a backend needs it: the C++ runner's path does the whole
@@ -93,27 +93,27 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
     use_tf32(device, False)   # fp32 on CUDA is full fp32: the CPU's greedy samples
     if backend == "onnx":
         # start-up: `compgen sample --backend cpp` loads no ONNX backend
-        from compgen.sampling.backends.onnx import OnnxGenerator
+        from compgen.runtimes.onnx import OnnxGenerator
 
         onnx = OnnxGenerator(folder, manifest, threads, precision, device)
         return onnx.stepper, onnx.where
     if backend == "torchscript":
         # start-up: `compgen sample --backend onnx` loads no torch
-        from compgen.sampling.backends.torchscript import TorchScriptGenerator
+        from compgen.runtimes.torchscript import TorchScriptGenerator
 
         return (TorchScriptGenerator(folder, manifest, threads, precision, device).stepper,
                 str(device))
     if backend == "torch" and precision == "bf16":
         # start-up: `compgen sample --backend onnx` loads no torch
-        from compgen.sampling.backends.compiled import CompiledBf16Generator
+        from compgen.runtimes.compiled import CompiledBf16Generator
 
         return CompiledBf16Generator(folder, manifest, threads).stepper, str(device)
     if backend == "torch":
         # start-up: `compgen sample --backend onnx` loads no torch
         import torch
 
-        from compgen.export.graphs import deterministic
-        from compgen.sampling.eager import EagerStepper
+        from compgen.runtimes.eager import EagerStepper
+        from compgen.runtimes.graphs import deterministic
 
         if threads:
             torch.set_num_threads(threads)
@@ -256,7 +256,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     """Draw ``options.n`` unique (SCAN: novel) samples from an export folder with
     ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
     (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
-    ``ExportDecoder`` (``compgen.sampling.backends.ray.RayDecoderFactory``). With ``out``,
+    ``ExportDecoder`` (``compgen.sampling.ray.RayDecoderFactory``). With ``out``,
     every backend journals the accepted samples as they come (``OUT.partial``);
     ``resume`` goes on from the journal of an interrupted run of the same job, whichever
     backend wrote it."""
@@ -272,7 +272,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     manifest = load_manifest(folder)
     if manifest.get("kind", "recombine") != "recombine":
         raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
-                        "sample (predictors: compgen.sampling.predictor.predict_exported)")
+                        "sample (predictors: compgen.runtimes.predictor.predict_exported)")
     config = manifest["config"]
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
@@ -372,7 +372,7 @@ def _cpp_setup(filt, vocab: Vocab, lm, log, known_inputs: InputTrie | None = Non
     """The runner binary (with ``lm``: the KenLM build, which scores, filters and reranks
     as ``lm`` would) and the filter as its job records."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
-    from compgen.sampling.backends.cpp import build_runner
+    from compgen.runtimes.cpp import build_runner
 
     accept_lines = filter_spec(filt, vocab)
     if known_inputs is not None:   # the runner builds the same trie from train.tsv
@@ -390,7 +390,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
     what it wrote and its seconds spent decoding. ``journal``: the runner appends its
     rounds to it (and goes on from its position, read here)."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
-    from compgen.sampling.backends.cpp import job_text, run_harness
+    from compgen.runtimes.cpp import job_text, run_harness
 
     binary, accept_lines = runner
     resume = None if journal is None else runner_resume(journal, vocab)
@@ -398,7 +398,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
     built = []
     if options.precision == "bf16":
         # start-up: `compgen sample --backend onnx` loads no torch
-        from compgen.export.reduced import bf16_libraries, bf16_sampler
+        from compgen.runtimes.reduced import bf16_libraries, bf16_sampler
 
         built = [bf16_sampler(folder, manifest), bf16_libraries(folder, manifest)]
     if out is not None:   # the runner writes beside -o, as atomic_open does for the others
@@ -436,7 +436,7 @@ def runner_resume(journal: Journal, vocab: Vocab):
     """A journal's position as the runner's resume records (None: a new job): the samples
     as ids of ``x <sep> y``; a token outside the vocabulary is a damaged journal."""
     # start-up: `compgen sample --backend onnx` loads no C++ runner code
-    from compgen.sampling.backends.cpp import RunnerResume
+    from compgen.runtimes.cpp import RunnerResume
 
     at = journal.position
     if at is None:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import SettingError, UserError, read_text
-from compgen.export.card import CUT_FILE, PROTOTYPE_FILE
+from compgen.runtimes.card import CUT_FILE, PROTOTYPE_FILE
 
 DETERMINISTIC = ("greedy", "beam")
 PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps

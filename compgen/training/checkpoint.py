@@ -28,6 +28,7 @@ from safetensors import SafetensorError
 from compgen.augment.csl.presets import SECTIONS as CSL_SECTIONS
 from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_section
 from compgen.data.vocab import SPECIALS, Vocab
+from compgen.decoding.options import RUN_ONLY, SampleOptions
 from compgen.device import cpu_copy
 from compgen.errors import UserError
 from compgen.io import atomic_open
@@ -35,7 +36,6 @@ from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
 from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
 from compgen.models.recombine import Recombine, RecombineConfig
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig
-from compgen.sampling.options import RUN_ONLY, SampleOptions
 from compgen.training.stem_corrupt_preset import SECTIONS as STEM_CORRUPT_SECTIONS
 
 CONFIG_DIR = Path(__file__).parents[1] / "configs"

@@ -58,8 +58,8 @@ from compgen.data.resample import unique_pairs
 from compgen.data.vocab import Vocab
 from compgen.device import Device, resolve_device, to_device
 from compgen.errors import SettingError, UserError, read_text
-from compgen.evaluation.metrics import predict, score_predictions
 from compgen.io import atomic_open, keep_torch_compiler_cache, refuse_overwriting_inputs
+from compgen.models.metrics import predict, score_predictions
 from compgen.models.seq2seq import Seq2Seq, Seq2SeqConfig, collate
 from compgen.models.seq2seq_training import packed_loss
 from compgen.training.checkpoint import (

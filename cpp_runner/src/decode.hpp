@@ -136,7 +136,7 @@ class PrototypeCache {
   std::map<Row, std::list<std::pair<Row, Entry>>::iterator> index_;
 };
 
-// The bf16 sampler's graphs run under CPU bf16 autocast (compgen/export/torchscript.py):
+// The bf16 sampler's graphs run under CPU bf16 autocast (compgen/runtimes/torchscript_trace.py):
 // switched on for one call, the thread's previous setting restored after it.
 class AutocastScope {
  public:
@@ -166,7 +166,7 @@ class AutocastScope {
 // weight transposed once, 1.7x faster per step at batch 1. It is frozen from a copy of its
 // own (freezing edits module types the graphs share); the bf16 step runs as traced
 // (libtorch's freezing leaves it calling a method it removed). With `compiled`, a folder of
-// libraries compiled by AOTInductor (compgen/export/compiled.py), the steppers run
+// libraries compiled by AOTInductor (compgen/runtimes/inductor.py), the steppers run
 // those for the encoder and the step.
 struct Graphs {
   Graphs(torch::jit::script::Module& model, const std::string& path, std::string compiled_dir)

@@ -1,5 +1,5 @@
 // The job of compgen-sample (main.cpp): length-prefixed records on standard input,
-// written by compgen/sampling/backends/cpp.py job_text.
+// written by compgen/runtimes/cpp.py job_text.
 #pragma once
 
 #include <cstdint>

@@ -486,7 +486,7 @@ int main() {
         fail(e.what());
       }
     }
-    // the progress bar's figures (compgen.sampling.backends.cpp.run_harness reads them
+    // the progress bar's figures (compgen.runtimes.cpp.run_harness reads them
     // live), once the round is in the journal
     std::cerr << "round " << rounds << " " << rows << " " << kept.size() << std::endl;
   }

@@ -81,9 +81,9 @@ def train_pair_lms(data: str, folder: Path) -> dict:
 def decode_candidates(export: Path, args):
     """(accepted candidates in decoding order, every decoded (tokens, logprob) row)."""
     from compgen.data.vocab import Vocab
-    from compgen.export.artifact import load_manifest
-    from compgen.sampling.eager import collect_decoded, make_filter
-    from compgen.sampling.options import SampleOptions
+    from compgen.decoding.options import SampleOptions
+    from compgen.runtimes.artifact import load_manifest
+    from compgen.sampling.collection import collect_decoded, make_filter
     from compgen.sampling.run import ExportDecoder, PrototypeCycle, shipped_training_table
     from compgen.sampling.tuple_selection import TupleSelection
 
@@ -116,7 +116,7 @@ def validation_candidates(rows, train_pairs, primitive: str):
     split keeps "jump"), and the decoded rows a novel-filter against them accepts whose
     input is a training input, labelled by its output."""
     from compgen.data.resample import SampleFilter
-    from compgen.sampling.eager import Sample
+    from compgen.sampling.collection import Sample
 
     truth = {tuple(x): tuple(y) for x, y in train_pairs}
     pseudo = [(x, y) for x, y in train_pairs if primitive not in x or list(x) == [primitive]]
@@ -132,7 +132,7 @@ def validation_candidates(rows, train_pairs, primitive: str):
 
 def kept_share(candidates, labels, k: int, ranking=None) -> float:
     """Share correct among the k kept (by the generator's score without ``ranking``)."""
-    from compgen.sampling.eager import Sample, most_probable
+    from compgen.sampling.collection import Sample, most_probable
 
     copies = [Sample(c.x, c.y, c.logprob) for c in candidates]
     index = {id(c): i for i, c in enumerate(copies)}
@@ -159,8 +159,8 @@ def settings_shares(candidates, labels, k: int, models: dict) -> dict:
 def main() -> None:
     from compgen.data.scan import load_scan_grammar
     from compgen.data.sources import resolve_data_dir
-    from compgen.export.artifact import TRAINING_PAIRS
     from compgen.io import write_samples_tsv
+    from compgen.runtimes.artifact import TRAINING_PAIRS
     from compgen.sampling.run import shipped_training_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -24,13 +24,15 @@ import torch
 from scan_breakdown import use_of
 
 from compgen.data import load_dataset
+from compgen.data.resample import scan_rare_phrase
 from compgen.data.scan import load_scan_grammar
 from compgen.data.sources import resolve_data_dir
 from compgen.data.vocab import EOS_ID
+from compgen.decoding.options import SampleOptions
 from compgen.models.recombine import collate_prototypes, collate_targets
-from compgen.sampling.collection import make_filter, scan_rare_phrase
-from compgen.sampling.eager import prototype_source, sample_batch
-from compgen.sampling.options import SampleOptions
+from compgen.neighborhoods.omega_source import prototype_source
+from compgen.runtimes.eager import sample_batch
+from compgen.sampling.collection import make_filter
 from compgen.training.checkpoint import load_generator
 
 

@@ -23,12 +23,12 @@ import json
 import sys
 from pathlib import Path
 
+from compgen.data.resample import scan_rare_phrase
 from compgen.data.scan import load_scan_grammar
 from compgen.data.sources import resolve_data_dir
 from compgen.evaluation.evaluate import evaluation_sets, evaluation_table, predictor_source
-from compgen.evaluation.metrics import score_predictions
 from compgen.io import read_samples_tsv
-from compgen.sampling.collection import scan_rare_phrase
+from compgen.models.metrics import score_predictions
 
 MODIFIERS = ("twice", "thrice")
 DIRECTION_WORDS = ("around", "opposite")

@@ -17,7 +17,8 @@ import torch
 
 from compgen.data import load_dataset
 from compgen.models.recombine import collate_prototypes
-from compgen.sampling.eager import prototype_source, sample_batch
+from compgen.neighborhoods.omega_source import prototype_source
+from compgen.runtimes.eager import sample_batch
 from compgen.training.checkpoint import build_recombine, load_generator
 from compgen.training.generator_data import encode_items, generator_data, make_batch
 

@@ -50,7 +50,7 @@ def in_sampling(backend: str, args) -> dict:
 def repeated(pairs, ranking, repeat: int) -> dict:
     """The same sentences scored ``repeat`` times by each scorer outside sampling."""
     from compgen.lm.scorer import side_text
-    from compgen.sampling.backends.cpp import lm_score_binary, score_with_cpp
+    from compgen.runtimes.cpp import lm_score_binary, score_with_cpp
 
     lm_score_binary(log=lambda m: None)  # built before the clock starts
     many = pairs * repeat

@@ -28,7 +28,7 @@ class CountingFactory:
     """The Ray decoder factory, keeping the decoder it made (for its counters)."""
 
     def __init__(self, workers: int, lookahead: int):
-        from compgen.sampling.backends.ray import RayDecoderFactory
+        from compgen.sampling.ray import RayDecoderFactory
 
         self.inner = RayDecoderFactory(None, workers, 1, lookahead)
         self.check = self.inner.check

@@ -22,9 +22,9 @@ tuple. The share of prototypes the ONNX backend really encoded is printed per ba
 Prints the CPU's flags and the load average, the machine's fp32 matmul rate (measured in
 the same run), samples/s for eager PyTorch, TorchScript and ONNX Runtime (from Python),
 the C++ runner (its own decode time, model load excluded), and the reduced-precision
-paths of ``compgen.export.reduced``: int8 ONNX Runtime (dynamically quantised weights)
+paths of ``compgen.runtimes.reduced``: int8 ONNX Runtime (dynamically quantised weights)
 and, on a CPU with AVX512-BF16 or AMX units, bf16 TorchScript and the bf16 graphs
-compiled by AOTInductor (``compgen.export.compiled``) from Python (``--backend
+compiled by AOTInductor (``compgen.runtimes.inductor``) from Python (``--backend
 torch --precision bf16``) and in the C++ runner (``--backend cpp --precision bf16``);
 each backend's ratio to eager and the fraction of the matmul rate reached. Quality of reduced
 precision: the share of greedy outputs equal to fp32's (the benchmark model), and the
@@ -84,24 +84,24 @@ if CHILD not in sys.argv:
 # (a --base-ref run measures an older tree with this script)
 _contract = import_moved("compgen.decoding.contract", "compgen.decoding.core", "compgen.decoding")
 _search = import_moved("compgen.decoding.search", "compgen.decoding.core", "compgen.decoding")
-_artifact = import_moved("compgen.export.artifact")
-_reduced = import_moved("compgen.export.reduced")
-_cpp = import_moved("compgen.sampling.backends.cpp", "compgen.export.cpp_runner")
+_artifact = import_moved("compgen.runtimes.artifact")
+_reduced = import_moved("compgen.runtimes.reduced")
+_cpp = import_moved("compgen.runtimes.cpp", "compgen.export.cpp_runner")
 MODES, Contract, decode = _contract.MODES, _contract.Contract, _search.decode
 load_manifest, read_prototypes = _artifact.load_manifest, _artifact.read_prototypes
 export_checkpoint = import_moved("compgen.export.kinds",
                                  "compgen.export.generator").export_checkpoint
-pad_tuples = import_moved("compgen.sampling.load_check", "compgen.export.generator").pad_tuples
-deterministic = import_moved("compgen.export.graphs").deterministic
+pad_tuples = import_moved("compgen.runtimes.load_check", "compgen.export.generator").pad_tuples
+deterministic = import_moved("compgen.runtimes.graphs").deterministic
 bf16_libraries, bf16_sampler = _reduced.bf16_libraries, _reduced.bf16_sampler
-CompiledBf16Generator = import_moved("compgen.sampling.backends.compiled",
+CompiledBf16Generator = import_moved("compgen.runtimes.compiled",
                                      "compgen.export.compiled_decoder").CompiledBf16Generator
 build_runner, job_text, run_harness = _cpp.build_runner, _cpp.job_text, _cpp.run_harness
-OnnxGenerator = import_moved("compgen.sampling.backends.onnx",
+OnnxGenerator = import_moved("compgen.runtimes.onnx",
                              "compgen.export.onnx_decoder").OnnxGenerator
-TorchScriptGenerator = import_moved("compgen.sampling.backends.torchscript",
+TorchScriptGenerator = import_moved("compgen.runtimes.torchscript",
                                     "compgen.export.torchscript_decoder").TorchScriptGenerator
-EagerStepper = import_moved("compgen.sampling.eager", "compgen.sampling").EagerStepper
+EagerStepper = import_moved("compgen.runtimes.eager", "compgen.sampling").EagerStepper
 cpu_has_bf16 = import_moved("compgen.system.precision", "compgen.precision").cpu_has_bf16
 _checkpoint = import_moved("compgen.training.checkpoint", "compgen.checkpoint")
 # greedy: a search object in this tree, the mode number in trees from before the classes

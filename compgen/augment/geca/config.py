@@ -8,8 +8,7 @@ from importlib import resources
 
 from compgen.configs import read_section
 from compgen.data import is_named_dataset
-from compgen.decoding.random_stream import check_seed
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError, UserError, check_seed
 
 PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
 

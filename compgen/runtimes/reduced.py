@@ -7,7 +7,7 @@ library version, and for bf16 the model code it is traced from), never in the ex
   ``model.ts`` (``export_torchscript(bf16=True)``), for the torchscript backend on CPUs
   with AVX512-BF16 or AMX units;
 * bf16 compiled: the encoder and the step of those graphs compiled ahead of time by
-  AOTInductor (``compgen.export.compiled``), for ``--backend torch`` and the C++
+  AOTInductor (``compgen.runtimes.inductor``), for ``--backend torch`` and the C++
   runner;
 * int8: the three ONNX graphs with dynamically quantised int8 weights (ONNX Runtime's
   ``quantize_dynamic``), for the onnx backend.
@@ -25,12 +25,12 @@ from importlib import metadata
 from pathlib import Path
 
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import eager_model
-from compgen.export.compiled import build_libraries, compile_error, find_compiler
-from compgen.export.graphs import deterministic
-from compgen.export.onnx_export import GENERATOR_GRAPHS
-from compgen.export.torchscript import export_torchscript
 from compgen.io import keep_torch_compiler_cache, remove_stale_staging, staging_prefix
+from compgen.runtimes.artifact import eager_model
+from compgen.runtimes.graphs import deterministic
+from compgen.runtimes.inductor import build_libraries, compile_error, find_compiler
+from compgen.runtimes.onnx_export import GENERATOR_GRAPHS
+from compgen.runtimes.torchscript_trace import export_torchscript
 from compgen.system import cache
 
 
@@ -69,7 +69,7 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     folder = Path(folder)
     # the bf16 graphs are traced from this library's model code: a change to it is a new key
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
-    code.append(Path(__file__).with_name("torchscript.py"))
+    code.append(Path(__file__).with_name("torchscript_trace.py"))
     target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16.ts")
 
     def build() -> None:
@@ -86,7 +86,7 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
 
 def bf16_libraries(folder: Path, manifest: dict) -> Path:
     """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor
-    (``compgen.export.compiled``; built once, about 30 s)."""
+    (``compgen.runtimes.inductor``; built once, about 30 s)."""
     check_bf16_variant(manifest)
     width = manifest["decoding"].get("prototype_width", 0)
     if not width:
@@ -94,7 +94,7 @@ def bf16_libraries(folder: Path, manifest: dict) -> Path:
                            "again to sample it in bf16 with `backend` torch or cpp")
     folder = Path(folder)
     code = sorted((Path(__file__).parents[1] / "models").glob("*.py"))
-    code += [Path(__file__).with_name(name) for name in ("compiled.py", "graphs.py")]
+    code += [Path(__file__).with_name(name) for name in ("inductor.py", "graphs.py")]
     target = _cache() / (_key(folder / "model.ts", *code, version=_torch_version()) + "-bf16-aoti")
 
     def build(staged: Path) -> None:

@@ -1,6 +1,6 @@
 """The TorchScript graphs of an export (``model.ts``: the traced prototype encoder, encoder
 and decoder step) as a step function of the shared decode loop (``compgen.decoding``).
-``precision="bf16"`` runs the bf16 sampler built from them (``compgen.export.reduced``),
+``precision="bf16"`` runs the bf16 sampler built from them (``compgen.runtimes.reduced``),
 its graphs replayed under CPU bf16 autocast. On a CUDA device (fp32) the graphs, the
 memory and the state live on the GPU; token ids go in and log-probabilities come out."""
 
@@ -15,7 +15,7 @@ import torch
 
 from compgen.decoding.contract import STATE_NAMES, Contract
 from compgen.decoding.prototypes import PrototypeCache
-from compgen.export.artifact import load_torchscript
+from compgen.runtimes.artifact import load_torchscript
 
 
 class GraphGenerator:
@@ -74,7 +74,7 @@ class TorchScriptGenerator(GraphGenerator):
         if precision == "bf16":
             # start-up: fp32 sampling loads no onnx (the bf16 sampler is built from the
             # export's ONNX graphs, once)
-            from compgen.export.reduced import bf16_sampler
+            from compgen.runtimes.reduced import bf16_sampler
 
             path = bf16_sampler(folder, manifest)
         self.module = load_torchscript(path, device)

@@ -7,7 +7,7 @@ decode loop of ``compgen.decoding`` (the contract comes from the manifest): the 
 bound once per batch, the state lives in preallocated buffers that ONNX Runtime writes in
 place (IO binding, two sets swapped every step), each distinct prototype is encoded once
 (``PrototypeCache``), and rows that finished are compacted out of the batch.
-``precision="int8"`` runs the graphs with int8 weights (``compgen.export.reduced``).
+``precision="int8"`` runs the graphs with int8 weights (``compgen.runtimes.reduced``).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class OnnxGenerator:
         if precision == "int8":
             # start-up: `compgen sample --backend onnx` loads no torch (int8 graphs: the
             # export package quantises them once)
-            from compgen.export.reduced import int8_graphs
+            from compgen.runtimes.reduced import int8_graphs
 
             graphs = int8_graphs(graphs)
         self.device = device or CPU

@@ -16,8 +16,9 @@ from pathlib import Path
 import onnx
 import torch
 
-from compgen.export import inflection_graphs, predictor_graphs
-from compgen.export.graphs import (
+from compgen.io import quiet_native_stderr
+from compgen.runtimes import inflection_graphs, predictor_graphs
+from compgen.runtimes.graphs import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
     PROTOTYPE_INPUTS,
@@ -29,7 +30,6 @@ from compgen.export.graphs import (
     StepGraph,
     example_inputs,
 )
-from compgen.io import quiet_native_stderr
 
 OPSET = 17
 

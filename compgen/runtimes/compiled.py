@@ -1,6 +1,6 @@
 """``--backend torch --precision bf16``: prototypes encoded by the bf16 TorchScript
 sampler's graph, the encoder and the decoder step by the libraries AOTInductor compiled
-from them (``compgen.export.compiled``, the C++ runner's), as a step function of the shared
+from them (``compgen.runtimes.inductor``, the C++ runner's), as a step function of the shared
 decode loop (``compgen.decoding``)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch
 from compgen.decoding.contract import Contract
 from compgen.decoding.prototypes import PrototypeCache
 from compgen.errors import UserError
-from compgen.export.artifact import load_torchscript
-from compgen.export.compiled import LIBRARIES
-from compgen.export.reduced import bf16_libraries, bf16_sampler
-from compgen.sampling.backends.torchscript import GraphGenerator
+from compgen.runtimes.artifact import load_torchscript
+from compgen.runtimes.inductor import LIBRARIES
+from compgen.runtimes.reduced import bf16_libraries, bf16_sampler
+from compgen.runtimes.torchscript import GraphGenerator
 
 
 class CompiledBf16Generator(GraphGenerator):

@@ -13,8 +13,8 @@ from torch import Tensor
 
 from compgen.device import as_device, ort_session
 from compgen.errors import UserError, read_text
-from compgen.export.artifact import FORMAT, read_manifest, verify_files
 from compgen.models.inflection import CharVocab, fairseq_search
+from compgen.runtimes.artifact import FORMAT, read_manifest, verify_files
 
 
 class OnnxInflectionDecoder:

@@ -2,7 +2,7 @@
 TorchScript, or the eager model the folder was exported from.
 
 ``predict_exported`` takes token lists and returns token lists, like
-``compgen.evaluation.metrics.predict`` on a checkpoint: sources are sorted by length and decoded in
+``compgen.models.metrics.predict`` on a checkpoint: sources are sorted by length and decoded in
 batches (the encoder is batch-independent, so the order does not change a prediction),
 greedy by default or beam search with ``beam_width > 1``.
 """
@@ -17,11 +17,11 @@ import torch
 from compgen.data.vocab import Vocab
 from compgen.device import CPU, Device
 from compgen.errors import SettingError, UserError
-from compgen.export.artifact import load_manifest, load_torchscript
 from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
-from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
-from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
-from compgen.sampling.verify import check_predictor_backends
+from compgen.runtimes.artifact import load_manifest, load_torchscript
+from compgen.runtimes.onnx_predictor import OnnxPredictor, manifest_rules
+from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
+from compgen.runtimes.verify import check_predictor_backends
 from compgen.training.predictor import load_predictor
 
 BACKENDS = ("onnx", "torchscript", "torch")

@@ -20,9 +20,9 @@ import numpy as np
 
 from compgen.data.vocab import EOS_ID
 from compgen.errors import UserError
-from compgen.export.artifact import TOLERANCE, load_torchscript
 from compgen.io import atomic_open
-from compgen.sampling.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
+from compgen.runtimes.artifact import TOLERANCE, load_torchscript
+from compgen.runtimes.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
 from compgen.system import cache
 
 CHECK_VERSION = 2   # raise when the check itself changes: older records no longer count
@@ -90,8 +90,8 @@ def check_predictor_backends(folder: Path, manifest: dict, threads: int | None =
     # start-up: `compgen sample --backend onnx` loads no torch
     # start-up: a generator's check loads no predictor backend
     from compgen.models.seq2seq import collate, run_greedy
-    from compgen.sampling.backends.onnx_predictor import OnnxPredictor, manifest_rules
-    from compgen.sampling.backends.torchscript_predictor import TorchScriptPredictor
+    from compgen.runtimes.onnx_predictor import OnnxPredictor, manifest_rules
+    from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 
     max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
     # inputs of ordinary tokens (ids after the specials), of a few lengths

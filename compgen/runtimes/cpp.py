@@ -22,16 +22,16 @@ from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import Interrupted, SettingError, UserError
-from compgen.export.card import PROTOTYPE_FILE
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
+from compgen.runtimes.card import PROTOTYPE_FILE
 from compgen.system import cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
 # max_rounds 0 means no cap; the runner counts rounds in an int64 and wants a cap >= 1
 UNCAPPED_ROUNDS = 2**62
 
-SOURCE = Path(__file__).resolve().parents[3] / "cpp_runner"
+SOURCE = Path(__file__).resolve().parents[2] / "cpp_runner"
 
 
 def _cache_root() -> Path:
@@ -140,9 +140,9 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
              resume: RunnerResume | None = None) -> str:
     """The runner's job (its standard input): the decoding contract, options, filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
-    bf16 one of ``compgen.export.reduced``); ``compiled``: a folder of the encoder and step
+    bf16 one of ``compgen.runtimes.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
-    (``compgen.export.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
+    (``compgen.runtimes.reduced.bf16_libraries``). ``tuples``: the stored-tuple indices
     the samples cycle through (``compgen.sampling.tuple_selection``; default all, in
     order) of ``prototype_file`` (the file of the job's length cut); ``max_rows``: rows
     decoded at most (one pass of a deterministic decoder).

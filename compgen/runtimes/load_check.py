@@ -15,7 +15,7 @@ from compgen.data.vocab import EOS_ID, PAD_ID
 from compgen.decoding.contract import Contract, prior_z
 from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
-from compgen.export.artifact import TOLERANCE, load_torchscript, read_prototypes
+from compgen.runtimes.artifact import TOLERANCE, load_torchscript, read_prototypes
 
 CHECK_SETS = 4
 BACKENDS = ("torchscript", "onnx")
@@ -71,8 +71,8 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
     tuples of prototypes.txt with the prior's latent for seed 0, decoded greedily."""
     # start-up: `compgen sample --backend cpp` loads no ONNX backend
     # start-up: `compgen sample --backend onnx` loads no torch
-    from compgen.sampling.backends.onnx import OnnxGenerator
-    from compgen.sampling.backends.torchscript import TorchScriptGenerator
+    from compgen.runtimes.onnx import OnnxGenerator
+    from compgen.runtimes.torchscript import TorchScriptGenerator
 
     contract = run(folder, "manifest.json", lambda: Contract.from_manifest(manifest["decoding"]))
     nproto = manifest["model"]["nproto"]

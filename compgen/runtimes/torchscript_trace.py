@@ -14,7 +14,7 @@ manifest. Methods:
 * ``score(protos, z, target)`` -> per-step log-probs of a given target (teacher
   forcing), used to check parity against the eager model.
 
-``bf16=True`` makes the reduced-precision sampler (``compgen.export.reduced``): the
+``bf16=True`` makes the reduced-precision sampler (``compgen.runtimes.reduced``): the
 graphs traced under CPU bf16 autocast from a copy of the model whose matrix-product
 weights are bf16 already; runtimes replay them under autocast (the module's ``bf16``
 attribute says so). A trace records the casts of the ops autocast lists itself, not those
@@ -32,8 +32,8 @@ import torch
 from torch import Tensor, nn
 
 from compgen.data.vocab import PAD_ID
-from compgen.export.artifact import save_scripted
-from compgen.export.graphs import EncoderGraph, PrototypeGraph, StepGraph, example_inputs
+from compgen.runtimes.artifact import save_scripted
+from compgen.runtimes.graphs import EncoderGraph, PrototypeGraph, StepGraph, example_inputs
 
 # modules whose weights only feed matrix products: the bf16 copy keeps them in bf16 (what
 # autocast would cast them to on every call); the tied embedding also feeds the fp32 output
@@ -97,7 +97,7 @@ class ScriptedSampler(nn.Module):
     def score(self, protos: Tensor, z: Tensor, target: Tensor) -> Tensor:
         """``target`` ``(B, L)`` starts with ``<s>``; returns ``(B, L-1, V)`` log-probs."""
         B, K, T = protos.size(0), protos.size(1), protos.size(2)
-        if K > 0:  # compgen.export.graphs.encode_tuples
+        if K > 0:  # compgen.runtimes.graphs.encode_tuples
             encoded, h_final, c_final = self.prototypes(protos.reshape(B * K, T))
             encoded = encoded.view(B, K, T, -1)
             h_final, c_final = h_final.view(B, K, -1), c_final.view(B, K, -1)

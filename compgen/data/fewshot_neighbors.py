@@ -1,4 +1,7 @@
-"""SIGMORPHON neighbourhoods of the few-shot splits (tag-set distances between items)."""
+"""SIGMORPHON neighbourhoods of the few-shot splits (tag-set distances between items).
+
+They are built with the split, as the reference's build script does: both draw from one
+random state, chained across builds, so the split's reader computes them here."""
 
 from __future__ import annotations
 
@@ -6,9 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from compgen.neighborhoods.bitmasks import popcount, tag_masks
-from compgen.neighborhoods.random_keys import smallest_lex
-from compgen.neighborhoods.similarity import jaccard
+from compgen.data.bitmasks import popcount, tag_masks
 
 
 def sig_neighborhoods(
@@ -99,3 +100,31 @@ def sig_neighborhoods(
             if rand.permutation(2)[0] == 1:
                 out[i, k] = out[i, k, ::-1]
     return out
+
+
+def smallest_lex(key: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the column ids of the k smallest keys, ties broken by column id (what a
+    stable sort gives), without sorting whole rows."""
+    kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
+    r, c = np.nonzero(key <= kth)
+    o = np.lexsort((c, key[r, c], r))
+    r, c = r[o], c[o]
+    pos = np.arange(len(r)) - np.searchsorted(r, r)
+    out = np.empty((key.shape[0], k), dtype=np.int64)
+    keep = pos < k
+    out[r[keep], pos[keep]] = c[keep]
+    return out
+
+
+def jaccard(counts_a: np.ndarray, counts_b: np.ndarray) -> np.ndarray:
+    """Multiset Jaccard similarity |a & b| / |a | b| of character-count rows (all pairs);
+    1 for equal strings, 0 if one is empty (float64, so equal ratios compare equal).
+    |a & b| = sum_t [a >= t] . [b >= t] over count levels t: one exact matmul per level."""
+    inter = np.zeros((len(counts_a), len(counts_b)), dtype=np.float32)
+    for level in range(1, int(max(counts_a.max(initial=0), counts_b.max(initial=0))) + 1):
+        inter += (counts_a >= level).astype(np.float32) @ (counts_b >= level).astype(np.float32).T
+    inter = inter.astype(np.int64)
+    union = (
+        counts_a.sum(1, dtype=np.int64)[:, None] + counts_b.sum(1, dtype=np.int64)[None, :] - inter
+    )
+    return np.where(union > 0, inter / np.maximum(union, 1), 0.0)

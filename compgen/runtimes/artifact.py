@@ -17,9 +17,9 @@ import numpy as np
 
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError, read_text
-from compgen.export.card import write_card
-from compgen.export.manifest_file import MANIFEST_DIGEST, manifest_digest, write_manifest
 from compgen.io import current_umask, remove_stale_staging, staging_prefix
+from compgen.runtimes.card import write_card
+from compgen.runtimes.manifest_file import MANIFEST_DIGEST, manifest_digest, write_manifest
 from compgen.system.cache import checked_copy, copy_hashing, file_digest
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
@@ -79,7 +79,7 @@ def logp_rel_diff(a: np.ndarray, b: np.ndarray, steps: np.ndarray | None = None)
 
 def parity_failures(figures: dict) -> list[str]:
     # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
-    from compgen.export.ties import describe
+    from compgen.runtimes.ties import describe
 
     tolerance = figures.get("tolerance", TOLERANCE)   # the kind's, recorded with its figures
     bad = []

@@ -32,7 +32,7 @@ import numpy as np
 
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError
-from compgen.export.artifact import load_manifest
+from compgen.runtimes.artifact import load_manifest
 from compgen.sampling.collection import input_stop, known_input_trie, make_filter
 from compgen.sampling.run import ExportDecoder, shipped_training_table
 from compgen.system.ray_cluster import start_ray

@@ -12,12 +12,12 @@ ops and casts into generated C++ loops and keeps every weight pre-packed for one
 (AMX) kernels (scripts/bench/bench_sampling.py measures the gain). The graphs are the
 ``EncoderGraph`` / ``StepGraph`` wrappers the exports are made of, over a bf16 copy of the
 weights, under CPU bf16 autocast, as the bf16 TorchScript sampler
-(``compgen.export.torchscript``) is traced from; their floating outputs are fp32 except
+(``compgen.runtimes.torchscript_trace``) is traced from; their floating outputs are fp32 except
 the attention memory, kept in bf16 (``Bf16Graph``).
 
 The batch size is dynamic, so one library serves every batch that compaction produces;
 prototypes are padded to the contract's width, as every runtime pads them. The libraries
-are built once per export (``compgen.export.reduced``; about 30 s, which needs a C++
+are built once per export (``compgen.runtimes.reduced``; about 30 s, which needs a C++
 compiler and the Python headers) and kept in the user's cache; their generated loops run
 on one thread, as the C++ runner's workers do, and ``--backend torch`` runs the same
 libraries (its matrix products still use every thread), so both give the same samples.
@@ -32,8 +32,8 @@ import torch
 from torch import nn
 
 from compgen.errors import SettingError
-from compgen.export.graphs import EncoderGraph, StepGraph, example_inputs
-from compgen.export.torchscript import Bf16Graph, bf16_copy
+from compgen.runtimes.graphs import EncoderGraph, StepGraph, example_inputs
+from compgen.runtimes.torchscript_trace import Bf16Graph, bf16_copy
 
 # the compiled graphs: shared libraries taken out of their AOTInductor packages (a
 # package is unpacked into a new folder in the system temp dir on every load)

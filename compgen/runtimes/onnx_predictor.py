@@ -14,7 +14,7 @@ import numpy as np
 from compgen.decoding.contract import StepRules
 from compgen.device import CPU, Device, describe_sessions
 from compgen.models.seq2seq import run_beam, run_greedy
-from compgen.sampling.backends.onnx import open_session
+from compgen.runtimes.onnx import open_session
 
 STATE = ("h", "c", "feed")
 

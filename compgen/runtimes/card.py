@@ -13,8 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from compgen.export.manifest_file import write_manifest
 from compgen.io import atomic_open
+from compgen.runtimes.manifest_file import write_manifest
 
 CARD = "README.md"
 
