@@ -109,3 +109,13 @@ def test_an_edited_copy_in_the_data_folder_is_refused(data_dir, require_data, tm
     path.write_text(path.read_text().replace("arizona", "arizonaa", 1))
     with pytest.raises(UserError, match="does not match the sha256"):
         load_dataset("geoquery/sql-query", tmp_path)
+
+
+def test_a_file_put_in_the_data_folder_by_hand_is_read_as_it_is(data_dir, require_data, tmp_path):
+    require_data(data_dir / "geoquery" / "geography.json")
+    (tmp_path / "geoquery").mkdir()
+    entries = json.loads((data_dir / "geoquery" / "geography.json").read_text())[:20]
+    (tmp_path / "geoquery" / "geography.json").write_text(json.dumps(entries))
+    table = load_dataset("geoquery/sql-query", tmp_path)
+    assert table.height == sum(len(e["sentences"]) for e in entries) + table.filter(
+        table["split"] == "dev").height

@@ -153,14 +153,13 @@ def test_cached_kenlm_binaries_run_only_with_a_matching_record(cached_kenlm, cor
 
 
 def test_a_named_corpus_edited_in_the_data_folder_is_refused(data_dir, tmp_path):
-    """lm/kin's files in the data folder are checked against the sums compgen ships:
-    an edited copy is refused by every reader, not trained or scored on."""
+    """lm/kin's files fetched into the data folder are checked against the sums compgen
+    ships: an edited copy is refused by every reader, not trained or scored on."""
     from compgen.data import load_dataset
+    from compgen.data.sources import fetch
 
+    fetch("lm", tmp_path / "data", mirror=data_dir)
     folder = tmp_path / "data" / "lm" / "kin"
-    folder.mkdir(parents=True)
-    for split in ("train", "val", "test"):
-        (folder / f"{split}.txt").write_bytes((data_dir / "lm" / "kin" / f"{split}.txt").read_bytes())
     assert load_dataset("lm/kin", tmp_path / "data").height > 0
     with open(folder / "train.txt", "a", encoding="utf-8") as out:
         out.write("a planted sentence\n")

@@ -72,7 +72,7 @@ def test_a_table_that_only_looks_like_an_example_table_is_read_as_records():
 
 
 @pytest.mark.parametrize("name,content,place", [
-    ("d.tsv", "jump\tJUMP\nwalk <sep> twice\tWALK WALK\n", "d.tsv:2"),
+    ("d.tsv", "jump twice\tJUMP JUMP\nwalk <sep> twice\tWALK WALK\n", "d.tsv:2"),
     ("d.jsonl", '{"x": "a", "y": "b"}\n{"x": "c", "y": "<unk> d"}\n', "d.jsonl:2"),
     ("d.csv", "x,y\na,b\nc <pad>,d\n", "d.csv:3"),
     ("d.tsv", "a b\tc\n\nd <copy>\te\n", "d.tsv:3"),

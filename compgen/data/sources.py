@@ -70,17 +70,29 @@ def checksums() -> dict[str, str]:
     return sums
 
 
+FETCHED = "FETCHED"   # the data folder's list of the files `compgen data fetch` wrote
+
+
+def fetched_files(data_dir: Path) -> set[str]:
+    """The relative paths ``compgen data fetch`` wrote into ``data_dir`` (its FETCHED list)."""
+    try:
+        return set((Path(data_dir) / FETCHED).read_text(encoding="utf-8").split())
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
 def named_data_text(path: Path, data_dir: Path) -> str:
-    """The text of a named data set's file in the data folder, checked (from the bytes
-    read) against the sha256 compgen ships for it: a file edited or damaged there is
-    refused, never used. A file compgen ships no sum for is read as it is."""
+    """The text of a named data set's file in the data folder. A file compgen fetched there
+    (``compgen data fetch``, listed in the folder's FETCHED file) is checked, from the bytes
+    read, against the sha256 compgen ships for it: edited or damaged, it is refused, never
+    used. A file put there by hand (a cut copy for a quick run) is read as it is."""
     path = Path(path)
     relpath = path.relative_to(data_dir).as_posix()
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
-    expected = checksums().get(relpath)
+    expected = checksums().get(relpath) if relpath in fetched_files(data_dir) else None
     if expected is not None and hashlib.sha256(data).hexdigest() != expected:
         raise UserError(f"{path}: does not match the sha256 compgen ships for {relpath} "
                         f"(edited or damaged); fetch it again: compgen data fetch "
@@ -149,6 +161,10 @@ def fetch(name: str, data_dir: Path, mirror: str | os.PathLike | None = None) ->
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(Path(tmp) / rel, final)
             written.append(final)
+        listed = Path(tmp) / FETCHED
+        listed.write_text("".join(f"{rel}\n" for rel in sorted(fetched_files(data_dir) | set(staged))),
+                          encoding="utf-8")
+        os.replace(listed, data_dir / FETCHED)
     return written
 
 
