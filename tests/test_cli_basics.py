@@ -194,7 +194,7 @@ def test_pipeline_list_names_data_sets_as_data_list_does():
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("stem-corrupt-")]
     assert line.split()[0] == "stem-corrupt-<lang>" and line.split()[-1] == "sigmorphon/<lang>"
     assert {line.split()[-1].split("/")[0] for line in proc.stdout.splitlines()} == {
-        "scan", "sigmorphon"}
+        "scan", "sigmorphon", "geoquery"}
 
 
 def test_inspect_prints_non_ascii_text_as_itself():

@@ -74,7 +74,7 @@ def test_unknown_sections_sample_keys_model_keys_and_types_are_refused(tmp_path,
         '[trian]\nlr = 0.1\n': "mine.toml: unknown section(s) trian (valid: kind, [model], "
                                "[train], [sample])",
         '[sample]\nbeam = 4\n': "mine.toml [sample]: unknown option 'beam' (valid: batch_size, "
-                                "beam_width, max_rounds, n, novel, nsamples, "
+                                "beam_width, max_rounds, n, novel, novel_inputs, nsamples, "
                                 "prototype_cut, raise_temperature, rare, rare_prototypes, resample, "
                                 "strategy, temperature)",
         '[model]\nhiden = 4\nembd = 2\n': "mine.toml [model]: unknown options 'hiden', 'embd'",

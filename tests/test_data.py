@@ -157,7 +157,7 @@ def test_cli_errors_for_names_and_folders(tmp_path):
     result = run_cli("data", "stats", "lm/kin", "--data-dir", str(tmp_path / "missing"))
     assert result.returncode == 2 and "--data-dir" in result.stderr and "no such folder" in result.stderr
     result = run_cli("data", "fetch", "imagenet", "--from", str(tmp_path))
-    assert result.returncode == 2 and "valid: cogs, lm, scan, sigmorphon" in result.stderr
+    assert result.returncode == 2 and "valid: cogs, geoquery, lm, scan, sigmorphon" in result.stderr
 
 
 def test_scan_grammar_embedded_copy_equals_shared(data_dir, tmp_path):

@@ -264,7 +264,7 @@ def test_sampling_options_reach_the_sampler(tmp_path, data_dir):
 def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeypatch):
     """A generator that makes nothing the filter accepts: one error at the sample step, and
     no empty samples.tsv left behind for a rerun to train the predictor on."""
-    import compgen.runtimes.eager
+    import compgen.sampling.eager
     from compgen.pipelines.runs import Timer, make_samples
     from compgen.sampling.eager import SampleRun
 
@@ -272,7 +272,7 @@ def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeyp
         out.write_text("#x\ty\tlogprob\n")
         return SampleRun([], 0.0, str(out))
 
-    monkeypatch.setattr(compgen.runtimes.eager, "sample_generator", sample_nothing)
+    monkeypatch.setattr(compgen.sampling.eager, "sample_generator", sample_nothing)
     opts = PipelineOptions(root=tmp_path, data_dir=data_dir, threads=1, log=lambda line: None)
     with pytest.raises(UserError, match="no sample that passes the filter"):
         make_samples(find_run("around_right-recomb2"), 0, tmp_path / "generator.pt", tmp_path,
