@@ -3,14 +3,13 @@ grammar derives none of the held-out pairs or whose samples all carry a training
 each a ``warning:`` line with the reason (command line) or a UserWarning (Python API);
 data that recombines gives no warning."""
 
-import sys
 import warnings
 
 import polars as pl
 import pytest
+from cli_in_process import run
 
 import compgen
-from compgen.cli import main
 
 VERBS = {"walk": "WALK", "run": "RUN", "jump": "JUMP", "look": "LOOK"}
 COUNTS = {"": 1, "twice": 2, "thrice": 3}
@@ -46,13 +45,6 @@ def ids_then_questions():
                          "split": ["train"] * len(questions)})
 
 
-def run(capsys, monkeypatch, *args):
-    monkeypatch.setattr(sys, "argv", ["compgen", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "400")
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out, err = capsys.readouterr()
-    return stop.value.code, [line for line in err.splitlines() if line.strip()], out
 
 
 def write_folder(table, folder):

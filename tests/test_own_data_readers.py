@@ -4,12 +4,11 @@ format than a samples TSV. Each is now read by its header or one ``error:`` line
 the file and line; the real COGS and SIGMORPHON files still read as before."""
 
 import json
-import sys
 
 import polars as pl
 import pytest
+from cli_in_process import assert_one_error, run
 
-from compgen.cli import main
 from compgen.data import read_data_path
 from compgen.data.files import Fields, read_pairs_file, reading_fields
 from compgen.errors import UserError
@@ -25,20 +24,8 @@ ROWS = [
 ]
 
 
-def run(capsys, monkeypatch, *args) -> tuple[int, list[str], str]:
-    monkeypatch.setattr(sys, "argv", ["compgen", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "400")
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out, err = capsys.readouterr()
-    return stop.value.code, [line for line in err.splitlines() if line.strip()], out
 
 
-def assert_one_error(result, *fragments):
-    code, lines, _ = result
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, lines)
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def write(path, lines):

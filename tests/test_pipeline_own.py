@@ -1,13 +1,13 @@
 """`compgen pipeline own --data PATH`: the baseline, GECA and R&R rows on a user's data set,
 over seeds, resumable, with one error line for a missing --data or an unknown row."""
 
-import sys
 
 import polars as pl
 import pytest
+from cli_in_process import run
 from typer.testing import CliRunner
 
-from compgen.cli import app, main
+from compgen.cli import app
 from compgen.pipelines.runs import own_runs
 
 NUMBERS = "tests/data/numbers/tsv"
@@ -17,12 +17,6 @@ def pipeline(*args):
     return CliRunner().invoke(app, ["pipeline", *map(str, args)])
 
 
-def pipeline_error(capsys, monkeypatch, *args) -> tuple[int, list[str]]:
-    """(exit status, stderr lines) of ``compgen pipeline ARGS`` run as the program runs."""
-    monkeypatch.setattr(sys, "argv", ["compgen", "pipeline", *map(str, args)])
-    with pytest.raises(SystemExit) as stop:
-        main()
-    return stop.value.code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
 
 
 def test_own_rows_over_two_seeds_then_resumed(tmp_path):
@@ -47,7 +41,7 @@ def test_own_needs_data_and_known_rows(tmp_path, capsys, monkeypatch):
                           (("own", "--data", NUMBERS, "--rows", "baseline,magic"), "rows"),
                           (("jump-baseline", "--data", NUMBERS), "--data applies to"),
                           (("own", "--data", tmp_path / "missing.tsv"), "missing.tsv")):
-        code, lines = pipeline_error(capsys, monkeypatch, *args, "--root", tmp_path)
+        code, lines, _ = run(capsys, monkeypatch, "pipeline", *args, "--root", tmp_path)
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
         assert message in lines[0], lines[0]
         assert not list(tmp_path.glob("own-*"))

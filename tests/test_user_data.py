@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from cli_in_process import assert_one_error, run
 
-from compgen.cli import main
 from compgen.data import load_dataset, read_data_path
 from compgen.data.files import Fields
 from compgen.errors import UserError
@@ -18,21 +18,8 @@ NUMBERS = Path(__file__).resolve().parent / "data" / "numbers"
 FORMATS = ("tsv", "jsonl", "csv", "parquet")
 
 
-def run(capsys, monkeypatch, *args) -> tuple[int, list[str], str]:
-    """(exit status, stderr lines, stdout) of ``compgen ARGS`` run in-process."""
-    monkeypatch.setattr(sys, "argv", ["compgen", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "400")
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out, err = capsys.readouterr()
-    return stop.value.code, [line for line in err.splitlines() if line.strip()], out
 
 
-def assert_one_error(result, *fragments):
-    code, lines, _ = result
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, lines)
-    for fragment in fragments:
-        assert str(fragment) in lines[0], lines[0]
 
 
 # ---------------------------------------------------------------- formats and folders

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import resource
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -159,46 +160,37 @@ def _paths_in(value) -> list[Path]:
     return [Path(name) for name in dict.fromkeys(names) if name and Path(name).exists()]
 
 
-def check_threads_first(group) -> None:
-    """Give every ``--threads`` option a callback that refuses a count outside 1 ..
-    ``compgen.device.max_threads()`` before the command starts."""
+def check_option_first(group, name: str, check: Callable) -> None:
+    """Give every ``--<name>`` option of ``group``'s commands a callback that runs
+    ``check(value)`` before the command starts (after any callback it already had)."""
     for command in group.commands.values():
         if hasattr(command, "commands"):
-            check_threads_first(command)
+            check_option_first(command, name, check)
             continue
         for param in command.params:
-            if param.name != "threads" or "--threads" not in param.opts:
+            if param.name != name or f"--{name}" not in param.opts:
                 continue
 
             def checked(ctx, p, value, previous=param.callback):
                 if previous is not None:
                     value = previous(ctx, p, value)
                 if value is not None and not ctx.resilient_parsing:
-                    check_threads(value, "--threads")
+                    check(value)
                 return value
 
             param.callback = checked
+
+
+def check_threads_first(group) -> None:
+    """``--threads`` outside 1 .. ``compgen.device.max_threads()`` is refused before the
+    command starts."""
+    check_option_first(group, "threads", lambda value: check_threads(value, "--threads"))
 
 
 def check_seeds_first(group) -> None:
-    """Give every ``--seed`` option a callback that refuses a seed outside the signed 64-bit
-    range (compgen.decoding.random_stream.check_seed) instead of wrapping or overflowing later."""
-    for command in group.commands.values():
-        if hasattr(command, "commands"):
-            check_seeds_first(command)
-            continue
-        for param in command.params:
-            if param.name != "seed" or "--seed" not in param.opts:
-                continue
-
-            def checked(ctx, p, value, previous=param.callback):
-                if previous is not None:
-                    value = previous(ctx, p, value)
-                if value is not None and not ctx.resilient_parsing:
-                    check_seed(value)
-                return value
-
-            param.callback = checked
+    """A ``--seed`` outside the signed 64-bit range (``compgen.errors.check_seed``) is
+    refused before the command starts, instead of wrapping or overflowing later."""
+    check_option_first(group, "seed", check_seed)
 
 
 def out_of_memory(exc: BaseException) -> str:
