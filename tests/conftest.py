@@ -69,7 +69,7 @@ SHARED_DATA = FOUND_DATA if HAVE_DATA else _embedded_data_folder()
 REFERENCE = (SHARED_DATA.parent if HAVE_DATA else SHARED_DATA) / "reference"
 os.environ["COMPGEN_DATA"] = str(SHARED_DATA)
 NEEDS_CORPORA = ("needs the full corpora: run 'compgen data fetch scan' (and sigmorphon, lm, "
-                 "cogs), or set COMPGEN_TEST_DATA to a data folder")
+                 "cogs, geoquery), or set COMPGEN_TEST_DATA to a data folder")
 
 
 MISSING_FILE = ("no such file", "missing;", "no such folder")
