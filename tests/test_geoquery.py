@@ -119,3 +119,12 @@ def test_a_file_put_in_the_data_folder_by_hand_is_read_as_it_is(data_dir, requir
     table = load_dataset("geoquery/sql-query", tmp_path)
     assert table.height == sum(len(e["sentences"]) for e in entries) + table.filter(
         table["split"] == "dev").height
+
+
+def test_a_fifo_in_place_of_the_file_is_refused_without_reading_it(tmp_path):
+    import os
+
+    (tmp_path / "geoquery").mkdir()
+    os.mkfifo(tmp_path / "geoquery" / "geography.json")
+    with pytest.raises(UserError, match="not a regular file"):
+        load_dataset("geoquery/sql-query", tmp_path)

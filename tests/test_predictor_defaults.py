@@ -137,3 +137,15 @@ def test_augment_takes_every_format_data_takes(tmp_path, suffix):
                                       "-o", str(tmp_path / "p.pt"), "--epochs", "1", "--hidden", "16"])
     assert result.exit_code == 0, result.output
     assert read_predictor(tmp_path / "p.pt").config["run"]["n_augmented"] == 2
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"model.max_len": 0}, "'max_len' must be >= 1"),
+    ({"model.hidden": -3}, "'hidden' must be >= 1"),
+    ({"model.pdrop": 1.5}, "'pdrop' must be in"),
+    (5, "overrides`? must be a dict"),
+])
+def test_impossible_sizes_are_refused_before_training(tmp_path, overrides, message):
+    with pytest.raises(UserError, match=message):
+        train_predictor(NUMBERS, None, tmp_path / "p.pt", epochs=1, overrides=overrides)
+    assert not (tmp_path / "p.pt").exists()

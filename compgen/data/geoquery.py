@@ -84,6 +84,8 @@ def load_geoquery(name: str, data_dir: Path) -> pl.DataFrame:
                         f"(valid: {', '.join('geoquery/' + n for n in NAMES)})")
     mrl, split = name.split("-")
     path = data_dir / "geoquery" / FILES[mrl]
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file (a folder, FIFO or device)")
     if not path.is_file():
         raise SettingError(f"{path}: missing; run 'compgen data fetch geoquery' or set `data_dir`")
     try:

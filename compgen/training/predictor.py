@@ -107,6 +107,8 @@ def load_preset(preset: str | Path | dict, overrides: dict | None = None
     """A preset (``preset_document``) with ``overrides`` (``{"model.max_len": 120}``) ->
     (model options, PredictorTrainConfig)."""
     doc, source = preset_document(preset)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise SettingError(f"`overrides` must be a dict of 'section.key' -> value, not {overrides!r}")
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if overrides:
         unknown = sorted(k for k in overrides if k.partition(".")[0] not in ("model", "train"))
@@ -116,8 +118,13 @@ def load_preset(preset: str | Path | dict, overrides: dict | None = None
     if doc.get("kind", CHECKPOINT_KIND) != CHECKPOINT_KIND:
         raise UserError(f"{source}: a '{doc.get('kind')}' preset, not a seq2seq one")
     check_preset({"kind": CHECKPOINT_KIND, **doc}, source)
-    return dict(doc.get("model", {})), PredictorTrainConfig.from_dict(dict(doc.get("train", {})),
-                                                                       f"{source} [train]")
+    model = dict(doc.get("model", {}))
+    for name in ("hidden", "embed", "max_len"):
+        if name in model and model[name] < 1:
+            raise UserError(f"{source} [model]: option '{name}' must be >= 1, not {model[name]}")
+    if not 0 <= model.get("pdrop", 0) < 1:
+        raise UserError(f"{source} [model]: option 'pdrop' must be in [0, 1), not {model['pdrop']}")
+    return model, PredictorTrainConfig.from_dict(dict(doc.get("train", {})), f"{source} [train]")
 
 
 # ------------------------------------------------------------------ data
