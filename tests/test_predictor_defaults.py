@@ -33,7 +33,13 @@ def test_settings_sized_from_the_data():
     assert preset["model"]["copy_sup"] is True
     assert preset["model"]["max_len"] == math.ceil(1.5 * 34)   # the longest input
     assert preset["train"]["restore_best"] is True
-    assert 30 <= preset["train"]["epochs"] <= 150
+    # three pairs: an epoch is 32 drawn batches, so the schedule counts in useful units
+    assert preset["train"]["batches_per_epoch"] == 32
+    assert preset["train"]["epochs"] * 32 >= 1600
+    # 4,000 pairs: an epoch is one pass (63 batches), and the epochs shrink to match
+    big = table([("a b", "b c")] * 4000)
+    assert sized_preset(big)["train"]["batches_per_epoch"] == 0
+    assert sized_preset(big)["train"]["epochs"] < preset["train"]["epochs"]
     # commands -> actions share no word: no copying
     scanlike = table([("jump twice", "I_JUMP I_JUMP"), ("walk", "I_WALK")])
     assert copy_share(scanlike) == 0.0 and sized_preset(scanlike)["model"]["copy_sup"] is False
@@ -105,6 +111,21 @@ def test_dev_ties_in_exact_match_are_broken_by_token_f1_only_when_asked():
     assert sized_preset(table([("a b", "b c")]))["train"]["monitor"] == "exact_match+f1"
     with pytest.raises(SettingError, match="monitor"):
         PredictorTrainConfig.from_dict({"monitor": "loss"})
+
+
+def test_the_restored_epoch_named_is_the_one_the_dev_rule_chose(tmp_path):
+    from compgen.training.predictor import improved
+
+    lines = []
+    train_predictor(NUMBERS, None, tmp_path / "p.pt", epochs=4, log=lines.append,
+                    overrides={"model.hidden": 32, "train.batches_per_epoch": 4})
+    curve = read_predictor(tmp_path / "p.pt").train_state["curve"]
+    best, best_acc, best_f1 = 0, 0.0, 0.0
+    for row in curve:
+        if improved(row["dev_exact_match"], row["dev_f1"], best_acc, best_f1, "exact_match+f1"):
+            best, best_acc, best_f1 = row["epoch"], row["dev_exact_match"], row["dev_f1"]
+    restored = [line for line in lines if line.startswith("restored the best")]
+    assert restored and f"(epoch {best}," in restored[0]
 
 
 def test_predictions_cut_at_max_len_are_counted_and_named(tmp_path, capsys, monkeypatch):

@@ -318,14 +318,14 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
     keep_torch_compiler_cache()  # before torch makes its cache folder in /tmp
     optimizer = torch.optim.Adam(model.parameters(), lr=tcfg.lr, fused=True)
     curve, start, best_acc, patience, lr = [], 0, 0.0, tcfg.patience, tcfg.lr
-    best_f1 = 0.0
+    best_f1, best_epoch = 0.0, 0
     best_weights: dict | None = None
     if resume is not None:
         try:
             s = resume.train_state["state"]
             curve, start, best_acc, patience, lr = (resume.train_state["curve"], s["epoch"],
                                                     s["best_acc"], s["patience"], s["lr"])
-            best_f1 = s.get("best_f1", 0.0)
+            best_f1, best_epoch = s.get("best_f1", 0.0), s.get("best_epoch", 0)
             stream.restore(s["stream"])
             optimizer.load_state_dict(resume.optim)
             for group in optimizer.param_groups:  # a checkpoint's groups name their kernel
@@ -355,6 +355,7 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
         acc = scores.get("exact_match", float("nan"))
         if dev and improved(acc, scores.get("f1", math.nan), best_acc, best_f1, tcfg.monitor):
             best_acc, best_f1, patience = acc, scores.get("f1", math.nan), tcfg.patience
+            best_epoch = epoch
             if tcfg.restore_best:
                 best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         elif dev and tcfg.patience > 0:
@@ -371,14 +372,14 @@ def fit(model: Seq2Seq, vocab: Vocab, train: list[Pair], dev: list[Pair],
                 f"{acc:.4f}  f1 {row['dev_f1']:.4f}  lr {lr:.2e}  {row['seconds']:.1f}s")
         if save:
             state = {"epoch": epoch, "best_acc": best_acc, "best_f1": best_f1,
+                     "best_epoch": best_epoch,
                      "patience": patience, "lr": lr,
                      "stream": stream.state()}
             save(optimizer, {"state": state, "curve": curve}, best_weights)
     if tcfg.restore_best and best_weights is not None:
         model.load_state_dict(best_weights)
         if log:
-            epoch = max(curve, key=lambda r: r["dev_exact_match"])["epoch"]
-            log(f"restored the best dev epoch's weights (epoch {epoch}, dev exact match "
+            log(f"restored the best dev epoch's weights (epoch {best_epoch}, dev exact match "
                 f"{best_acc:.4f})")
     return curve
 
