@@ -69,7 +69,7 @@ def augment_geca(
     # start-up: `compgen --help` loads no polars
     from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
     from compgen.augment.geca.arrays import peak_rss_mb
-    from compgen.data import is_named_dataset
+    from compgen.data.task import task_of
 
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
@@ -93,7 +93,7 @@ def augment_geca(
                               progress=lambda msg: status.update(f"GECA: {msg}"),
                               execution=execution)
     s = result.stats
-    preset_used = preset or ("generic" if not is_named_dataset(data) else None)
+    preset_used = preset or task_of(data).geca_preset()
     table = Table(title=f"GECA {Path(data).name}" + (f" (preset {preset_used})" if preset_used else ""))
     table.add_column("")
     table.add_column("value", justify="right")
@@ -139,7 +139,7 @@ def augment_csl(
     # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data import is_named_dataset
+    from compgen.data.task import task_of
 
     if threads is not None:
         if threads < 1:
@@ -148,7 +148,7 @@ def augment_csl(
         import torch
 
         torch.set_num_threads(threads)
-    config = config or ("cogs" if data == "cogs" else "scan" if is_named_dataset(data) else "generic")
+    config = config or task_of(data).csl_preset()
     with data_fields(x_field, y_field, columns), csl_progress() as progress:
         done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,

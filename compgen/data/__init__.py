@@ -18,12 +18,14 @@ from compgen.data import cogs, geoquery, lm, scan, sigmorphon
 from compgen.data.files import Fields, read_data_file, read_data_path, reading_fields
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
+from compgen.data.task import Task, task_of
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.io import refuse_overwriting_inputs
 
 __all__ = [
     "Fields",
+    "Task",
     "Vocab",
     "dataset_names",
     "is_named_dataset",
@@ -36,6 +38,7 @@ __all__ = [
     "reading_fields",
     "select_split",
     "split_of",
+    "task_of",
 ]
 
 
@@ -68,20 +71,13 @@ def split_of(table: pl.DataFrame, split: str, data: str) -> pl.DataFrame:
     return select_split(table, split)
 
 
-NAMED = ("scan", "sigmorphon", "lm", "cogs", "geoquery")
-
-
 def is_named_dataset(name: str) -> bool:
     """Whether ``name`` addresses a named set (``scan/jump``, ``cogs``) and not a path."""
-    head, _, rest = str(name).partition("/")
-    return head in NAMED and (head == "cogs" or bool(rest))
+    return task_of(name).named
 
 
 def keeps_own_dev(name: str) -> bool:
-    """Whether a predictor trained on ``name`` watches the data's own ``dev`` split: a
-    user's data set, or a named set whose paper recipe does (GeoQuery); the other named
-    sets keep their recipes (a held-out part of train, SIGMORPHON's ``val_hard``)."""
-    return not is_named_dataset(name) or str(name).startswith("geoquery/")
+    return task_of(name).keeps_own_dev
 
 
 def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
@@ -100,8 +96,9 @@ def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
     """Load a named data set (see module doc), or a data file or folder, as an example table."""
-    head, _, rest = name.partition("/")
-    if not is_named_dataset(name):
+    task = task_of(name)
+    head, rest = task.family, task.split
+    if not task.named:
         path = Path(name)
         if path.exists() or "/" in name or "." in name:
             return read_data_path(path)

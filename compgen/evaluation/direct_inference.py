@@ -57,6 +57,7 @@ from rapidfuzz.distance import Levenshtein
 from torch import Tensor
 
 from compgen.data import load_dataset
+from compgen.data.task import task_of
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
 from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
 from compgen.decoding.samplers import ForcedPrefix
@@ -339,7 +340,7 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
                         f"prototypes (this one: {config['model'].get('variant')}, "
                         f"{model.nproto} prototypes)")
     data = data or config["data"]
-    if not data.startswith("scan/"):
+    if not task_of(data).scan:
         raise SettingError(f"`data` {data}: direct inference runs on SCAN (scan/<split>)")
     table = load_dataset(data, data_dir)
     train = unique_pairs(table, "train")

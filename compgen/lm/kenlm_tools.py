@@ -26,6 +26,7 @@ from pathlib import Path
 from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, named_data_text, resolve_data_dir
+from compgen.data.task import task_of
 from compgen.errors import SettingError, UserError, read_text
 from compgen.io import (
     atomic_open,
@@ -232,7 +233,7 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
     corpus_path = resolve_corpus(corpus, "train", data_dir)
     refuse_overwriting_inputs(output, [("corpus", corpus_path)], "`output`",
                               kept_folders=[resolve_data_dir(data_dir)]
-                              if str(corpus).startswith("lm/") else [])
+                              if task_of(corpus).family == "lm" else [])
     sentences = corpus_sentences(corpus_path)
     find_kenlm_binaries()
     output = Path(output)

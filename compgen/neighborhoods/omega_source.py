@@ -8,6 +8,7 @@ import polars as pl
 
 from compgen import neighborhoods as nb
 from compgen.data.resample import scan_rare_phrase, sig_rare_choice
+from compgen.data.task import task_of
 from compgen.errors import SettingError
 from compgen.neighborhoods.user_data import has_snapshot, user_prototype_source
 
@@ -25,7 +26,7 @@ def prototype_source(config: dict, table: pl.DataFrame, nproto: int, seed: int,
                                      rare_prototypes, prototype_cut)
     data_name = config["data"]
     rng = np.random.default_rng(seed)
-    scan = data_name.startswith("scan/")
+    scan = task_of(data_name).scan
     if rare_prototypes and (resample != "rare" or not scan or nproto == 0):
         raise SettingError("`rare_prototypes`: needs `resample` rare, a SCAN generator and "
                            "prototypes (SIGMORPHON's Omega is already drawn around rare tags)")

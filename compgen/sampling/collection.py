@@ -21,6 +21,7 @@ from compgen.data.resample import (
 )
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.sources import resolve_data_dir
+from compgen.data.task import task_of
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import rank_key
 from compgen.decoding.input_trie import InputTrie
@@ -220,19 +221,18 @@ def make_filter(config: dict, table: pl.DataFrame, resample: str, rare: str | No
     pairs = list(zip(train["x"].to_list(), train["y"].to_list()))
     if config.get("data_snapshot") is not None:  # the user's own data
         return user_filter(config, train, pairs, resample, rare)
-    scan = config["data"].startswith("scan/")
+    task = task_of(config["data"])
     rule = None
     if resample == "rare":
-        if scan:
-            split = config["data"].split("/", 1)[1]
-            rule = contains_rule(scan_rare_phrase(split, rare))
+        if task.scan:
+            rule = contains_rule(scan_rare_phrase(task.split, rare))
         else:
             choice, tags = sig_rare_choice(rare)
             rule = rare_tag_rule(tags if tags is not None else nb.rare_tags(train, choice))
     elif resample != "none":
         raise SettingError(f"`resample` {resample}: unknown (valid: none, rare)")
-    novel = bool(config.get("sample", {}).get("novel", scan))
-    return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not scan)
+    novel = bool(config.get("sample", {}).get("novel", task.scan))
+    return SampleFilter.from_pairs(pairs, novel=novel, rule=rule, morphology=not task.scan)
 
 
 def known_input_trie(filt: SampleFilter, vocab: Vocab, novel_inputs: bool) -> InputTrie | None:
@@ -258,12 +258,13 @@ def scan_quality(run: SampleRun, data_dir=None) -> dict | None:
     """For SCAN generators: how many samples are novel, use the split's held-out primitive
     (``jump`` for jump, else ``right``) in a command absent from training, and are correct
     SCAN pairs according to the full grammar. None for other data."""
-    if not run.data.startswith("scan/"):
+    task = task_of(run.data)
+    if not task.scan:
         return None
     # an export's run carries the training pairs it shipped: no second reading of the set
     train = run.train if run.train is not None else select_split(
         load_dataset(run.data, data_dir), "train")
-    primitive = "jump" if "jump" in run.data else "right"
+    primitive = "jump" if "jump" in task.split else "right"
     report = scan_sample_report([(s.x, s.y) for s in run.samples], train,
                                 load_scan_grammar(resolve_data_dir(data_dir)), primitive)
     return {**report, "primitive": primitive}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from compgen.data.task import task_of
 from compgen.data.vocab import Vocab
 from compgen.decoding.contract import BEAM_WIDTH
 from compgen.decoding.input_trie import InputTrie
@@ -94,7 +95,7 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     if options.test_dropout is not None:  # scan keeps outdrop on while sampling unless told
         model.outdrop_test = options.test_dropout
     table = training_table(config, data_dir)  # user data: the pairs the checkpoint records
-    if options.resample == "rare" and not (config["data"].startswith("scan/")
+    if options.resample == "rare" and not (task_of(config["data"]).scan
                                            or has_snapshot(config)):
         check_sig_rare(options.rare, table, config["data"])
     filt = make_filter(config, table, options.resample, options.rare)

@@ -27,6 +27,7 @@ from safetensors import SafetensorError
 
 from compgen.augment.csl.presets import SECTIONS as CSL_SECTIONS
 from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_section
+from compgen.data.task import task_of
 from compgen.data.vocab import SPECIALS, Vocab
 from compgen.decoding.options import RUN_ONLY, SampleOptions
 from compgen.device import cpu_copy
@@ -112,12 +113,7 @@ def default_preset(kind: str, data: str) -> str:
     (``recombine_sig_cpu`` for SIGMORPHON, ``recombine_scan_cpu`` for SCAN,
     ``recombine_generic_cpu`` for a generator on any other data; ``seq2seq_*`` for
     predictors, ``seq2seq_geo`` for GeoQuery)."""
-    task = "sig" if str(data).startswith("sigmorphon") else "scan"
-    if kind == "generator" and not str(data).startswith(("scan/", "sigmorphon")):
-        return "recombine_generic_cpu"
-    if kind == "predictor" and str(data).startswith("geoquery/"):
-        return "seq2seq_geo"   # the GECA paper's semantic-parsing predictor
-    return f"{'recombine' if kind == 'generator' else 'seq2seq'}_{task}_cpu"
+    return task_of(data).default_preset(kind)
 
 
 # ------------------------------------------------------------------ checkpoints

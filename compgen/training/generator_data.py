@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from compgen.data import load_dataset
+from compgen.data.task import task_of
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError, UserError
 from compgen.models.recombine import collate_prototypes, collate_targets
@@ -26,7 +27,7 @@ from compgen.neighborhoods import (
     unique_generative_data,
 )
 from compgen.neighborhoods.generic import generic_neighborhood
-from compgen.neighborhoods.user_data import is_user_data, make_snapshot, read_user_pairs
+from compgen.neighborhoods.user_data import make_snapshot, read_user_pairs
 
 
 @dataclass
@@ -109,12 +110,13 @@ def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
     """Training items of ``data``: SCAN and SIGMORPHON by the reference's procedures,
     anything else (a file or folder of x<TAB>y pairs) by the generic recipe
     (``neighborhood``, ``similarity``, ``max_missing``: ``compgen.neighborhoods.generic``)."""
-    if is_user_data(data):
+    task = task_of(data)
+    if task.generator_recipe == "generic":
         return _user_generator_data(data, nproto, seed, dev_fraction, data_dir, neighborhood,
                                     similarity, max_missing)
     table = load_dataset(data, data_dir)
-    if data.startswith("scan/"):
-        return _scan_generator_data(table, data.split("/", 1)[1], nproto, seed, dev_fraction)
+    if task.scan:
+        return _scan_generator_data(table, task.split, nproto, seed, dev_fraction)
     return _sig_generator_data(table, data, nproto)
 
 

@@ -48,13 +48,13 @@ import torch
 from compgen.configs import PredictorTrainConfig
 from compgen.data import (
     geoquery,
-    is_named_dataset,
     keeps_own_dev,
     load_dataset,
     refuse_overwriting_data,
 )
 from compgen.data.files import read_pairs_file, source_record
 from compgen.data.resample import unique_pairs
+from compgen.data.task import task_of
 from compgen.data.vocab import Vocab
 from compgen.device import Device, resolve_device, to_device
 from compgen.errors import SettingError, UserError, read_text
@@ -65,7 +65,6 @@ from compgen.models.seq2seq_training import packed_loss
 from compgen.training.checkpoint import (
     apply_overrides,
     check_preset,
-    default_preset,
     load_checkpoint,
     save_checkpoint,
 )
@@ -433,8 +432,8 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        if preset is None and is_named_dataset(str(data)):
-            preset = default_preset("predictor", data)
+        if preset is None and task_of(data).named:
+            preset = task_of(data).default_preset("predictor")
         elif preset is None:
             table = load_dataset(data, data_dir)
             preset = sized_preset(table)

@@ -26,6 +26,7 @@ from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.scan_semantics import correct_share
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import pairs as table_pairs
+from compgen.data.task import task_of
 from compgen.errors import SettingError, UserError
 from compgen.io import write_samples_tsv
 
@@ -90,7 +91,7 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                       header=f"CSL grammar induced from {data} (config {config})")
     rows = write_samples_tsv(output, result.samples)
     quality: dict = {}
-    if data.startswith("scan/"):
+    if task_of(data).scan:
         report = scan_sample_report(result.samples, train_table,
                                     load_scan_grammar(resolve_data_dir(data_dir)))
         quality = {"novel_share": report["novel_share"],

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from importlib import resources
 
 from compgen.configs import read_section
-from compgen.data import is_named_dataset
+from compgen.data.task import task_of
 from compgen.errors import SettingError, UserError, check_seed
 
 PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
@@ -97,14 +97,12 @@ def make_config(preset: str | None = None, overrides: dict | None = None,
     ``reference_split`` None (auto) holds out the reference's 640 SCAN validation
     examples exactly when the scan preset runs on a named SCAN data set (``scan/...``);
     a file such as the reference's own training set is used as it is."""
-    if preset is None and data is not None and not is_named_dataset(data):
-        preset = "generic"
-    if preset is None and data is not None and data.startswith("geoquery/"):
-        preset = "semparse"   # the paper's GeoQuery runs
+    if preset is None and data is not None:
+        preset = task_of(data).geca_preset()
     values = load_preset(preset) if preset else {}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if reference_split is None:
-        reference_split = preset == "scan" and bool(data) and data.startswith("scan/")
+        reference_split = preset == "scan" and bool(data) and task_of(data).scan
     if reference_split:
         values.setdefault("holdout", SCAN_HOLDOUT)
     return read_section(GecaConfig, values, f"GECA preset {preset}" if preset else "GECA options")
