@@ -4,6 +4,7 @@ format than a samples TSV. Each is now read by its header or one ``error:`` line
 the file and line; the real COGS and SIGMORPHON files still read as before."""
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -146,3 +147,22 @@ def test_augmented_data_that_is_no_pairs_is_refused(tmp_path):
         read_pairs_file(corpus)
     with pytest.raises(UserError, match="no such file"):
         read_pairs_file(tmp_path / "missing.jsonl")
+
+
+# ---------------------------------------------------------------- every command reading pairs
+
+def test_train_generator_and_pipeline_own_take_the_field_names(tmp_path, capsys, monkeypatch):
+    numbers = [tuple(line.split("\t")) for line in
+               Path("tests/data/numbers/tsv/train.tsv").read_text().splitlines()[:80]]
+    data = write(tmp_path / "numbers.tsv", [("question", "sql"), *numbers])
+    out = tmp_path / "g.pt"
+    code, lines, _ = run(capsys, monkeypatch, "train", "generator", "--data", str(data), "-o",
+                         str(out), "--hidden", "8", "--embed", "8", "--attdim", "8",
+                         "--max-steps", "1", "--quiet", "--x-field", "question", "--y-field", "sql")
+    assert code == 0 and out.is_file(), lines
+    # the generator recorded the pairs read by the header, not the header as a pair
+    from compgen.training.checkpoint import load_checkpoint
+    snapshot = load_checkpoint(out, kind="recombine").config["data_snapshot"]
+    assert "question" not in json.dumps(snapshot)
+    assert_one_error(run(capsys, monkeypatch, "pipeline", "jump-geca", "--x-field", "question"),
+                     "--x-field", "pipeline own")

@@ -7,7 +7,18 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DataDir, DeviceOption, app, console, log_with_flags, ray_address
+from compgen.cli.common import (
+    Columns,
+    DataDir,
+    DeviceOption,
+    XField,
+    YField,
+    app,
+    console,
+    data_fields,
+    log_with_flags,
+    ray_address,
+)
 from compgen.decoding.random_stream import check_seed
 from compgen.device import resolve_device
 from compgen.errors import UserError
@@ -18,6 +29,9 @@ def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1, geo-sql-query-geca (--list shows all), or own (your --data)"),
     data: str | None = typer.Option(None, "--data", help="own: your data file or folder of train/dev/test files"),
     rows: str = typer.Option("baseline,geca,recomb2", "--rows", help="own: the rows to run, comma-separated (baseline, geca, recomb2)"),
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
     ray: str | None = typer.Option(None, "--ray", help="run the seeds as Ray tasks: local (start a cluster here; also --ray alone), auto, HOST:PORT or ray://HOST:PORT"),
     seeds: str = typer.Option("0", "--seeds", "--seed", help="comma-separated seeds, or a range 0-4 (SIGMORPHON: the seed is the split index)"),
     root: Path = typer.Option(Path("runs/pipeline"), "--root", help="folder of the runs and of results.csv / results.md"),
@@ -70,6 +84,9 @@ def pipeline_cmd(
                           uncertainty=uncertainty, config=config,
                           log=log_with_flags(console))
         return
+    if name != "own" and (x_field or y_field or columns):
+        raise UserError("--x-field/--y-field/--columns read your own data: they go with "
+                        "`compgen pipeline own --data FILE`")
     if (name == "own") != (data is not None):
         raise UserError("--data goes with `compgen pipeline own` (your data set's rows), and "
                         "`own` needs --data" if name == "own" else
@@ -114,9 +131,10 @@ def pipeline_cmd(
         if ray is not None:
             raise UserError("--ray runs the named rows; run `compgen pipeline own` without it")
         chosen = parse_seeds(seeds)
-        load_dataset(data, data_dir)   # a file that cannot be read fails before any training
-        rows_done = [row for run in own_runs(data, tuple(r.strip() for r in rows.split(",") if r.strip()))
-                     for row in run_pipeline(run, chosen, opts)]
+        with data_fields(x_field, y_field, columns):
+            load_dataset(data, data_dir)   # a file that cannot be read fails before any training
+            runs = own_runs(data, tuple(r.strip() for r in rows.split(",") if r.strip()))
+            rows_done = [row for run in runs for row in run_pipeline(run, chosen, opts)]
         console.print(markdown_table(aggregate(rows_done)), highlight=False, markup=False)
         console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
         return

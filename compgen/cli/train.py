@@ -103,6 +103,9 @@ def train_generator_cmd(
     neighborhood: str | None = typer.Option(None, "--neighborhood", help="your own data: long-short (a close first prototype, a short second one holding what it lacks) or long-long (two close prototypes); default: the preset's"),
     similarity: str | None = typer.Option(None, "--similarity", help="your own data: how prototypes are retrieved, levenshtein (token edit distance) or jaccard (token sets); default: the preset's"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     # start-up: `compgen --help` loads no torch or polars
@@ -151,10 +154,11 @@ def train_generator_cmd(
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
         "train.precision": precision, "train.neighborhood": neighborhood,
         "train.similarity": similarity})
-    result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
-                             epochs=epochs, max_steps=max_steps, time_budget=time_budget, progress=not quiet,
-                             log=lambda line: console.print(line, highlight=False, markup=False),
-                             device=dev, tf32=tf32)
+    with data_fields(x_field, y_field, columns):
+        result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
+                                 epochs=epochs, max_steps=max_steps, time_budget=time_budget,
+                                 progress=not quiet, device=dev, tf32=tf32,
+                                 log=lambda line: console.print(line, highlight=False, markup=False))
     state = "finished" if result.finished else "stopped (resume with --resume)"
     ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""
     console.print(f"wrote {result.path}: {state} at step {result.steps} ({result.epochs_done:.2f} epochs"
