@@ -386,7 +386,66 @@ def probes() -> list[Probe]:
     out.append(Probe("leaks", "onnx-sample", ["sample", "{shipped}", "--n", "5", "-o",
                                               "{work}/s.tsv"], expect="ok",
                      outputs=("{work}/s.tsv",)))
-    return out + trust_probes()
+    return out + trust_probes() + numeric_probes()
+
+
+# ---------------------------------------------------------------- numeric edges
+
+def nonfinite_checkpoint(prefix: str, value: float):
+    """``bad.pt``: the fixture generator with its first ``prefix`` tensor set to ``value``."""
+    def setup(work: Path, names: dict):
+        from safetensors import safe_open
+        from safetensors.torch import load_file, save_file
+
+        with safe_open(str(names["g"]), "pt") as handle:
+            metadata = dict(handle.metadata())
+        tensors = load_file(str(names["g"]))
+        tensors[min(k for k in tensors if k.startswith(prefix))].view(-1)[0] = value
+        save_file(tensors, str(work / "bad.pt"), metadata=metadata)
+    return setup
+
+
+def numeric_probes() -> list[Probe]:
+    out: list[Probe] = []
+    nan_weights = nonfinite_checkpoint("model.", float("nan"))
+    out.append(Probe("numeric", "resume-nan-weights",
+                     ["train", "generator", "--resume", "--epochs", "2", "-o", "{work}/bad.pt"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "resume-inf-weights",
+                     ["train", "generator", "--resume", "--epochs", "2", "-o", "{work}/bad.pt"],
+                     message="bad.pt: tensor model.out",
+                     setup=nonfinite_checkpoint("model.out", float("inf"))))
+    out.append(Probe("numeric", "export-nan-weights", ["export", "{work}/bad.pt", "-o",
+                                                       "{work}/exp"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "sample-nan-weights", ["sample", "{work}/bad.pt", "--n", "3",
+                                                       "-o", "{work}/s.tsv"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "export-ok-no-temp-cache", ["export", "{g}", "--no-cpp", "-o",
+                                                            "{work}/exp"],
+                     expect="ok", outputs=("{work}/exp",)))
+    train = ["train", "generator", "--data", "{work}/d.tsv", "-o", "{work}/g.pt"]
+    for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
+                          ("--lr", "-1"), ("--max-steps", "-5"), ("--hidden", str(10**20)),
+                          ("--nproto", "3"), ("--batch-size", "0")):
+        out.append(Probe("numeric", f"generator{option}={value}", [*train, option, value],
+                         message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    for option, value in (("--p-aug", "nan"), ("--max-len", "-1"), ("--keep-every", "-1")):
+        out.append(Probe("numeric", f"predictor{option}={value}",
+                         ["train", "predictor", "--data", "{work}/d.tsv", option, value, "-o",
+                          "{work}/p.pt"], message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "predictor-seed--1",
+                     ["train", "predictor", "--data", "{work}/d.tsv", "--seed", "-1", "--epochs",
+                      "1", "--hidden", "16", "-o", "{work}/p.pt"], expect="ok",
+                     outputs=("{work}/p.pt", "{work}/p.pt.curve.csv"),
+                     setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "api-max-steps--5", [], python=(
+        "compgen.train_generator('{work}/d.tsv', '{work}/g.pt', max_steps=-5)"),
+        message="max_steps -5", setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "api-p-aug-nan", [], python=(
+        "compgen.train_predictor('{work}/d.tsv', '{work}/p.pt', p_aug=float('nan'))"),
+        message="p_aug nan", setup=with_files(**{"d.tsv": PAIRS})))
+    return out
 
 
 # ---------------------------------------------------------------- round 4: trust
