@@ -445,6 +445,13 @@ def numeric_probes() -> list[Probe]:
     out.append(Probe("numeric", "api-p-aug-nan", [], python=(
         "compgen.train_predictor('{work}/d.tsv', '{work}/p.pt', p_aug=float('nan'))"),
         message="p_aug nan", setup=with_files(**{"d.tsv": PAIRS})))
+    for backend in ("cpp", "onnx"):
+        for option, value in (("--beam-width", "1000000"), ("--threads", "1000000"),
+                              ("--n", str(2**70)), ("--batch-size", "100000000")):
+            out.append(Probe("numeric", f"sample-{backend}{option}={value}",
+                             ["sample", "{shipped}", "--backend", backend, "--strategy", "beam",
+                              "--n", "2", option, value, "-o", "{work}/s.tsv"],
+                             message=f"{option} {value}"))
     return out
 
 

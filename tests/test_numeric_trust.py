@@ -147,3 +147,43 @@ def test_a_negative_seed_trains_both_models(tiny, tmp_path):
                                      overrides={**TINY, "train.seed": -1})
     assert result.finished and torch.isfinite(
         load_file(str(tmp_path / "g.pt"))["model.out.weight"]).all()
+
+
+SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("--beam-width", "1000000", "--beam-width 1000000: too large (at most 1,024"),
+    ("--n", str(2**70), f"--n {2**70}: too large (at most 1,099,511,627,776"),
+    ("--batch-size", "100000000", "--batch-size 100000000: too large (at most 65,536"),
+    ("--threads", "1000000", "--threads 1000000: must be from 1 to"),
+])
+@pytest.mark.parametrize("backend", ["cpp", "onnx"])
+def test_sampling_counts_and_widths_beyond_their_bound_are_one_line(tmp_path, backend, option,
+                                                                    value, message):
+    out = tmp_path / "s.tsv"
+    one_error(compgen_cli("sample", SHIPPED, "--backend", backend, "--strategy", "beam", "--n",
+                          "2", option, value, "-o", out), message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("key,value", [("threads", 1_000_000), ("beam_width", 1_000_000),
+                                       ("n", 2**70), ("batch_size", -3)])
+def test_the_runner_refuses_out_of_range_job_numbers_itself(tmp_path, key, value):
+    """Called directly (no Python in front), the runner answers one error line, exit 2,
+    instead of aborting on a million threads or beams or a count that overflowed."""
+    from compgen.decoding.contract import Contract
+    from compgen.runtimes.artifact import read_manifest
+    from compgen.runtimes.cpp import build_runner, job_text
+
+    contract = Contract.from_manifest(read_manifest(SHIPPED)["decoding"])
+    job = job_text(SHIPPED, contract, out=tmp_path / "s.tsv", mode=0, temperature=1.0, seed=0,
+                   n=2, nsamples=2, batch_size=8, max_rounds=1, threads=1)
+    job += f"{key} {len(str(value))}\n{value}\n"   # a later record overrides the first
+    proc = subprocess.run([str(build_runner(log=lambda line: None))], input=job, text=True,
+                          capture_output=True, check=False, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, lines)
+    assert lines[0].startswith(f"error: job record '{key}'") and "must be a whole number" in \
+        lines[0], lines
+    assert not (tmp_path / "s.tsv").exists()
