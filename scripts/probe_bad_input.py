@@ -452,6 +452,20 @@ def numeric_probes() -> list[Probe]:
                              ["sample", "{shipped}", "--backend", backend, "--strategy", "beam",
                               "--n", "2", option, value, "-o", "{work}/s.tsv"],
                              message=f"{option} {value}"))
+    # a device named as a file exists: "no such file" or "out of memory" misled
+    devices = {"predict-input": ["predict", "{p}", "-i", "/dev/zero"],
+               "train-augment": ["train", "predictor", "--data", "scan/jump", "--augment",
+                                 "/dev/zero", "-o", "{work}/p.pt"],
+               "lm-eval-base": ["lm", "eval", "--base", "/dev/zero", "--val", "lm/kin",
+                                "--test", "lm/kin"],
+               "lm-train": ["lm", "train", "/dev/zero", "-o", "{work}/m.arpa"],
+               "sample-lm": ["sample", "{shipped}", "--n", "2", "--lm", "/dev/zero", "-o",
+                             "{work}/s.tsv"],
+               "export": ["export", "/dev/zero", "-o", "{work}/exp"],
+               "stem-corrupt": ["augment", "stem-corrupt", "/dev/zero", "-o", "{work}/c.tsv"]}
+    for name, args in devices.items():
+        out.append(Probe("numeric", f"dev-zero-{name}", args,
+                         message="/dev/zero: not a regular file"))
     return out
 
 

@@ -187,3 +187,30 @@ def test_the_runner_refuses_out_of_range_job_numbers_itself(tmp_path, key, value
     assert lines[0].startswith(f"error: job record '{key}'") and "must be a whole number" in \
         lines[0], lines
     assert not (tmp_path / "s.tsv").exists()
+
+
+@pytest.mark.parametrize("args,label", [
+    (["predict", "{p}", "-i", "/dev/zero"], "--input /dev/zero"),
+    (["train", "predictor", "--data", "scan/jump", "--augment", "/dev/zero", "-o", "{tmp}/p.pt"],
+     "--augment /dev/zero"),
+    (["lm", "eval", "--base", "/dev/zero", "--val", "lm/kin", "--test", "lm/kin"],
+     "--base /dev/zero"),
+    (["lm", "train", "/dev/zero", "-o", "{tmp}/m.arpa"], "/dev/zero"),
+    (["sample", str(SHIPPED), "--n", "2", "--lm", "/dev/zero", "-o", "{tmp}/s.tsv"],
+     "--lm /dev/zero"),
+    (["export", "/dev/zero", "-o", "{tmp}/exp"], "/dev/zero"),
+    (["inspect", "/dev/zero"], "/dev/zero"),
+    (["augment", "stem-corrupt", "/dev/zero", "-o", "{tmp}/c.tsv"], "/dev/zero"),
+])
+def test_a_device_given_as_a_file_is_named_as_one(tiny, tmp_path, capsys, monkeypatch, args,
+                                                  label):
+    """/dev/zero exists: "no such file" (or "out of memory") misled."""
+    from tests.cli_in_process import assert_one_error, run
+
+    predictor = tmp_path / "p0.pt"
+    if "{p}" in args:
+        compgen.train_predictor(tiny / "d.tsv", predictor, epochs=1,
+                                overrides={"model.hidden": 16, "model.embed": 8})
+    args = [a.format(p=predictor, tmp=tmp_path) for a in args]
+    assert_one_error(run(capsys, monkeypatch, *args),
+                     f"{label}: not a regular file (a FIFO, socket or device)")

@@ -30,7 +30,7 @@ from compgen.configs import GeneratorTrainConfig, PredictorTrainConfig, read_sec
 from compgen.data.vocab import SPECIALS, Vocab
 from compgen.decoding.options import RUN_ONLY, SampleOptions
 from compgen.device import cpu_copy
-from compgen.errors import UserError
+from compgen.errors import UserError, not_a_file
 from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
 from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
@@ -182,7 +182,7 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     huge model is refused instead of allocated)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such checkpoint")
+        raise UserError(f"{path}: {not_a_file(path, 'checkpoint')}")
     try:
         raw = path.read_bytes()
         header_len = int.from_bytes(raw[:8], "little")
@@ -250,7 +250,7 @@ def checkpoint_config(path, kind: str | None = None) -> dict:
     ``load_checkpoint`` checks it."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such checkpoint")
+        raise UserError(f"{path}: {not_a_file(path, 'checkpoint')}")
     try:
         with path.open("rb") as f:
             header_len = int.from_bytes(f.read(8), "little")
