@@ -466,7 +466,32 @@ def numeric_probes() -> list[Probe]:
     for name, args in devices.items():
         out.append(Probe("numeric", f"dev-zero-{name}", args,
                          message="/dev/zero: not a regular file"))
+    # a bad id in a length cut's own tuple file is named by that file and line
+    for backend in ("onnx", "cpp"):
+        out.append(Probe("numeric", f"cut-file-bad-id-{backend}",
+                         ["sample", "{work}/export", "--backend", backend, "--prototype-cut",
+                          "none", "--n", "2", "-o", "{work}/s.tsv"],
+                         message="prototypes.none.txt:2: token id 999", setup=cut_file_bad_id))
     return out
+
+
+def cut_file_bad_id(work: Path, names: dict) -> None:
+    """``export/``: the fixture generator exported, line 2 of its ``none`` cut's tuple file
+    holding id 999, the manifest resealed."""
+    from compgen.runtimes.artifact import sha256
+    from compgen.runtimes.manifest_file import write_manifest
+
+    subprocess.run([sys.executable, "-m", "compgen", "export", str(names["g"]), "--no-cpp",
+                    "-o", str(work / "export")], cwd=ROOT, capture_output=True, check=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(work / ".system-temp")})
+    folder = work / "export"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    cut = manifest["decoding"]["prototype_cuts"]["none"]["file"]
+    lines = (folder / cut).read_text().splitlines()
+    lines[1] = "999" + lines[1][lines[1].index(" "):]
+    (folder / cut).write_text("\n".join(lines) + "\n")
+    manifest["files"][cut] = sha256(folder / cut)
+    write_manifest(folder, manifest)
 
 
 # ---------------------------------------------------------------- round 4: trust

@@ -214,3 +214,29 @@ def test_a_device_given_as_a_file_is_named_as_one(tiny, tmp_path, capsys, monkey
     args = [a.format(p=predictor, tmp=tmp_path) for a in args]
     assert_one_error(run(capsys, monkeypatch, *args),
                      f"{label}: not a regular file (a FIFO, socket or device)")
+
+
+@pytest.mark.parametrize("backend", ["onnx", "cpp", "torch"])
+def test_a_bad_id_in_a_cut_file_names_that_file_and_line(tiny, tmp_path, backend):
+    """The tuples of a length cut live in their own file: an id outside the vocabulary
+    there was blamed on prototypes.txt."""
+    from compgen.runtimes.artifact import read_manifest, sha256
+    from compgen.runtimes.manifest_file import write_manifest
+
+    folder = tmp_path / "export"
+    if not (tiny / "export").is_dir():
+        code, lines = compgen_cli("export", tiny / "g.pt", "--no-cpp", "-o", tiny / "export")
+        assert code == 0, lines
+    import shutil
+    shutil.copytree(tiny / "export", folder)
+    manifest = read_manifest(folder)
+    cut = manifest["decoding"]["prototype_cuts"]["none"]["file"]
+    lines = (folder / cut).read_text().splitlines()
+    lines[1] = lines[1].replace(lines[1].split()[0], "999", 1)
+    (folder / cut).write_text("\n".join(lines) + "\n")
+    manifest["files"][cut] = sha256(folder / cut)
+    write_manifest(folder, manifest)
+    one_error(compgen_cli("sample", folder, "--backend", backend, "--prototype-cut", "none",
+                          "--n", "2", "-o", tmp_path / "s.tsv"),
+              f"{folder / cut}:2: token id 999 outside the vocabulary")
+    assert not (tmp_path / "s.tsv").exists()
