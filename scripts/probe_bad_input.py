@@ -430,6 +430,10 @@ def numeric_probes() -> list[Probe]:
                           ("--nproto", "3"), ("--batch-size", "0")):
         out.append(Probe("numeric", f"generator{option}={value}", [*train, option, value],
                          message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "generator-diverges", [*train, "--hidden", "16", "--epochs",
+                                                       "3", "--lr", "1e30", "--quiet"],
+                     message="training diverged", outputs=("{work}/g.pt", "{work}/g.pt.loss.csv"),
+                     setup=with_files(**{"d.tsv": PAIRS})))
     for option, value in (("--p-aug", "nan"), ("--max-len", "-1"), ("--keep-every", "-1")):
         out.append(Probe("numeric", f"predictor{option}={value}",
                          ["train", "predictor", "--data", "{work}/d.tsv", option, value, "-o",

@@ -240,3 +240,15 @@ def test_a_bad_id_in_a_cut_file_names_that_file_and_line(tiny, tmp_path, backend
                           "--n", "2", "-o", tmp_path / "s.tsv"),
               f"{folder / cut}:2: token id 999 outside the vocabulary")
     assert not (tmp_path / "s.tsv").exists()
+
+
+def test_a_diverging_run_writes_no_nonfinite_weights(tiny, tmp_path):
+    """A learning rate of 1e30 is finite and positive, but the run diverges: it stops with
+    one error instead of writing NaN weights as a finished checkpoint."""
+    out = tmp_path / "g.pt"
+    one_error(compgen_cli("train", "generator", "--data", tiny / "d.tsv", "--hidden", "16",
+                          "--embed", "8", "--attdim", "8", "--epochs", "3", "--lr", "1e30",
+                          "--quiet", "-o", out), "training diverged by step", "--lr 1e+30")
+    if out.exists():   # the last checkpoint written before the divergence, finite
+        assert all(torch.isfinite(t).all() for t in load_file(str(out)).values()
+                   if t.is_floating_point())
