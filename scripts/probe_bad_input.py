@@ -433,7 +433,8 @@ def numeric_probes() -> list[Probe]:
     out.append(Probe("numeric", "generator-diverges", [*train, "--hidden", "16", "--epochs",
                                                        "3", "--lr", "1e30", "--quiet"],
                      message="training diverged", outputs=("{work}/g.pt", "{work}/g.pt.loss.csv"),
-                     setup=with_files(**{"d.tsv": PAIRS})))
+                     setup=with_files(**{"d.tsv": PAIRS + b"walk twice\tWALK WALK\nrun\tRUN\n"
+                                                  b"run twice\tRUN RUN\n"})))
     for option, value in (("--p-aug", "nan"), ("--max-len", "-1"), ("--keep-every", "-1")):
         out.append(Probe("numeric", f"predictor{option}={value}",
                          ["train", "predictor", "--data", "{work}/d.tsv", option, value, "-o",
