@@ -4,6 +4,7 @@ train commands' numeric options out of range, sampling counts and widths beyond 
 backend can hold; and no command leaves torch's compiler cache in the temp folder."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -227,7 +228,6 @@ def test_a_bad_id_in_a_cut_file_names_that_file_and_line(tiny, tmp_path, backend
     if not (tiny / "export").is_dir():
         code, lines = compgen_cli("export", tiny / "g.pt", "--no-cpp", "-o", tiny / "export")
         assert code == 0, lines
-    import shutil
     shutil.copytree(tiny / "export", folder)
     manifest = read_manifest(folder)
     cut = manifest["decoding"]["prototype_cuts"]["none"]["file"]
