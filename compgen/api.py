@@ -269,8 +269,12 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
     by ``section.key`` (``{"model.max_len": 120}``); ``threads``: torch CPU threads for
     this call; ``log`` receives progress and warning lines (a count of anything cut)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
+    from compgen.errors import check_seed
+    from compgen.training.numeric_options import check_numbers
     from compgen.training.predictor import train_predictor as train
 
+    check_numbers(epochs=epochs, p_aug=p_aug)
+    check_seed(seed)
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, \
             _saved_beside(data, output) as name, torch_threads(threads):
         return train(name, config, output,
@@ -290,7 +294,9 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.training.checkpoint import apply_overrides, default_preset, load_preset
     from compgen.training.generator import train_generator as train
+    from compgen.training.numeric_options import check_numbers
 
+    check_numbers(max_steps=max_steps, epochs=epochs)
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
         name = _as_path(data, Path(tmp), "data")
         preset = load_preset(config or default_preset("generator", name))

@@ -66,6 +66,16 @@ def decode_text(data: bytes, source) -> str:
                         f"at offset {exc.start})") from None
 
 
+def not_a_file(path, noun: str = "file") -> str:
+    """Why ``path``, which is no regular file, cannot be read as one: missing, a folder, or
+    a device, FIFO or socket (/dev/zero is there: "no such file" misled)."""
+    if os.path.isdir(path):
+        return f"is a folder, expected a {noun}"
+    if os.path.lexists(path) and os.path.exists(path):
+        return "not a regular file (a FIFO, socket or device)"
+    return f"no such {noun}"
+
+
 def read_text(path) -> str:
     """The UTF-8 text of a file; a folder, unreadable file or binary content is a UserError,
     and so is a device (/dev/zero never ends)."""

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from compgen.errors import SettingError, UserError, read_text, where
+from compgen.errors import SettingError, UserError, not_a_file, read_text, where
 
 
 def user_cache(name: str) -> Path:
@@ -243,7 +243,7 @@ def read_inputs(path: str | os.PathLike, option: str = "`input`") -> list[list[s
     ``cut -f1`` leaves it."""
     path = Path(path)
     if not path.is_file():
-        raise SettingError(f"{option} {path}: no such file")
+        raise SettingError(f"{option} {path}: {not_a_file(path)}")
     lines = [line for line in read_text(path).splitlines() if line.strip()]
     if lines and (lines[0] == "#x" or lines[0].startswith("#x\t")):
         lines = lines[1:]
@@ -257,7 +257,7 @@ def read_inputs(path: str | os.PathLike, option: str = "`input`") -> list[list[s
 def read_samples_tsv(path: str | os.PathLike) -> list[tuple[list[str], list[str]]]:
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     return parse_samples_tsv(read_text(path), str(path))
 
 

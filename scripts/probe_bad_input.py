@@ -386,7 +386,117 @@ def probes() -> list[Probe]:
     out.append(Probe("leaks", "onnx-sample", ["sample", "{shipped}", "--n", "5", "-o",
                                               "{work}/s.tsv"], expect="ok",
                      outputs=("{work}/s.tsv",)))
-    return out + trust_probes()
+    return out + trust_probes() + numeric_probes()
+
+
+# ---------------------------------------------------------------- numeric edges
+
+def nonfinite_checkpoint(prefix: str, value: float):
+    """``bad.pt``: the fixture generator with its first ``prefix`` tensor set to ``value``."""
+    def setup(work: Path, names: dict):
+        from safetensors import safe_open
+        from safetensors.torch import load_file, save_file
+
+        with safe_open(str(names["g"]), "pt") as handle:
+            metadata = dict(handle.metadata())
+        tensors = load_file(str(names["g"]))
+        tensors[min(k for k in tensors if k.startswith(prefix))].view(-1)[0] = value
+        save_file(tensors, str(work / "bad.pt"), metadata=metadata)
+    return setup
+
+
+def numeric_probes() -> list[Probe]:
+    out: list[Probe] = []
+    nan_weights = nonfinite_checkpoint("model.", float("nan"))
+    out.append(Probe("numeric", "resume-nan-weights",
+                     ["train", "generator", "--resume", "--epochs", "2", "-o", "{work}/bad.pt"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "resume-inf-weights",
+                     ["train", "generator", "--resume", "--epochs", "2", "-o", "{work}/bad.pt"],
+                     message="bad.pt: tensor model.out",
+                     setup=nonfinite_checkpoint("model.out", float("inf"))))
+    out.append(Probe("numeric", "export-nan-weights", ["export", "{work}/bad.pt", "-o",
+                                                       "{work}/exp"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "sample-nan-weights", ["sample", "{work}/bad.pt", "--n", "3",
+                                                       "-o", "{work}/s.tsv"],
+                     message="bad.pt: tensor model.", setup=nan_weights))
+    out.append(Probe("numeric", "export-ok-no-temp-cache", ["export", "{g}", "--no-cpp", "-o",
+                                                            "{work}/exp"],
+                     expect="ok", outputs=("{work}/exp",)))
+    train = ["train", "generator", "--data", "{work}/d.tsv", "-o", "{work}/g.pt"]
+    for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
+                          ("--lr", "-1"), ("--max-steps", "-5"), ("--hidden", str(10**20)),
+                          ("--nproto", "3"), ("--batch-size", "0")):
+        out.append(Probe("numeric", f"generator{option}={value}", [*train, option, value],
+                         message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "generator-diverges", [*train, "--hidden", "16", "--epochs",
+                                                       "3", "--lr", "1e30", "--quiet"],
+                     message="training diverged", outputs=("{work}/g.pt", "{work}/g.pt.loss.csv"),
+                     setup=with_files(**{"d.tsv": PAIRS + b"walk twice\tWALK WALK\nrun\tRUN\n"
+                                                  b"run twice\tRUN RUN\n"})))
+    for option, value in (("--p-aug", "nan"), ("--max-len", "-1"), ("--keep-every", "-1")):
+        out.append(Probe("numeric", f"predictor{option}={value}",
+                         ["train", "predictor", "--data", "{work}/d.tsv", option, value, "-o",
+                          "{work}/p.pt"], message=option, setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "predictor-seed--1",
+                     ["train", "predictor", "--data", "{work}/d.tsv", "--seed", "-1", "--epochs",
+                      "1", "--hidden", "16", "-o", "{work}/p.pt"], expect="ok",
+                     outputs=("{work}/p.pt", "{work}/p.pt.curve.csv"),
+                     setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "api-max-steps--5", [], python=(
+        "compgen.train_generator('{work}/d.tsv', '{work}/g.pt', max_steps=-5)"),
+        message="max_steps -5", setup=with_files(**{"d.tsv": PAIRS})))
+    out.append(Probe("numeric", "api-p-aug-nan", [], python=(
+        "compgen.train_predictor('{work}/d.tsv', '{work}/p.pt', p_aug=float('nan'))"),
+        message="p_aug nan", setup=with_files(**{"d.tsv": PAIRS})))
+    for backend in ("cpp", "onnx"):
+        for option, value in (("--beam-width", "1000000"), ("--threads", "1000000"),
+                              ("--n", str(2**70)), ("--batch-size", "100000000")):
+            out.append(Probe("numeric", f"sample-{backend}{option}={value}",
+                             ["sample", "{shipped}", "--backend", backend, "--strategy", "beam",
+                              "--n", "2", option, value, "-o", "{work}/s.tsv"],
+                             message=f"{option} {value}"))
+    # a device named as a file exists: "no such file" or "out of memory" misled
+    devices = {"predict-input": ["predict", "{p}", "-i", "/dev/zero"],
+               "train-augment": ["train", "predictor", "--data", "scan/jump", "--augment",
+                                 "/dev/zero", "-o", "{work}/p.pt"],
+               "lm-eval-base": ["lm", "eval", "--base", "/dev/zero", "--val", "lm/kin",
+                                "--test", "lm/kin"],
+               "lm-train": ["lm", "train", "/dev/zero", "-o", "{work}/m.arpa"],
+               "sample-lm": ["sample", "{shipped}", "--n", "2", "--lm", "/dev/zero", "-o",
+                             "{work}/s.tsv"],
+               "export": ["export", "/dev/zero", "-o", "{work}/exp"],
+               "stem-corrupt": ["augment", "stem-corrupt", "/dev/zero", "-o", "{work}/c.tsv"]}
+    for name, args in devices.items():
+        out.append(Probe("numeric", f"dev-zero-{name}", args,
+                         message="/dev/zero: not a regular file"))
+    # a bad id in a length cut's own tuple file is named by that file and line
+    for backend in ("onnx", "cpp"):
+        out.append(Probe("numeric", f"cut-file-bad-id-{backend}",
+                         ["sample", "{work}/export", "--backend", backend, "--prototype-cut",
+                          "none", "--n", "2", "-o", "{work}/s.tsv"],
+                         message="prototypes.none.txt:2: token id 999", setup=cut_file_bad_id))
+    return out
+
+
+def cut_file_bad_id(work: Path, names: dict) -> None:
+    """``export/``: the fixture generator exported, line 2 of its ``none`` cut's tuple file
+    holding id 999, the manifest resealed."""
+    from compgen.runtimes.artifact import sha256
+    from compgen.runtimes.manifest_file import write_manifest
+
+    subprocess.run([sys.executable, "-m", "compgen", "export", str(names["g"]), "--no-cpp",
+                    "-o", str(work / "export")], cwd=ROOT, capture_output=True, check=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(work / ".system-temp")})
+    folder = work / "export"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    cut = manifest["decoding"]["prototype_cuts"]["none"]["file"]
+    lines = (folder / cut).read_text().splitlines()
+    lines[1] = "999" + lines[1][lines[1].index(" "):]
+    (folder / cut).write_text("\n".join(lines) + "\n")
+    manifest["files"][cut] = sha256(folder / cut)
+    write_manifest(folder, manifest)
 
 
 # ---------------------------------------------------------------- round 4: trust

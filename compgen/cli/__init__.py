@@ -32,6 +32,7 @@ from compgen.cli.common import (
     check_outputs_first,
     check_seeds_first,
     check_threads_first,
+    check_train_numbers_first,
     err_console,
     fill_optional_values,
     flags_in,
@@ -40,6 +41,7 @@ from compgen.cli.common import (
 from compgen.cli.pipeline import parse_seeds
 from compgen.device import cuda_out_of_memory
 from compgen.errors import SettingError, Terminated, UserError
+from compgen.io import keep_torch_compiler_cache
 from compgen.system.memory import address_space_limit, check_address_space
 
 __all__ = ["app", "main", "parse_seeds"]
@@ -73,11 +75,15 @@ def main() -> None:
     # SIGTERM as an exception: staging folders and temporary files are removed and child
     # processes (the C++ runner, lmplz) killed on the way out, as for Ctrl-C
     signal.signal(signal.SIGTERM, _raise_terminated)
+    # whichever path first imports torch's compiler (loading a checkpoint, exporting,
+    # training), its cache folder goes to the user's cache, never the system temp dir
+    keep_torch_compiler_cache()
 
     command = typer.main.get_command(app)
     check_outputs_first(command)
     check_seeds_first(command)
     check_threads_first(command)
+    check_train_numbers_first(command.commands["train"])
     try:
         check_address_space()
         # prog_name: also under `python -m compgen`, for completion and usage

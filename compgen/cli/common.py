@@ -16,6 +16,7 @@ from compgen.decoding.random_stream import check_seed
 from compgen.device import DEVICE_HELP, check_threads
 from compgen.errors import UserError, name_settings
 from compgen.io import check_output, refuse_overwriting_inputs
+from compgen.training.numeric_options import NUMERIC_OPTIONS, check_number
 
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
@@ -168,7 +169,7 @@ def check_option_first(group, name: str, check: Callable) -> None:
             check_option_first(command, name, check)
             continue
         for param in command.params:
-            if param.name != name or f"--{name}" not in param.opts:
+            if param.name != name or "--" + name.replace("_", "-") not in param.opts:
                 continue
 
             def checked(ctx, p, value, previous=param.callback):
@@ -185,6 +186,14 @@ def check_threads_first(group) -> None:
     """``--threads`` outside 1 .. ``compgen.device.max_threads()`` is refused before the
     command starts."""
     check_option_first(group, "threads", lambda value: check_threads(value, "--threads"))
+
+
+def check_train_numbers_first(group) -> None:
+    """Every numeric option of ``compgen train``'s commands (``--lr``, ``--time-budget``,
+    ``--hidden``, ...) is checked against its range in ``compgen.training.numeric_options``
+    before the command starts."""
+    for name in NUMERIC_OPTIONS:
+        check_option_first(group, name, lambda value, name=name: check_number(name, value))
 
 
 def check_seeds_first(group) -> None:

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
-from compgen.errors import UserError, read_text
+from compgen.errors import UserError, not_a_file, read_text
 from compgen.runtimes.card import set_card_text
 
 
@@ -31,7 +31,7 @@ def export_cmd(
     card_text = None
     if card is not None:
         if not card.is_file():
-            raise UserError(f"--card {card}: no such file")
+            raise UserError(f"--card {card}: {not_a_file(card)}")
         card_text = read_text(card)
     if parity_sets < 1:
         raise UserError("--parity-sets must be >= 1")

@@ -13,7 +13,7 @@ from compgen.cli.augment import augment_app
 from compgen.cli.common import DataDir, DeviceOption, app, console
 from compgen.cli.train import train_app
 from compgen.device import resolve_device
-from compgen.errors import UserError
+from compgen.errors import UserError, not_a_file
 
 StemCorruptConfigOption = typer.Option(
     None, "--config", help="a STEM-CORRUPT preset file read over the bundled one (compgen presets stem_corrupt); the options given here override it")
@@ -141,7 +141,7 @@ def select_cmd(
     if key in LOSS_STRATEGIES and scorer is None and (scores is None or not scores.is_file()):
         raise UserError(f"--strategy {key} needs --scorer MODEL (or an existing --scores file)")
     if scorer is not None and not scorer.is_file():
-        raise UserError(f"--scorer {scorer}: no such file")
+        raise UserError(f"--scorer {scorer}: {not_a_file(scorer)}")
     rows = read_triples(pool)
     if size > len(rows):
         raise UserError(f"--size {size} is larger than the pool {pool} ({len(rows)} rows)")

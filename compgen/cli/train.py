@@ -55,9 +55,7 @@ def train_predictor_cmd(
     dev = resolve_device(device)
     use_tf32(dev, tf32)
 
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be >= 1")
+    if threads is not None:   # its range: checked before the command starts
         torch.set_num_threads(threads)
     if resume and not output.is_file():
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
@@ -117,12 +115,8 @@ def train_generator_cmd(
     )
     from compgen.training.generator import train_generator
 
-    for name, value, low in (("--nproto", nproto, 0), ("--epochs", epochs, 1), ("--hidden", hidden, 1),
-                             ("--embed", embed, 1), ("--attdim", attdim, 1),
-                             ("--batch-size", batch_size, 1), ("--threads", threads, 1),
-                             ("--max-steps", max_steps, 0)):
-        if value is not None and value < low:
-            raise UserError(f"{name} must be >= {low}")
+    # numeric options: checked before the command starts (compgen.cli.common
+    # check_train_numbers_first)
     dev = resolve_device(device)
     use_tf32(dev, tf32)
     if precision is not None:
@@ -131,8 +125,6 @@ def train_generator_cmd(
                                ("--similarity", similarity, ("levenshtein", "jaccard"))):
         if value is not None and value not in valid:
             raise UserError(f"{name} {value}: unknown (valid: {', '.join(valid)})")
-    if nproto is not None and nproto > 2:
-        raise UserError("--nproto must be 0, 1 or 2")
     if resume and not output.is_file():
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
     saved = load_checkpoint(output, kind="recombine") if resume else None

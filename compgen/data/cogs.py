@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from compgen.data.sources import named_data_text
-from compgen.errors import SettingError, UserError, read_text, where
+from compgen.errors import SettingError, UserError, not_a_file, read_text, where
 
 SPLITS = ("train", "dev", "test")
 
@@ -46,7 +46,7 @@ def read_cogs_file(path: str | Path, split: str = "train", data_dir: Path | None
     """A COGS file; with ``data_dir``, the named set's file there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
     xs, ys, types = parse_cogs(text, str(path))
     return pl.DataFrame(

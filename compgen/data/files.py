@@ -42,7 +42,7 @@ import polars as pl
 from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
 from compgen.data.vocab import SPECIALS
-from compgen.errors import SettingError, UserError, read_text, where
+from compgen.errors import SettingError, UserError, not_a_file, read_text, where
 from compgen.io import parse_samples_tsv
 
 X_NAMES = ("x", "input", "source", "src")
@@ -501,7 +501,7 @@ def read_pairs_file(path: str | Path, option: str = "`augment`") -> list[tuple[l
     ``y_field`` apply where the file has those fields, else the default names."""
     path = Path(path)
     if not path.is_file():
-        raise SettingError(f"{option} {path}: no such file")
+        raise SettingError(f"{option} {path}: {not_a_file(path)}")
     fields = _FIELDS.get() or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:

@@ -8,7 +8,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text, named_data_text
 from compgen.data.table import make_table
-from compgen.errors import SettingError, UserError, read_text
+from compgen.errors import SettingError, UserError, not_a_file, read_text
 
 LANGUAGES = ("kin", "lao", "na", "tok")
 EMBEDDED = {"kin"}  # the package carries kin (207 kB compressed), so the demo runs offline
@@ -26,7 +26,7 @@ def read_corpus(path: str | Path, split: str = "train", data_dir: Path | None = 
     """A corpus file; with ``data_dir``, a named corpus there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
     ys = parse_corpus(text, str(path))
     return make_table([[] for _ in ys], ys, split)

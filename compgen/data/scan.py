@@ -9,7 +9,7 @@ import polars as pl
 
 from compgen.data.sources import embedded_text, named_data_text
 from compgen.data.table import make_table
-from compgen.errors import SettingError, UserError, read_text, where
+from compgen.errors import SettingError, UserError, not_a_file, read_text, where
 
 LINE = re.compile(r"^IN: (.+?) OUT: (.+)$")
 
@@ -50,7 +50,7 @@ def read_scan_file(path: str | Path, split: str = "train", data_dir: Path | None
     """A SCAN file; with ``data_dir``, a named set's file there, checked against its sum."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     text = read_text(path) if data_dir is None else named_data_text(path, data_dir)
     xs, ys = parse_scan(text, str(path))
     return make_table(xs, ys, split)

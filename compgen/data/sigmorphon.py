@@ -20,7 +20,7 @@ import polars as pl
 
 from compgen.data.fewshot_neighbors import sig_neighborhoods
 from compgen.data.sources import default_cache_dir
-from compgen.errors import UserError, read_text, where
+from compgen.errors import UserError, not_a_file, read_text, where
 from compgen.io import atomic_open
 
 PLAIN_SPLITS = ("train-low", "train-medium", "train-high", "dev", "test")
@@ -77,7 +77,7 @@ def read_sigmorphon_file(path: str | Path, split: str = "train",
                          order: str = "reinflection") -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     return make_morph_table(parse_sigmorphon(read_text(path), str(path)),
                             split, order)
 

@@ -30,6 +30,16 @@ RESAMPLE = ("none", "rare")
 PROTOTYPE_CUTS = ("mean", "mean+std", "none")
 # log-probabilities divided by a smaller temperature overflow to -inf (NaN draws)
 MIN_TEMPERATURE = 1e-6
+# the most each count or width may be (the C++ runner's job reader, cpp_runner/src/job.hpp,
+# holds the same bounds): a beam of 1,000 already takes minutes a sample and 10^6 aborted
+# the C++ runner; a batch keeps batch_size x beam_width decoder rows in memory at once;
+# counts beyond 2^40 cannot be decoded in any lifetime and lose their exactness on the
+# way to the runner (2^70 arrived there as a negative number)
+UPPER_BOUNDS = {"beam_width": (1024, "a wider beam takes minutes a sample, its rows outgrow memory"),
+                "batch_size": (65536, "a batch keeps batch_size x beam_width rows in memory"),
+                "n": (2**40, "more samples than can be decoded"),
+                "nsamples": (2**40, "more samples than can be decoded"),
+                "max_rounds": (2**40, "more rounds than can be decoded")}
 # settings of one run on one machine: never read from a preset
 RUN_ONLY = ("seed", "threads", "test_dropout", "precision", "device")
 # what a setting left unset (None) by the caller and the preset becomes
@@ -118,6 +128,10 @@ class SampleOptions:
             if getattr(self, name) < 1:
                 raise OptionError(f"`{name}` must be >= 1")
         check_max_rounds(self.max_rounds)
+        for name, (bound, why) in UPPER_BOUNDS.items():
+            if getattr(self, name) > bound:
+                raise OptionError(f"`{name}` {getattr(self, name)}: too large (at most "
+                                  f"{bound:,}: {why})")
         check_threads(self.threads)
         if self.nsamples < self.n:
             raise OptionError(f"`nsamples` {self.nsamples} must be >= `n` {self.n} (the n "

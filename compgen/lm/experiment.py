@@ -22,7 +22,7 @@ from pathlib import Path
 
 from compgen.augment.geca import geca_augment, load_training, make_config
 from compgen.data.lm import LANGUAGES
-from compgen.errors import SettingError, UserError
+from compgen.errors import SettingError, UserError, not_a_file
 from compgen.io import atomic_open
 from compgen.lm import perplexity as ppl
 from compgen.lm.kenlm_tools import resolve_corpus, train_lm
@@ -80,7 +80,7 @@ def run_experiment(lang: str, out_dir: str | Path | None = None, seed: int = 0, 
     else:
         augmented = Path(augmented)
         if not augmented.is_file():
-            raise SettingError(f"`augmented` {augmented}: no such file")
+            raise SettingError(f"`augmented` {augmented}: {not_a_file(augmented)}")
         stats["augmented_corpus"] = str(augmented)
 
     log(f"lmplz -o {order}: base and augmented models ...")

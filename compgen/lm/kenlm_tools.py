@@ -27,7 +27,7 @@ from compgen.data.files import RECORD_SUFFIXES
 from compgen.data.lm import EMBEDDED, LANGUAGES, parse_corpus
 from compgen.data.sources import embedded_text, named_data_text, resolve_data_dir
 from compgen.data.task import task_of
-from compgen.errors import SettingError, UserError, read_text
+from compgen.errors import SettingError, UserError, not_a_file, read_text
 from compgen.io import (
     atomic_open,
     die_with_parent,
@@ -131,6 +131,8 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
             raise SettingError(f"{path}: missing; run 'compgen data fetch lm' or set `data_dir`")
         named_data_text(path, root)   # an edited copy in the data folder is refused
         return path
+    if os.path.exists(corpus):   # a folder or a device: say what it is
+        raise UserError(f"{corpus}: {not_a_file(corpus)}")
     raise UserError(f"{corpus}: no such file (nor an LM corpus name like lm/kin)")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.lm import parse_corpus
-from compgen.errors import SettingError, UserError, read_text
+from compgen.errors import SettingError, UserError, not_a_file, read_text
 from compgen.io import quiet_native_stderr
 
 LN10 = math.log(10.0)
@@ -39,7 +39,7 @@ def load_model(path: str | os.PathLike, setting: str | None = None):
 
     path = Path(path)
     if not path.is_file():
-        raise SettingError(f"{model_name(path, setting)}: no such file")
+        raise SettingError(f"{model_name(path, setting)}: {not_a_file(path)}")
     config = kenlm.Config()
     config.show_progress = False
     try:
@@ -75,7 +75,7 @@ def read_sentences(path: str | os.PathLike) -> list[str]:
     """Sentences of a corpus file, tokens joined by single spaces."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     return [" ".join(words) for words in parse_corpus(read_text(path), str(path))]
 
 

@@ -20,7 +20,8 @@ def _splitmix(z: np.ndarray) -> np.ndarray:
 def hash_keys(seed: int, stream: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Random order key of candidate ``cols`` for query ``rows`` (broadcast): sorting a
     query's candidates by key is a uniformly random permutation, fixed by (seed, stream)."""
-    base = _splitmix(np.array([seed * 4 + stream], dtype=np.uint64))[0]
+    # any signed 64-bit seed: its bits, wrapped as the 64-bit hash wraps
+    base = _splitmix(np.array([(seed * 4 + stream) % 2**64], dtype=np.uint64))[0]
     rows = np.asarray(rows, dtype=np.uint64)
     cols = np.asarray(cols, dtype=np.uint64)
     return _splitmix(_splitmix(base ^ (rows << np.uint64(32))) ^ cols)

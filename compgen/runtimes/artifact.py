@@ -17,7 +17,12 @@ import numpy as np
 
 from compgen.data.vocab import Vocab
 from compgen.errors import UserError, read_text
-from compgen.io import current_umask, remove_stale_staging, staging_prefix
+from compgen.io import (
+    current_umask,
+    keep_torch_compiler_cache,
+    remove_stale_staging,
+    staging_prefix,
+)
 from compgen.runtimes.card import write_card
 from compgen.runtimes.manifest_file import MANIFEST_DIGEST, manifest_digest, write_manifest
 from compgen.system.cache import checked_copy, copy_hashing, file_digest
@@ -286,6 +291,7 @@ def load_torchscript(path: Path, device=None):
     # start-up: `compgen sample --backend onnx|cpp` reads export folders here and loads no torch
     import torch
 
+    keep_torch_compiler_cache()  # before loading imports torch's compiler (its /tmp cache)
     try:
         if device is not None and device.cuda:
             return torch.jit.load(str(path), map_location=device.torch)

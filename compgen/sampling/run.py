@@ -364,7 +364,7 @@ def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
         return None
     decoding = manifest["decoding"]
     return read_prototype_array(folder / decoding["prototype_file"],
-                                nproto, decoding["prototype_width"])
+                                nproto, decoding["prototype_width"], manifest["model"]["vocab_size"])
 
 
 def _cpp_setup(filt, vocab: Vocab, lm, log, known_inputs: InputTrie | None = None

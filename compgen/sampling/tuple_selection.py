@@ -95,16 +95,21 @@ class TupleSelection:
         return f"{len(self.selected):,} of {self.stored:,} prototype tuples"
 
 
-def read_prototype_array(path: Path, nproto: int, width: int) -> np.ndarray:
-    """``prototypes.txt`` as one ``(tuples, nproto, width)`` id array, ``PAD_ID`` after each
-    prototype (``width``: the contract's prototype width; a longer prototype is an error).
-    Read once per file and content (cached by path, size and modification time)."""
+def read_prototype_array(path: Path, nproto: int, width: int,
+                         vocab_size: int | None = None) -> np.ndarray:
+    """``prototypes.txt`` (or a cut's ``prototypes.CUT.txt``) as one ``(tuples, nproto,
+    width)`` id array, ``PAD_ID`` after each prototype (``width``: the contract's prototype
+    width; a longer prototype is an error; with ``vocab_size`` an id outside the vocabulary
+    is one too, named by the file and line). Read once per file and content (cached by
+    path, size and modification time)."""
     stat = Path(path).stat()
-    return _read_prototype_array(str(path), nproto, width, stat.st_size, stat.st_mtime_ns)
+    return _read_prototype_array(str(path), nproto, width, vocab_size, stat.st_size,
+                                 stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=4)
-def _read_prototype_array(path: str, nproto: int, width: int, size: int, mtime: int) -> np.ndarray:
+def _read_prototype_array(path: str, nproto: int, width: int, vocab_size: int | None,
+                          size: int, mtime: int) -> np.ndarray:
     lines = read_text(Path(path)).splitlines()
     if not lines:
         raise UserError(f"{path}: no prototypes")
@@ -122,6 +127,12 @@ def _read_prototype_array(path: str, nproto: int, width: int, size: int, mtime: 
         raise UserError(f"{path}: expected token ids (integers)") from None
     if len(flat) != lengths.sum() or (len(lengths) and lengths.max() > width):
         raise UserError(f"{path}: prototypes do not fit the contract's width {width}")
+    if vocab_size is not None:
+        outside = np.flatnonzero((flat < 0) | (flat >= vocab_size))
+        if len(outside):   # the line of the first: the field holding that id, per nproto
+            field = int(np.searchsorted(np.cumsum(lengths), outside[0], side="right"))
+            raise UserError(f"{path}:{field // nproto + 1}: token id {flat[outside[0]]} outside "
+                            f"the vocabulary (0 to {vocab_size - 1})")
     out = np.full((len(lines) * nproto, max(width, 1)), PAD_ID, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
     rows = np.repeat(np.arange(len(texts)), lengths)
@@ -131,12 +142,12 @@ def _read_prototype_array(path: str, nproto: int, width: int, size: int, mtime: 
     return out.reshape(len(lines), nproto, max(width, 1))
 
 
-def token_table(array: np.ndarray, vocab_size: int) -> np.ndarray:
+def token_table(array: np.ndarray, vocab_size: int, source: str = "prototypes.txt") -> np.ndarray:
     """``(tuples, vocab_size)`` booleans: which token ids occur in each tuple's prototypes
     (``PAD_ID`` counts as occurring; it is never a word to cover)."""
     flat = array.reshape(len(array), -1)
     if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
-        raise UserError("prototypes.txt: a token id outside the vocabulary")
+        raise UserError(f"{source}: a token id outside the vocabulary")
     table = np.zeros((len(array), vocab_size), dtype=bool)
     table[np.arange(len(array))[:, None], flat] = True
     return table
@@ -166,7 +177,7 @@ def select_tuples(array: np.ndarray | None, stored: int, vocab_index: dict,
         if cover and unknown:
             raise SettingError(f"`rare` {' '.join(cover)}: {' '.join(unknown)} is not in the "
                                "generator's vocabulary, so no prototype tuple contains it")
-        table = token_table(array, len(vocab_index))
+        table = token_table(array, len(vocab_index), source)
         wanted = [vocab_index[w] for w in words if w in vocab_index]
         hits = table[:, wanted]
         covered = hits.all(axis=1) if cover else hits.any(axis=1)

@@ -31,8 +31,8 @@ from compgen.data.task import task_of
 from compgen.data.vocab import SPECIALS, Vocab
 from compgen.decoding.options import RUN_ONLY, SampleOptions
 from compgen.device import cpu_copy
-from compgen.errors import UserError
-from compgen.io import atomic_open
+from compgen.errors import UserError, not_a_file
+from compgen.io import atomic_open, keep_torch_compiler_cache
 from compgen.models.inflection import SPECIALS as MODEL_SPECIALS
 from compgen.models.inflection import CharVocab, InflectionConfig, InflectionTransformer
 from compgen.models.recombine import Recombine, RecombineConfig
@@ -178,7 +178,7 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
     huge model is refused instead of allocated)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such checkpoint")
+        raise UserError(f"{path}: {not_a_file(path, 'checkpoint')}")
     try:
         raw = path.read_bytes()
         header_len = int.from_bytes(raw[:8], "little")
@@ -208,7 +208,19 @@ def load_checkpoint(path, kind: str | None = None) -> Checkpoint:
         weights=split["model"], optim=optim, best=split["best"], rng=split["rng"].get("torch"),
         train_state=train_state, path=str(path))
     check_weights(ckpt)
+    check_finite(tensors, path)
     return ckpt
+
+
+def check_finite(tensors: dict, path) -> None:
+    """Refuse a checkpoint holding a NaN or infinite value in any stored tensor (weights,
+    best-dev weights, optimizer moments): a diverged run's weights would be resumed,
+    exported or sampled as if trained, and produce garbage."""
+    for key, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"{path}: tensor {key} holds NaN or infinite values; the checkpoint "
+                            "is broken (a diverged training run?): train again or go back to "
+                            "an earlier checkpoint")
 
 
 KINDS = ("recombine", "seq2seq", "inflection")
@@ -234,7 +246,7 @@ def checkpoint_config(path, kind: str | None = None) -> dict:
     ``load_checkpoint`` checks it."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such checkpoint")
+        raise UserError(f"{path}: {not_a_file(path, 'checkpoint')}")
     try:
         with path.open("rb") as f:
             header_len = int.from_bytes(f.read(8), "little")
@@ -319,6 +331,9 @@ def check_model_values(cfg, path) -> None:
 
 def check_weights(ckpt: Checkpoint) -> None:
     """Every weight the config's model has is stored with its shape, and nothing else."""
+    # laying a model out on the meta device imports torch's compiler, which makes its
+    # cache folder in the system temp dir and leaves it there
+    keep_torch_compiler_cache()
     try:
         factory = model_factory(ckpt)
         with torch.device("meta"):

@@ -235,6 +235,13 @@ class _GeneratorRun:
                 + (f", KL (constant) {model.kl():.3f}" if model.vae else ""))
 
     def save(self, final: bool = False) -> None:
+        # a diverged run's NaN weights are never written (over the last good checkpoint)
+        for name, tensor in self.model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise SettingError(f"training diverged by step {self.state['step']}: weight "
+                                   f"{name} holds NaN or infinite values (`lr` "
+                                   f"{self.state['lr']:g}); lower `lr`; "
+                                   f"{self.out} keeps its last finite weights, if any")
         self.state["done"] = final
         save_checkpoint(self.out, self.model, self.config, self.vocab, "recombine", self.optimizer,
                         self.best if not final else None, self.state)

@@ -78,7 +78,7 @@ def _sig_generator_data(table: pl.DataFrame, name: str, nproto: int) -> Generato
 
 def _split_items(items: list, seed: int, dev_fraction: float) -> tuple[list, list]:
     """The reference's split: shuffle, floor(0.9 n) train / floor(0.1 n) dev."""
-    order = np.random.default_rng(seed).permutation(len(items))
+    order = np.random.default_rng(seed % 2**64).permutation(len(items))  # signed seed, same bits
     n_train = math.floor((1 - dev_fraction) * len(items))
     n_dev = math.floor(dev_fraction * len(items))
     return ([items[i] for i in order[:n_train]],
@@ -136,7 +136,7 @@ def epoch_batches(lengths, batch_size: int, seed: int, epoch: int, pool: int) ->
     length-bucketed: shuffle, sort runs of ``pool`` batches by length, cut them into
     batches and shuffle the batch order (batches then hold similar lengths, so little
     padding); 0: plain shuffled batches. Depends only on (seed, epoch), for resuming."""
-    rng = np.random.default_rng([seed, epoch])
+    rng = np.random.default_rng([seed % 2**64, epoch])
     order = rng.permutation(len(lengths))
     if pool > 0:
         lengths = np.asarray(lengths)

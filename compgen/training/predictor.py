@@ -154,7 +154,8 @@ def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
         return train, unique_pairs(conditional_pairs(table.filter(pl.col("split") == "val_hard")))
     if own_dev and "dev" in splits:
         return train, unique_pairs(conditional_pairs(table.filter(pl.col("split") == "dev")))
-    order = np.random.default_rng(seed).permutation(len(train))
+    # a signed 64-bit seed as numpy's unsigned one (the same bits; -1 is refused there)
+    order = np.random.default_rng(seed % 2**64).permutation(len(train))
     n_train = math.floor((1 - dev_fraction) * len(train))
     n_dev = math.floor(dev_fraction * len(train))
     return [train[i] for i in order[:n_train]], [train[i] for i in order[n_train:n_train + n_dev]]
@@ -178,7 +179,7 @@ class MixedStream:
         self.p_aug = p_aug if augmented else 0.0
         if self.p_aug == 0:
             original, augmented = original + augmented, []
-        self.rng = np.random.default_rng([seed, 1])  # independent of the dev split's draw
+        self.rng = np.random.default_rng([seed % 2**64, 1])  # independent of the dev split's draw
         self.lists = [[original[i] for i in self.rng.permutation(len(original))],
                       [augmented[i] for i in self.rng.permutation(len(augmented))]]
         self.pos = [0, 0]

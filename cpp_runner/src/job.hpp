@@ -2,11 +2,14 @@
 // written by compgen/runtimes/cpp.py job_text.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "decode.hpp"
@@ -47,6 +50,18 @@ struct Job {
   std::string journal;                   // OUT.partial: every round appended (journal.hpp)
   Resume resume;                         // where an interrupted run of this job stopped
 };
+
+// the bounds of compgen.decoding.options UPPER_BOUNDS (a direct call of the runner is
+// held to them too); threads: compgen.device.max_threads, 8 per core, at least 64
+constexpr double kMaxCount = 1099511627776.0;  // 2^40 samples, rounds, rows
+constexpr double kUncappedRounds = 4611686018427387904.0;  // 2^62: compgen's max_rounds 0
+constexpr double kMaxBatch = 65536;
+constexpr double kMaxBeamWidth = 1024;
+constexpr double kMaxLen = 1 << 20;
+
+inline double max_threads() {
+  return std::max(64.0, 8.0 * std::max(1u, std::thread::hardware_concurrency()));
+}
 
 inline Ids numbers(std::istringstream& in) {
   Ids out;
@@ -89,6 +104,18 @@ inline Job read_job(std::istream& in) {
       if (!(words >> v)) fail("job record '" + line + "': number expected");
       return v;
     };
+    // a count or width within [low, high]: a huge value (1e6 threads or beams aborted the
+    // runner; 2^70 turned negative on its way to int64) is one error line naming it
+    auto whole = [&](double low, double high) {
+      const double v = number();
+      if (!(v >= low && v <= high) || v != std::floor(v)) {
+        std::ostringstream why;
+        why << "job record '" << line << "' " << v << ": must be a whole number from "
+            << static_cast<int64_t>(low) << " to " << static_cast<int64_t>(high);
+        fail(why.str());
+      }
+      return static_cast<int64_t>(v);
+    };
     bool handled = false;  // a record of lm_ranking.hpp or journal.hpp
     try {
       handled = read_lm_line(key, words, job.lm) ||
@@ -103,12 +130,12 @@ inline Job read_job(std::istream& in) {
     else if (key == "journal") job.journal = value;
     else if (key == "model") job.model = value;
     else if (key == "compiled") job.compiled = value;
-    else if (key == "n") job.n = number();
-    else if (key == "nsamples") job.nsamples = number();
-    else if (key == "batch_size") job.batch = number();
-    else if (key == "max_rounds") job.max_rounds = number();
-    else if (key == "patience") job.patience = number();
-    else if (key == "threads") job.threads = number();
+    else if (key == "n") job.n = whole(1, kMaxCount);
+    else if (key == "nsamples") job.nsamples = whole(1, kMaxCount);
+    else if (key == "batch_size") job.batch = whole(1, kMaxBatch);
+    else if (key == "max_rounds") job.max_rounds = whole(1, kUncappedRounds);
+    else if (key == "patience") job.patience = whole(0, kMaxCount);
+    else if (key == "threads") job.threads = whole(0, max_threads());
     else if (key == "seed") { words >> job.seed; }
     else if (key == "mode") job.mode = static_cast<int>(number());
     else if (key == "temperature") job.temperature = number();
@@ -121,13 +148,13 @@ inline Job read_job(std::istream& in) {
     else if (key == "rule") { words >> job.rule; job.rule_ids = numbers(words); }
     else if (key == "train_tags") job.train_tags = numbers(words);
     else if (key == "tuples") job.tuples = numbers(words);
-    else if (key == "max_rows") job.max_rows = number();
+    else if (key == "max_rows") job.max_rows = whole(0, kMaxCount);
     else if (key == "is_tag") job.is_tag = flags(numbers(words), 1 << 20);
     else if (key == "tag_shaped") job.tag_shaped = flags(numbers(words), 1 << 20);
     else if (key == "vocab_size") c.vocab_size = number();
-    else if (key == "max_len") c.max_len = number();
+    else if (key == "max_len") c.max_len = whole(1, kMaxLen);
     else if (key == "latent") c.latent = number();
-    else if (key == "beam_width") c.beam_width = number();
+    else if (key == "beam_width") c.beam_width = whole(1, kMaxBeamWidth);
     else if (key == "prototypes") c.prototypes = number();
     else if (key == "prototype_width") c.prototype_width = number();
     else if (key == "vae_max_norm") c.vae_max_norm = number();

@@ -23,7 +23,7 @@ from compgen.configs.defaults import defaults_from
 from compgen.configs.stem_corrupt_run import STEM_CORRUPT_PRESET
 from compgen.data.sigmorphon import available_languages, parse_sigmorphon
 from compgen.data.sources import resolve_data_dir
-from compgen.errors import SettingError, UserError, read_text
+from compgen.errors import SettingError, UserError, not_a_file, read_text
 from compgen.io import atomic_open
 
 Triple = tuple[str, str, str]   # lemma, form, tags ("TAG;TAG;...")
@@ -168,7 +168,7 @@ def read_triples(path: str | Path) -> list[Triple]:
     """SIGMORPHON lines ``lemma<TAB>form<TAB>TAGS`` as (lemma, form, tags) strings."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     rows = parse_sigmorphon(read_text(path), str(path))
     return [(lemma, form, ";".join(tags)) for lemma, form, tags in rows]
 
@@ -196,5 +196,5 @@ def training_file(lang_or_file: str, data_dir: Path | None = None) -> Path:
     if path.is_file():
         return path
     if "/" in lang_or_file or "." in lang_or_file:
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path)}")
     return language_file(lang_or_file, "train-low", resolve_data_dir(data_dir))
