@@ -124,19 +124,6 @@ class Manifest:
                                        "prototypes": cut.prototypes,
                                        "prototype_width": cut.prototype_width})
 
-    # read as the JSON object by evaluation, pipelines and the CLI until they read the fields
-    def __getitem__(self, key: str):
-        return self.to_json()[key]
-
-    def get(self, key: str, default=None):
-        return self.to_json().get(key, default)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.to_json()
-
-    def keys(self):
-        return self.to_json().keys()
-
     def to_json(self) -> dict:
         """The JSON object ``manifest.json`` holds (``from_json`` reads it back equal)."""
         fields = {"format": self.format, "kind": self.kind,
