@@ -310,11 +310,11 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
 
 def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:
     """Export a generator or predictor checkpoint to a folder (TorchScript, ONNX,
-    manifest); returns the manifest."""
+    manifest); returns the manifest as written (its JSON object)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     from compgen.export.kinds import export_checkpoint
 
-    return export_checkpoint(Path(checkpoint), Path(output), **options)
+    return export_checkpoint(Path(checkpoint), Path(output), **options).to_json()
 
 
 def sample(source: PathLike, n: int, *, backend: str | None = None, **options: Any) -> pl.DataFrame:

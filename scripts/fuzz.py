@@ -300,7 +300,7 @@ def fuzz_exports(n: int, work: Path) -> dict:
 
         def load_all():
             loaded = load_manifest(folder)
-            if loaded.get("kind", "recombine") == "recombine":
+            if loaded.kind == "recombine":
                 check_generator_backends(folder, loaded)
 
         tally.run(load_all)

@@ -78,7 +78,7 @@ from compgen.sampling.run import ExportDecoder
 folder = Path("exported/scan-jump-recomb2")
 manifest = load_manifest(folder)
 batch, devices = int(sys.argv[1]), sys.argv[2:]
-stored = manifest["decoding"]["prototypes"]      # sample i decodes stored tuple i
+stored = manifest.prototypes      # sample i decodes stored tuple i
 rows, rates = {}, {}
 for device in devices:
     threads = 2 if device == "cpu" else None      # the CPU as on the project's machine

@@ -171,7 +171,7 @@ def checkpoint_edit(metadata=None, tensors=None):
 def export_edit(manifest_edit=None, files=None, raw_manifest=None, reseal=True):
     def setup(work: Path, names: dict):
         from compgen.runtimes.artifact import sha256
-        from compgen.runtimes.manifest_file import write_manifest
+        from compgen.runtimes.manifest_file import write_manifest_json
 
         folder = work / "export"
         shutil.copytree(SHIPPED, folder)
@@ -185,7 +185,7 @@ def export_edit(manifest_edit=None, files=None, raw_manifest=None, reseal=True):
         if raw_manifest is not None:
             (folder / "manifest.json").write_bytes(raw_manifest)
         elif reseal:   # the manifest's own checksum matches: only later checks can catch it
-            write_manifest(folder, manifest)
+            write_manifest_json(folder, manifest)
         else:
             (folder / "manifest.json").write_text(json.dumps(manifest))
     return setup

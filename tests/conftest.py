@@ -191,7 +191,7 @@ def damaged_copy(tmp_path):
     import shutil
 
     from compgen.runtimes.artifact import sha256
-    from compgen.runtimes.manifest_file import write_manifest
+    from compgen.runtimes.manifest_file import write_manifest_json
 
     def copy(folder: Path, name: str, content: bytes | None = None) -> Path:
         damaged = tmp_path / f"damaged-{len(list(tmp_path.glob('damaged-*')))}"
@@ -204,7 +204,7 @@ def damaged_copy(tmp_path):
         (damaged / name).write_bytes(content)
         manifest = json.loads((damaged / "manifest.json").read_text())
         manifest["files"][name] = sha256(damaged / name)
-        write_manifest(damaged, manifest)
+        write_manifest_json(damaged, manifest)
         return damaged
 
     return copy

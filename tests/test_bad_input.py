@@ -351,7 +351,7 @@ def edited_export(tmp_path, edit_manifest=None, files=None):
     import shutil
 
     from compgen.runtimes.artifact import sha256
-    from compgen.runtimes.manifest_file import write_manifest
+    from compgen.runtimes.manifest_file import write_manifest_json
 
     folder = tmp_path / "export"
     shutil.copytree(SHIPPED, folder)
@@ -361,7 +361,7 @@ def edited_export(tmp_path, edit_manifest=None, files=None):
         manifest["files"][name] = sha256(folder / name)
     if edit_manifest:
         edit_manifest(manifest)
-    write_manifest(folder, manifest)
+    write_manifest_json(folder, manifest)
     return folder
 
 

@@ -17,7 +17,8 @@ import torch
 
 from compgen.errors import UserError
 from compgen.runtimes.artifact import load_manifest, sha256
-from compgen.runtimes.manifest_file import write_manifest
+from compgen.runtimes.manifest import Manifest
+from compgen.runtimes.manifest_file import write_manifest_json
 from compgen.system import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +193,7 @@ def noisy_copy(tmp_path: Path) -> Path:
     module.save(str(folder / "model.ts"))
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["files"]["model.ts"] = sha256(folder / "model.ts")
-    write_manifest(folder, manifest)
+    write_manifest_json(folder, manifest)
     return folder
 
 
@@ -234,8 +235,8 @@ def test_the_runner_is_handed_a_checked_private_copy(tmp_path):
         assert stat.S_IMODE(copy.stat().st_mode) == 0o700
         assert not list(copy.glob("*.onnx"))
         (folder / "model.ts").write_bytes(b"planted")   # swapped after the check
-        assert sha256(copy / "model.ts") == manifest["files"]["model.ts"]
-        assert sha256(copy / "train.tsv") == manifest["files"]["train.tsv"]
+        assert sha256(copy / "model.ts") == manifest.files["model.ts"]
+        assert sha256(copy / "train.tsv") == manifest.files["train.tsv"]
     assert not copy.exists()
     with pytest.raises(UserError, match="model.ts: checksum does not match the manifest"), \
             checked_private_copy(folder, manifest):
@@ -248,7 +249,7 @@ def test_a_cached_entry_changed_after_its_check_is_not_handed_over(private_cache
 
     entry = cache.store("things") / "libs"
     cache.ensure(entry, "libs", lambda: (entry.mkdir(), (entry / "a.so").write_bytes(b"good")))
-    manifest = {"files": {}}
+    manifest = Manifest(kind="recombine", config={}, model={}, decoding={})   # no files
     with checked_private_copy(tmp_path, manifest, [entry]) as copy:
         assert (copy / "libs" / "a.so").read_bytes() == b"good"
     (entry / "a.so").write_bytes(b"evil")
@@ -279,4 +280,4 @@ def test_a_manifest_from_before_its_checksum_is_exported_again_not_sampled(tmp_p
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     with pytest.raises(UserError, match="no checksum of its own .* export it again"):
         load_manifest(folder)
-    assert load_manifest(folder, older_ok=True)["files"] == manifest["files"]
+    assert load_manifest(folder, older_ok=True).files == manifest["files"]

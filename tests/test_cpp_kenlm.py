@@ -11,7 +11,7 @@ from pathlib import Path
 import kenlm
 import pytest
 
-from compgen.decoding.contract import Contract, rank_key
+from compgen.decoding.contract import rank_key
 from compgen.errors import UserError
 from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text
@@ -148,7 +148,7 @@ def test_runner_bad_model_is_one_error_line_before_anything_is_loaded(kenlm_runn
     """The export folder does not exist either: the LM is what the runner loads first."""
     corrupt = tmp_path / "corrupt.bin"
     corrupt.write_bytes(b"\x00not a model\n" * 30)
-    contract = Contract.from_manifest(load_manifest(SHIPPED)["decoding"])
+    contract = load_manifest(SHIPPED).contract()
 
     def run(binary, lm_lines):
         job = job_text(tmp_path / "no-export", contract, out=tmp_path / "out.tsv", mode=0,

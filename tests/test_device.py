@@ -167,7 +167,7 @@ def test_the_gpu_steppers_io_binding_decodes_as_the_cpu_stepper():
 
     manifest = load_manifest(SHIPPED)
     gen = OnnxGenerator(SHIPPED, manifest, threads=1)
-    contract = Contract.from_manifest(manifest["decoding"])
+    contract = Contract.from_manifest(manifest.decoding)
     tuples = read_prototypes(SHIPPED / "prototypes.txt", 2)[:12]
     protos = pad_tuples(tuples, 2, len(tuples), contract.prototype_width).numpy()
     ids = np.arange(len(tuples), dtype=np.int64)

@@ -1,5 +1,6 @@
 """Export: every backend against the eager model, and clear errors for broken artifacts."""
 
+import json
 import os
 import subprocess
 import sys
@@ -63,11 +64,12 @@ def test_export_writes_a_validated_artifact(exported):
     names = {p.name for p in folder.iterdir()}
     assert {"manifest.json", "model.ts", "prototypes.onnx", "encoder.onnx",
             "decoder_step.onnx", "vocab.json", "vocab.txt", "prototypes.txt", "train.tsv"} <= names
-    contract = Contract.from_manifest(manifest["decoding"])  # the contract round-trips
-    assert contract.to_manifest() == {k: v for k, v in manifest["decoding"].items()
+    contract = Contract.from_manifest(manifest.decoding)  # the contract round-trips
+    assert contract.to_manifest() == {k: v for k, v in manifest.decoding.items()
                                       if k in contract.to_manifest()}
-    assert load_manifest(folder)["files"] == manifest["files"]
-    parity = manifest["parity"]
+    assert load_manifest(folder) == manifest   # read back as it was written
+    assert (folder / "manifest.json").read_text() == json.dumps(manifest.to_json(), indent=2)
+    parity = manifest.parity
     assert parity["sets"] == 64
     for name in ("torchscript", "onnx", "cpp"):
         assert parity["backends"][name]["greedy_identical"] is True
@@ -75,9 +77,9 @@ def test_export_writes_a_validated_artifact(exported):
     for name in ("torchscript", "onnx"):
         assert parity["backends"][name]["beam_identical"] is True
         assert parity["backends"][name]["max_abs_logp_diff"] <= parity["tolerance"]
-    inputs = {i["name"]: i for i in manifest["graphs"]["decoder_step.onnx"]["inputs"]}
+    inputs = {i["name"]: i for i in manifest.graphs["decoder_step.onnx"]["inputs"]}
     assert inputs["keys"]["shape"][0] == "batch" and inputs["keys"]["shape"][2] == "proto_len"
-    rows = manifest["graphs"]["prototypes.onnx"]["inputs"][0]  # one prototype per row
+    rows = manifest.graphs["prototypes.onnx"]["inputs"][0]  # one prototype per row
     assert rows["name"] == "seqs" and rows["shape"] == ["sequences", "proto_len"]
 
 
@@ -86,7 +88,7 @@ def test_export_writes_a_validated_artifact(exported):
 def test_other_generators_export(tmp_path, small_scan, variant, nproto, vae):
     ckpt = make_checkpoint(tmp_path / "g.pt", small_scan, nproto, variant, vae)
     manifest = export_checkpoint(ckpt, tmp_path / "out", parity_sets=16, data_dir=small_scan)
-    for f in manifest["parity"]["backends"].values():
+    for f in manifest.parity["backends"].values():
         assert f["greedy_identical"] and f["beam_identical"]
 
 
@@ -108,7 +110,7 @@ def test_temperature_sampling_matches_the_model_distribution(exported):
     p = torch.softmax(logp.masked_fill(banned_mask(model.vocab_size, True), float("-inf")), 1)[0]
     p = p.numpy()
     bound = 5 * np.sqrt(p * (1 - p) / len(tuples)) + 1e-3
-    contract = Contract.from_manifest(manifest["decoding"])
+    contract = Contract.from_manifest(manifest.decoding)
     p_np, z_np = protos.numpy(), z.numpy()
 
     def first_tokens(gen, seed):

@@ -10,7 +10,7 @@ from compgen.errors import UserError
 from compgen.export import kinds
 from compgen.export.spec import ParityOutputs, ParityRun, measure_parity
 from compgen.runtimes.artifact import FORMAT, parity_failures, sha256
-from compgen.runtimes.manifest_file import write_manifest
+from compgen.runtimes.manifest_file import write_manifest_json
 from compgen.training.checkpoint import KINDS as CHECKPOINT_KINDS
 
 
@@ -35,7 +35,7 @@ def test_only_generator_folders_are_exported_again(tmp_path):
     Vocab.build([["a", "b"]]).save(folder / "vocab.json")
     manifest = {"format": FORMAT, "kind": "seq2seq", "model": {"vocab_size": 8},
                 "decoding": {"max_len": 10}, "files": {"vocab.json": sha256(folder / "vocab.json")}}
-    write_manifest(folder, manifest)
+    write_manifest_json(folder, manifest)
     with pytest.raises(UserError, match="re-exporting a 'seq2seq' export folder is not supported"):
         kinds.export_checkpoint(folder, tmp_path / "out")
     assert not (tmp_path / "out").exists()

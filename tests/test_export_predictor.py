@@ -72,20 +72,20 @@ def test_predictor_export_writes_a_validated_artifact(exported):
     names = {p.name for p in folder.iterdir()}
     assert names == {"manifest.json", "model.ts", "encoder.onnx", "decoder_step.onnx",
                      "vocab.json", "vocab.txt", "predictor.pt", "README.md"}   # README: the card
-    assert manifest["kind"] == "seq2seq" and load_manifest(folder)["kind"] == "seq2seq"
-    assert manifest["config"]["run"]["data"] == "scan/jump"
-    parity = manifest["parity"]
+    assert manifest.kind == "seq2seq" and load_manifest(folder) == manifest   # read back
+    assert manifest.config["run"]["data"] == "scan/jump"
+    parity = manifest.parity
     assert parity["split"] == "test" and 40 <= parity["sources"] <= 50
     for name in ("torchscript", "onnx"):
         f = parity["backends"][name]
         assert f["greedy_identical"] is True and f["beam_identical"] is True
         assert f["max_abs_logp_diff"] <= TOLERANCE
-    step = {i["name"]: i["shape"] for i in manifest["graphs"]["decoder_step.onnx"]["inputs"]}
+    step = {i["name"]: i["shape"] for i in manifest.graphs["decoder_step.onnx"]["inputs"]}
     assert list(step) == ["token", "h", "c", "feed", "keys", "context", "mask"]  # no copy
     assert step["keys"][:2] == ["batch", "source_len"]
-    encoder = manifest["graphs"]["encoder.onnx"]
+    encoder = manifest.graphs["encoder.onnx"]
     assert encoder["inputs"][0]["shape"] == ["batch", "source_len"]
-    decoding = manifest["decoding"]
+    decoding = manifest.decoding
     assert decoding["first_step_masked"] == [0, 1, 2, 3, 4, 5]
     assert decoding["later_steps_masked"] == [0, 1, 3, 5]
 
@@ -147,10 +147,10 @@ def test_copying_predictor_exports(tmp_path, small_scan):
     ckpt = train_tiny_predictor(tmp_path / "copy.pt", small_scan, copy=True, steps=10)
     manifest = export_checkpoint(ckpt, tmp_path / "out", parity_sets=16, data_dir=small_scan,
                                  log=lambda m: None)
-    assert manifest["parity"]["sources"] == 16
-    for f in manifest["parity"]["backends"].values():
+    assert manifest.parity["sources"] == 16
+    for f in manifest.parity["backends"].values():
         assert f["greedy_identical"] and f["beam_identical"] and f["max_abs_logp_diff"] <= TOLERANCE
-    step = [i["name"] for i in manifest["graphs"]["decoder_step.onnx"]["inputs"]]
+    step = [i["name"] for i in manifest.graphs["decoder_step.onnx"]["inputs"]]
     assert step[-1] == "source_onehot"
 
 
@@ -203,4 +203,4 @@ def test_export_cli_on_a_predictor(exported, small_scan, tmp_path):
         capture_output=True, text=True, check=False, env={**os.environ}, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "parity on 8 test sources" in result.stdout
-    assert load_manifest(tmp_path / "cli")["kind"] == "seq2seq"
+    assert load_manifest(tmp_path / "cli").kind == "seq2seq"

@@ -41,8 +41,8 @@ def test_no_eager_weight_copy_and_capped_prototypes(capped):
     _, folder = capped
     manifest = load_manifest(folder)
     assert not (folder / "generator.pt").exists()
-    assert "generator.pt" not in manifest["files"]
-    assert manifest["decoding"]["prototypes"] == 40
+    assert "generator.pt" not in manifest.files
+    assert manifest.prototypes == 40
     assert len(read_prototypes(folder / "prototypes.txt", 2)) == 40
 
 

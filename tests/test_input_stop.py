@@ -23,15 +23,15 @@ def export():
 
 def decoded(export, strategy, resample, stop: bool, rows=128):
     manifest, vocab, table = export
-    options = SampleOptions(manifest["config"]["sample"], n=10, strategy=strategy,
+    options = SampleOptions(manifest.config["sample"], n=10, strategy=strategy,
                             temperature=1.0, resample=resample, seed=7, threads=1,
                             device="cpu")
-    filt = make_filter(manifest["config"], table, resample, None)
+    filt = make_filter(manifest.config, table, resample, None)
     decoder = ExportDecoder(SHIPPED, manifest, "onnx", options,
                             input_stop(filt, vocab) if stop else None)
-    idx = np.arange(rows) * 97 % manifest["decoding"]["prototypes"]
+    idx = np.arange(rows) * 97 % manifest.prototypes
     tokens, scores = decoder(idx, strategy, 1.0, 0)
-    kept = make_filter(manifest["config"], table, resample, None)   # a fresh seen-set
+    kept = make_filter(manifest.config, table, resample, None)   # a fresh seen-set
     accepted = [(kept.accept(vocab.decode(row)), score) for row, score in zip(tokens, scores)]
     return tokens, accepted, filt
 
@@ -66,7 +66,7 @@ def test_an_input_the_filter_rejects_is_never_kept(export):
     assert any(filt.rejects_input(x) for x, _ in pairs)
     assert not all(filt.rejects_input(x) for x, _ in pairs)
     outputs = [y for _, y in pairs]
-    fresh = make_filter(manifest["config"], table, "none", None)  # remembers only what it keeps
+    fresh = make_filter(manifest.config, table, "none", None)  # remembers only what it keeps
     for k, (x, _) in enumerate(pairs):
         if filt.rejects_input(x):
             for y in (outputs[k], outputs[(k + 1) % len(outputs)]):

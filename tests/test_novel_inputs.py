@@ -43,10 +43,10 @@ def test_trie_marks_complete_inputs_only():
 
 def decoded_rows(novel_inputs: bool, backend: str = "onnx"):
     manifest = load_manifest(SHIPPED)
-    options = SampleOptions(manifest["config"]["sample"], strategy="temperature",
+    options = SampleOptions(manifest.config["sample"], strategy="temperature",
                             temperature=1.0, seed=4, threads=1, device="cpu",
                             novel_inputs=novel_inputs)
-    filt = make_filter(manifest["config"], shipped_training_table(SHIPPED), "none", None)
+    filt = make_filter(manifest.config, shipped_training_table(SHIPPED), "none", None)
     vocab = Vocab.load(SHIPPED / "vocab.json")
     decoder = ExportDecoder(SHIPPED, manifest, backend, options, input_stop(filt, vocab),
                             known_input_trie(filt, vocab, novel_inputs))

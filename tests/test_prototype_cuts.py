@@ -18,7 +18,7 @@ from compgen.errors import SettingError, UserError
 from compgen.export.kinds import export_checkpoint
 from compgen.runtimes.artifact import load_manifest, read_prototypes
 from compgen.runtimes.cpp import build_runner
-from compgen.runtimes.manifest_file import write_manifest
+from compgen.runtimes.manifest_file import write_manifest_json
 from compgen.sampling.run import ExportDecoder, sample_exported
 from compgen.sampling.tuple_selection import read_prototype_array
 
@@ -40,27 +40,27 @@ def longest(path):
 
 
 def test_an_export_stores_the_tuples_of_every_cut(exported):
-    cuts = load_manifest(exported)["decoding"]["prototype_cuts"]
-    assert cuts["mean"]["file"] == "prototypes.txt"
+    cuts = load_manifest(exported).prototype_cuts
+    assert cuts["mean"].file == "prototypes.txt"
     assert (exported / "prototypes.txt").read_bytes() == (SHIPPED / "prototypes.txt").read_bytes()
-    assert cuts["mean+std"]["file"] == "prototypes.mean+std.txt"
-    assert cuts["none"]["file"] == "prototypes.none.txt"
+    assert cuts["mean+std"].file == "prototypes.mean+std.txt"
+    assert cuts["none"].file == "prototypes.none.txt"
     for cut in cuts.values():
-        path = exported / cut["file"]
-        assert len(read_prototypes(path, 2)) == cut["prototypes"] == 25_600
-        assert longest(path) == cut["prototype_width"]
+        path = exported / cut.file
+        assert len(read_prototypes(path, 2)) == cut.prototypes == 25_600
+        assert longest(path) == cut.prototype_width
     # a wider cut admits longer prototypes
-    widths = [cuts[c]["prototype_width"] for c in CUTS]
+    widths = [cuts[c].prototype_width for c in CUTS]
     assert widths[0] < widths[1] < widths[2]
 
 
 def test_the_cut_decides_which_tuples_a_job_decodes(exported):
     manifest = load_manifest(exported)
     for cut in CUTS:
-        entry = manifest["decoding"]["prototype_cuts"][cut]
-        options = SampleOptions(manifest["config"]["sample"], prototype_cut=cut, device="cpu")
+        entry = manifest.prototype_cuts[cut]
+        options = SampleOptions(manifest.config["sample"], prototype_cut=cut, device="cpu")
         decoder = ExportDecoder(exported, manifest, "onnx", options)
-        expected = read_prototype_array(exported / entry["file"], 2, entry["prototype_width"])
+        expected = read_prototype_array(exported / entry.file, 2, entry.prototype_width)
         assert np.array_equal(decoder.stored, expected)
 
 
@@ -106,6 +106,6 @@ def test_a_cut_file_outside_the_checked_files_is_refused(exported, tmp_path):
     shutil.copytree(exported, moved)
     manifest = json.loads((moved / "manifest.json").read_text())
     manifest["decoding"]["prototype_cuts"]["none"]["file"] = "../prototypes.txt"
-    write_manifest(moved, manifest)
+    write_manifest_json(moved, manifest)
     with pytest.raises(UserError, match=r"prototype_cuts.none.file = '../prototypes.txt'"):
         sample_exported(moved, n=3, prototype_cut="none", log=lambda m: None)

@@ -2,7 +2,6 @@
 where the backend and the CPU can run it, is refused in one line elsewhere, and its samples
 are its own (measured against fp32 by scripts/bench/bench_sampling.py, not equal to them)."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from compgen.cli.common import flag_of
-from compgen.decoding.contract import MODES, Contract
+from compgen.decoding.contract import MODES
 from compgen.errors import SettingError, UserError
+from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.cpp import build_runner, job_text, run_harness
 from compgen.runtimes.reduced import bf16_sampler
 from compgen.sampling.run import sample_exported
@@ -159,10 +159,10 @@ def test_the_bf16_graphs_decode_a_batch_in_the_runner(tmp_path, one_torch_thread
     Where torch computes no bf16 at all (AVX2 only), exporting them is an error."""
     if not cpu_computes_bf16():
         with pytest.raises(RuntimeError, match="bf16|LSTM"):
-            bf16_sampler(SHIPPED, json.loads((SHIPPED / "manifest.json").read_text("utf-8")))
+            bf16_sampler(SHIPPED, load_manifest(SHIPPED))
         return
-    manifest = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))
-    contract = Contract.from_manifest(manifest["decoding"])
+    manifest = load_manifest(SHIPPED)
+    contract = manifest.contract()
     binary = build_runner(log=lambda m: None)
     out = tmp_path / "bf16.tsv"
     job = job_text(SHIPPED, contract, out=out, mode=MODES["greedy"], temperature=1.0, seed=0,

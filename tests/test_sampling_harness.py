@@ -159,11 +159,11 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     from compgen.runtimes.onnx import OnnxGenerator
 
     manifest = load_manifest(SHIPPED)
-    width = manifest["decoding"]["prototype_width"]
+    width = manifest.prototype_width
     tuples = read_prototypes(SHIPPED / "prototypes.txt", 2)[:16]
     protos = pad_tuples(tuples + tuples[:4], 2, 20, width).numpy()
     distinct = {tuple(p) for tup in tuples for p in tup}
-    z = np.zeros((20, manifest["model"]["latent"]), np.float32)
+    z = np.zeros((20, manifest.latent), np.float32)
     gen = OnnxGenerator(SHIPPED, manifest, threads=1)
     memory = gen.encode(protos, z)
     assert gen.cache.encoded == len(distinct) < 32

@@ -24,8 +24,8 @@ MIN_CORRECT_SHARE = 0.70
 
 def test_shipped_export_verifies_its_checksums(tmp_path):
     manifest = load_manifest(SHIPPED)  # every file against its sha256 in the manifest
-    assert manifest["config"]["data"] == "scan/jump"
-    assert manifest["model"]["nproto"] == 2 and manifest["model"]["hidden"] == 256
+    assert manifest.config["data"] == "scan/jump"
+    assert manifest.nproto == 2 and manifest.hidden == 256
     damaged = tmp_path / "damaged"
     shutil.copytree(SHIPPED, damaged)
     with open(damaged / "prototypes.txt", "ab") as f:

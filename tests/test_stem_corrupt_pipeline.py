@@ -92,6 +92,7 @@ def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
     from compgen.errors import UserError
     from compgen.export.kinds import export_checkpoint
     from compgen.pipelines.stem_corrupt import evaluate_model
+    from compgen.runtimes.onnx_inflection import load_exported_inflection
 
     opts = StemCorruptRunOptions(root=tmp_path, strategies=("random",), sizes=(4,), pool_size=20,
                                  updates=40, warmup=10, validate_every=10, beam=5, model=TINY,
@@ -100,10 +101,11 @@ def test_export_runs_like_the_eager_model(toy_data, tmp_path, one_torch_thread):
     checkpoint = tmp_path / "stem-corrupt-toy" / "seed0" / "random-4.pt"
     folder = tmp_path / "export"
     manifest = export_checkpoint(checkpoint, folder, parity_sets=16, data_dir=toy_data, log=lambda m: None)
-    onnx = manifest["parity"]["backends"]["onnx"]
-    assert manifest["kind"] == "inflection" and manifest["parity"]["sources"] == 16
+    onnx = manifest.parity["backends"]["onnx"]
+    assert manifest.kind == "inflection" and manifest.parity["sources"] == 16
+    assert load_exported_inflection(folder)[0] == manifest   # read back as it was written
     assert onnx["beam_identical"] and onnx["max_abs_logp_diff"] < 1e-4
-    assert {"encoder.onnx", "decoder_step.onnx", "vocab.json", "target_vocab.json"} <= set(manifest["files"])
+    assert {"encoder.onnx", "decoder_step.onnx", "vocab.json", "target_vocab.json"} <= set(manifest.files)
     eager = evaluate_model(checkpoint, "toy", data_dir=toy_data)
     exported = evaluate_model(folder, "toy", data_dir=toy_data)
     assert exported["correct"] == eager["correct"]     # every test row decoded alike

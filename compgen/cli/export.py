@@ -43,7 +43,7 @@ def export_cmd(
     manifest = export_checkpoint(checkpoint, output, parity_sets=parity_sets, seed=seed,
                                  data_dir=data_dir, cpp_binary=binary, log=err_console.print,
                                  max_prototypes=prototypes)
-    parity = manifest["parity"]
+    parity = manifest.parity
     checked = (f"{parity['sets']} prototype sets" if is_generator
                else f"{parity['sources']} {parity['split']} sources")
     table = Table(title=f"parity on {checked} (log-prob tolerance {parity['tolerance']:g})")
@@ -59,5 +59,5 @@ def export_cmd(
     folder = output or Path("exported") / checkpoint.stem
     if card_text is not None:
         set_card_text(folder, card_text)
-    console.print(f"wrote {folder} ({', '.join(sorted(manifest['files']))}) "
-                  f"in {manifest['export_seconds']:.1f} s")
+    console.print(f"wrote {folder} ({', '.join(sorted(manifest.files))}) "
+                  f"in {manifest.export_seconds:.1f} s")

@@ -112,14 +112,14 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
     path = Path(checkpoint)
     if path.is_dir():
         manifest = load_manifest(path)
-        if manifest.get("kind") != "seq2seq":
-            raise UserError(f"{path}: a '{manifest.get('kind')}' export; evaluate and predict "
+        if manifest.kind != "seq2seq":
+            raise UserError(f"{path}: a '{manifest.kind}' export; evaluate and predict "
                             "take predictor exports (compgen export PREDICTOR.pt)")
-        meta = dict(manifest.get("config", {}).get("run", {}))
+        meta = dict(manifest.config.get("run", {}))
         return (lambda sources: predict_exported(path, sources, backend=backend or "onnx",
                                                  batch_size=batch_size, beam_width=beam_width,
                                                  threads=threads, device=device),
-                meta, int(manifest["decoding"]["max_len"]))
+                meta, manifest.max_len)
 
     if backend not in (None, "torch"):
         raise SettingError(f"`backend` {backend} runs on an export folder: first run "

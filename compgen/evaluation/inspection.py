@@ -71,16 +71,16 @@ def describe(path: str | Path) -> dict:
 
         manifest = load_manifest(path)
         vocab = Vocab.load(path / "vocab.json")
-        parity = manifest.get("parity", {})
+        parity = manifest.parity or {}
         return {
-            "what": {"path": str(path), "type": "export folder", "kind": manifest.get("kind"),
-                     "from checkpoint": manifest.get("source_checkpoint"),
-                     "opset": manifest.get("opset"), "export seconds": manifest.get("export_seconds")},
-            "config": manifest.get("config", {}),
+            "what": {"path": str(path), "type": "export folder", "kind": manifest.kind,
+                     "from checkpoint": manifest.source_checkpoint,
+                     "opset": manifest.opset, "export seconds": manifest.export_seconds},
+            "config": manifest.config,
             "vocabulary": {"size": len(vocab), "tokens": " ".join(vocab.tokens[:40])},
             "parity": {k: v for k, v in parity.items() if k != "backends"}
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
-            "files": sorted(manifest.get("files", {})),
+            "files": sorted(manifest.files),
         }
     # start-up: the CLI imports this module, and `compgen --help` loads no torch
     from compgen.training.checkpoint import load_checkpoint

@@ -30,6 +30,7 @@ no artifact is written. Exported graphs are deterministic: test-time dropout
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,6 @@ from compgen.models.recombine import format_prototype
 from compgen.neighborhoods.omega_source import prototype_source
 from compgen.neighborhoods.user_data import export_prototype_options, training_table
 from compgen.runtimes.artifact import (
-    FORMAT,
     LOGP_FLOOR,
     TRAINING_PAIRS,
     eager_model,
@@ -55,11 +55,11 @@ from compgen.runtimes.artifact import (
     read_prototypes,
     write_vocab,
 )
-from compgen.runtimes.card import PROTOTYPE_FILE, cut_file
 from compgen.runtimes.cpp import decode_with_runner
 from compgen.runtimes.eager import BEAM_WIDTH, beam_search, sample_batch
 from compgen.runtimes.graphs import deterministic
 from compgen.runtimes.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
+from compgen.runtimes.manifest import PROTOTYPE_FILE, Manifest, cut_file
 from compgen.runtimes.onnx import OnnxGenerator
 from compgen.runtimes.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
 from compgen.runtimes.ties import compare_outputs
@@ -147,12 +147,12 @@ def _near_ties_allowed(model, protos, z, vocab: Vocab, tolerance: float):
     return compare
 
 
-def check_parity(model, folder: Path, manifest: dict, protos: torch.Tensor, max_len: int,
+def check_parity(model, folder: Path, manifest: Manifest, protos: torch.Tensor, max_len: int,
                  cpp_binary: Path | None, tolerance: float) -> ParityRun:
     """Greedy and beam outputs and per-step log-probs of every backend against the eager
     model's, all through the shared decode loop with the manifest's contract."""
     z = torch.zeros(protos.size(0), model.latent)
-    contract = Contract.from_manifest(manifest["decoding"])
+    contract = manifest.contract()
     width = contract.beam_width
     eager, target, reached = _eager_parity(model, protos, z, width, max_len)
     p_np, z_np = protos.numpy(), z.numpy()
@@ -222,7 +222,7 @@ class GeneratorExport(KindSpec):
         """The tuples of Omega's other length cuts (SCAN and user data), so that
         `compgen sample EXPORT --prototype-cut CUT` decodes tuples drawn with CUT: cut ->
         tuples, or a re-exported folder's file text (its order kept)."""
-        stored = (self.earlier or {}).get("decoding", {}).get("prototype_cuts", {})
+        stored = self.earlier.prototype_cuts if self.earlier else {}
         tuples = {}
         for cut in PROTOTYPE_CUTS:
             if cut == self.drawn_with:
@@ -240,10 +240,10 @@ class GeneratorExport(KindSpec):
         draw = prototype_source(self.config, self.table, nproto, self.options.seed,
                                 **omega_options)
         # re-exporting a folder: as many tuples per cut as it stores for its preset's
-        cap = self.earlier["decoding"]["prototypes"] if self.earlier else self.options.max_prototypes
+        cap = self.earlier.prototypes if self.earlier else self.options.max_prototypes
         return draw(min(cap, MAX_PROTOTYPES, _omega_size(draw)))
 
-    def write(self, folder: Path) -> dict:
+    def write(self, folder: Path) -> Manifest:
         model, vocab, config, earlier = self.model, self.vocab, self.config, self.earlier
         cfg = model.cfg
         variant, max_len = cfg.variant, cfg.max_len
@@ -256,7 +256,7 @@ class GeneratorExport(KindSpec):
                                                variant, max_len)
         else:
             (folder / "prototypes.txt").write_text(self.stored, encoding="utf-8")
-            self.prototypes = earlier["decoding"]["prototypes"]
+            self.prototypes = earlier.prototypes
         self.width = _widest(folder / PROTOTYPE_FILE, model.nproto)
         cuts = {self.drawn_with: {"file": PROTOTYPE_FILE, "prototypes": self.prototypes,
                                   "prototype_width": self.width}}
@@ -271,18 +271,17 @@ class GeneratorExport(KindSpec):
                          "prototype_width": _widest(path, model.nproto)}
         write_training_pairs(folder / TRAINING_PAIRS, self.table)
         beam_width = int(config.get("sample", {}).get("beam_width", BEAM_WIDTH))
-        return {
-            "format": FORMAT,
-            "kind": self.kind,
-            "source_checkpoint": earlier["source_checkpoint"] if earlier else self.checkpoint.name,
-            "config": config,
-            "model": {"variant": variant, "nproto": model.nproto, "copy": cfg.copy,
-                      "vae": cfg.vae, "hidden": model.hidden, "feed_dim": model.feed_dim,
-                      "latent": model.latent, "max_norm": cfg.max_norm,
-                      "vocab_size": len(vocab)},
-            "opset": OPSET,
-            "graphs": self.graph_ios(folder),
-            "decoding": {
+        return Manifest(
+            kind=self.kind,
+            source_checkpoint=earlier.source_checkpoint if earlier else self.checkpoint.name,
+            config=config,
+            model={"variant": variant, "nproto": model.nproto, "copy": cfg.copy,
+                   "vae": cfg.vae, "hidden": model.hidden, "feed_dim": model.feed_dim,
+                   "latent": model.latent, "max_norm": cfg.max_norm,
+                   "vocab_size": len(vocab)},
+            opset=OPSET,
+            graphs=self.graph_ios(folder),
+            decoding={
                 **Contract.for_model(model, beam_width=beam_width, prototypes=self.prototypes,
                                      prototype_width=self.width).to_manifest(),
                 "prototype_format": "ids + </s>" if variant == "scan" else "<s> + ids",
@@ -291,10 +290,10 @@ class GeneratorExport(KindSpec):
                 "test_time_dropout": False,
                 **({"prototype_cuts": cuts} if model.nproto else {}),
             },
-            "training_pairs": TRAINING_PAIRS,
-        }
+            training_pairs=TRAINING_PAIRS,
+        )
 
-    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+    def parity(self, folder: Path, manifest: Manifest) -> ParityRun:
         nproto, sets = self.model.nproto, self.options.parity_sets
         k = min(sets, self.prototypes) if nproto else sets
         protos = pad_tuples(read_prototypes(folder / "prototypes.txt", nproto)[:k], nproto, k,
@@ -302,10 +301,11 @@ class GeneratorExport(KindSpec):
         return check_parity(self.model, folder, manifest, protos, self.model.cfg.max_len,
                             self.options.cpp_binary, self.tolerance)
 
-    def finish(self, folder: Path, manifest: dict) -> None:
-        manifest["load_check"] = as_manifest(greedy_rows(folder, manifest))
-        if self.earlier is not None and self.earlier.get("card"):   # the card's own text stays
-            manifest["card"] = self.earlier["card"]
+    def finish(self, folder: Path, manifest: Manifest) -> Manifest:
+        load_check = as_manifest(greedy_rows(folder, manifest))
+        earlier_text = self.earlier.card_text if self.earlier is not None else None
+        # the card's own text stays
+        return replace(manifest, load_check=load_check, card_text=earlier_text)
 
 
 def _widest(path: Path, nproto: int) -> int:

@@ -36,9 +36,9 @@ from compgen.models.inflection import (
     fairseq_search,
     pad_batch,
 )
-from compgen.runtimes.artifact import FORMAT
 from compgen.runtimes.inflection_graphs import EncoderGraph
 from compgen.runtimes.load_check import finite_weights
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import OPSET, export_inflection_onnx
 from compgen.runtimes.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
 from compgen.training.inflection import load_inflection
@@ -111,26 +111,26 @@ class InflectionExport(KindSpec):
         self.net = self.model.net.eval()
         check_encoder_graph(self.net, pad_batch(self.sources))
 
-    def write(self, folder: Path) -> dict:
+    def write(self, folder: Path) -> Manifest:
         model = self.model
         export_inflection_onnx(self.net, folder, len(model.src_vocab))
         shutil.copyfile(self.checkpoint, folder / "inflection.pt")
         for name, vocab in (("vocab.json", model.src_vocab), ("target_vocab.json", model.tgt_vocab)):
             (folder / name).write_text(json.dumps(vocab.tokens, ensure_ascii=False))
-        return {
-            "format": FORMAT, "kind": self.kind, "source_checkpoint": self.checkpoint.name,
-            "config": model.config, "lang": self.lang,
-            "model": {**model.config["model"], "vocab_size": len(model.src_vocab),
-                      "target_vocab_size": len(model.tgt_vocab)},
-            "opset": OPSET,
-            "graphs": self.graph_ios(folder),
-            "decoding": {"bos": BOS_ID, "eos": EOS_ID, "pad": 0, "unk": 3,
-                         "source_format": "lemma characters then tag tokens, right-padded with <pad>",
-                         "beam": ("fairseq: EOS among the top `beam` of 2*beam candidates finishes; "
-                                  "score = sum log p (EOS included) / length; done at `beam` finished"),
-                         "max_len": "2 * longest source in the batch + 10"},
-        }
+        return Manifest(
+            kind=self.kind, source_checkpoint=self.checkpoint.name,
+            config=model.config, lang=self.lang,
+            model={**model.config["model"], "vocab_size": len(model.src_vocab),
+                   "target_vocab_size": len(model.tgt_vocab)},
+            opset=OPSET,
+            graphs=self.graph_ios(folder),
+            decoding={"bos": BOS_ID, "eos": EOS_ID, "pad": 0, "unk": 3,
+                      "source_format": "lemma characters then tag tokens, right-padded with <pad>",
+                      "beam": ("fairseq: EOS among the top `beam` of 2*beam candidates finishes; "
+                               "score = sum log p (EOS included) / length; done at `beam` finished"),
+                      "max_len": "2 * longest source in the batch + 10"},
+        )
 
-    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+    def parity(self, folder: Path, manifest: Manifest) -> ParityRun:
         self.log(f"checking the export on {len(self.sources)} lemma-split sources of {self.lang}")
         return check_inflection_parity(self.net, folder, self.sources, self.tolerance)

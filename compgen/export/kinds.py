@@ -11,6 +11,7 @@ from compgen.export.inflection import InflectionExport
 from compgen.export.predictor import PredictorExport
 from compgen.export.spec import ExportOptions, KindSpec, export_with
 from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.manifest import Manifest
 from compgen.training.checkpoint import load_checkpoint
 
 KINDS: dict[str, type[KindSpec]] = {
@@ -21,7 +22,7 @@ def kind_spec(checkpoint) -> type[KindSpec]:
     """The spec that exports ``checkpoint``: a checkpoint file's kind, or the kind of an
     export folder (exported again in the current format, where the kind allows it)."""
     if Path(checkpoint).is_dir():
-        kind = load_manifest(checkpoint, older_ok=True).get("kind", "recombine")
+        kind = load_manifest(checkpoint, older_ok=True).kind
         spec = KINDS.get(kind)
         if spec is None or not spec.re_exports:
             raise UserError(f"{checkpoint}: re-exporting a '{kind}' export folder is not "
@@ -37,7 +38,7 @@ def kind_spec(checkpoint) -> type[KindSpec]:
 
 def export_checkpoint(checkpoint, out=None, *, parity_sets: int = 256, seed: int = 0,
                       data_dir=None, cpp_binary: Path | None = None, log=print,
-                      max_prototypes: int = MAX_PROTOTYPES) -> dict:
+                      max_prototypes: int = MAX_PROTOTYPES) -> Manifest:
     """Export a checkpoint of any registered kind (or a generator export folder) to ``out``
     (default ``exported/<name>``); returns the manifest. ``parity_sets`` is the number of
     prototype sets (generator) or sources (predictor, inflection) the validation decodes;

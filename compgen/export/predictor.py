@@ -38,8 +38,9 @@ from compgen.models.seq2seq import (
     run_beam,
     run_greedy,
 )
-from compgen.runtimes.artifact import FORMAT, LOGP_FLOOR, write_vocab
+from compgen.runtimes.artifact import LOGP_FLOOR, write_vocab
 from compgen.runtimes.load_check import finite_weights
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import OPSET, export_predictor_onnx
 from compgen.runtimes.onnx_predictor import OnnxPredictor
 from compgen.runtimes.predictor_graphs import STATE_NAMES
@@ -94,7 +95,8 @@ def eager_step_logp(model: Seq2Seq, source: torch.Tensor, target: torch.Tensor) 
     return torch.stack(steps, 1)
 
 
-def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: dict, source: torch.Tensor,
+def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: Manifest,
+                           source: torch.Tensor,
                            tolerance: float) -> ParityRun:
     """Greedy and beam predictions and per-step log-probs of TorchScript and ONNX Runtime
     against the eager model's, all on the same batch ``source``."""
@@ -173,7 +175,7 @@ class PredictorExport(KindSpec):
         self.split, self.sources = validation_sources(self.info["data"], self.vocab,
                                                       options.data_dir, options.parity_sets)
 
-    def write(self, folder: Path) -> dict:
+    def write(self, folder: Path) -> Manifest:
         model, vocab, config, cfg = self.model, self.vocab, self.config, self.model.cfg
         export_predictor_torchscript(model, folder / "model.ts")
         export_predictor_onnx(model, folder)
@@ -181,19 +183,18 @@ class PredictorExport(KindSpec):
         # the weights without optimizer state, so `--backend torch` runs on the folder too
         save_predictor(folder / "predictor.pt", model, vocab, config.get("run", {}),
                        config.get("train", {}), train_state={"curve": self.info["curve"]})
-        return {
-            "format": FORMAT,
-            "kind": self.kind,
-            "source_checkpoint": self.checkpoint.name,
-            "config": config,
-            "model": {"hidden": cfg.hidden, "embed": cfg.embed, "copy": cfg.copy,
-                      "max_len": cfg.max_len, "vocab_size": len(vocab)},
-            "opset": OPSET,
-            "graphs": self.graph_ios(folder),
-            "decoding": decoding_contract(model),
-        }
+        return Manifest(
+            kind=self.kind,
+            source_checkpoint=self.checkpoint.name,
+            config=config,
+            model={"hidden": cfg.hidden, "embed": cfg.embed, "copy": cfg.copy,
+                   "max_len": cfg.max_len, "vocab_size": len(vocab)},
+            opset=OPSET,
+            graphs=self.graph_ios(folder),
+            decoding=decoding_contract(model),
+        )
 
-    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+    def parity(self, folder: Path, manifest: Manifest) -> ParityRun:
         self.log(f"checking the export on {len(self.sources)} '{self.split}' sources of "
                  f"{self.info['data']}")
         # one batch for every backend: the check compares backends, not batchings

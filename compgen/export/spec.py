@@ -10,10 +10,11 @@ steps cannot know:
 * ``onnx_graphs``: the ONNX graphs it traces; their inputs and outputs go in the manifest;
 * ``__init__``: read and check the checkpoint, pick the batch the parity check decodes;
 * ``write``: trace the graphs (with their example inputs) and write the other files into
-  the staging folder; return the manifest's fields;
+  the staging folder; return the ``Manifest`` (not yet sealed: no parity figures, no
+  checksums);
 * ``parity``: the eager model's decodes on the parity batch and every exported backend's,
   as a ``ParityRun``;
-* ``finish``: what the manifest records once the parity check has run (optional).
+* ``finish``: the manifest with what it records once the parity check has run (optional).
 
 ``export_with`` runs a spec: read, write into a staging folder, measure every backend
 against the eager model (``measure_parity``, the one parity check of every kind), refuse
@@ -39,6 +40,7 @@ from compgen.runtimes.artifact import (
     seal,
     staged_folder,
 )
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import graph_io
 
 
@@ -112,21 +114,22 @@ class KindSpec:
     def __init__(self, checkpoint: Path, options: ExportOptions):
         raise NotImplementedError
 
-    def write(self, folder: Path) -> dict:
+    def write(self, folder: Path) -> Manifest:
         raise NotImplementedError
 
-    def parity(self, folder: Path, manifest: dict) -> ParityRun:
+    def parity(self, folder: Path, manifest: Manifest) -> ParityRun:
         raise NotImplementedError
 
-    def finish(self, folder: Path, manifest: dict) -> None:
-        """Add what the manifest records after the parity check (nothing by default)."""
+    def finish(self, folder: Path, manifest: Manifest) -> Manifest:
+        """The manifest with what it records after the parity check (nothing by default)."""
+        return manifest
 
     def graph_ios(self, folder: Path) -> dict:
         """The manifest's ``graphs``: inputs and outputs of each traced ONNX graph."""
         return {name: graph_io(folder / name) for name in self.onnx_graphs}
 
 
-def export_with(spec: type[KindSpec], checkpoint, out, options: ExportOptions) -> dict:
+def export_with(spec: type[KindSpec], checkpoint, out, options: ExportOptions) -> Manifest:
     """Export ``checkpoint`` as ``spec`` says to ``out`` (default ``exported/<name>``);
     returns the manifest. The folder is moved into place only once every backend passed."""
     checkpoint = Path(checkpoint)
@@ -137,6 +140,5 @@ def export_with(spec: type[KindSpec], checkpoint, out, options: ExportOptions) -
     with staged_folder(out) as tmp:
         manifest = job.write(tmp)
         figures = measure_parity(job.parity(tmp, manifest), spec.relative_logp)
-        job.finish(tmp, manifest)
-        seal(tmp, manifest, figures, checkpoint, start)
+        manifest = seal(tmp, job.finish(tmp, manifest), figures, checkpoint, start)
     return manifest

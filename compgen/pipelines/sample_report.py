@@ -65,7 +65,7 @@ def generator_training(source: Path) -> tuple[dict, pl.DataFrame | None]:
     only for generators trained on user data (the pairs they carry)."""
     source = Path(source)
     if source.is_dir():
-        config = load_manifest(source).get("config", {})
+        config = load_manifest(source).config
         table = shipped_training_table(source) if has_snapshot(config) else None
         return config, table
     # start-up: `compgen sample --backend onnx` loads no torch

@@ -191,7 +191,7 @@ def evaluate_model(model: Path, lang: str, test: str = "lemma-split",
     start = time.perf_counter()
     if Path(model).is_dir():   # an export folder: decode with ONNX Runtime
         manifest, src_vocab, tgt_vocab = load_exported_inflection(model)
-        forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest["config"]), rows,
+        forms, _ = predict(InflectionModel(None, src_vocab, tgt_vocab, manifest.config), rows,
                            beam=beam, search=partial(onnx_beam_search, Path(model), device=device))
     else:
         forms, _ = predict(load_inflection(model, device), rows, beam=beam)

@@ -5,12 +5,12 @@ only moved into place once its validation passed."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +24,12 @@ from compgen.io import (
     staging_prefix,
 )
 from compgen.runtimes.card import write_card
-from compgen.runtimes.manifest_file import MANIFEST_DIGEST, manifest_digest, write_manifest
+from compgen.runtimes.manifest import FORMAT, MANIFEST_DIGEST, Manifest
+from compgen.runtimes.manifest_file import manifest_digest, read_manifest_json, write_manifest
 from compgen.system.cache import checked_copy, copy_hashing, file_digest
 
 TOLERANCE = 1e-4    # max |Δ log p| / max(1, |log p|) per step, over tokens with log p > FLOOR
 LOGP_FLOOR = -30.0  # below this (p < 1e-13) float32 rounding of tiny masses dominates
-FORMAT = "compgen-export-1"
 TRAINING_PAIRS = "train.tsv"  # the training pairs, for the unique / novel filters
 
 
@@ -126,7 +126,7 @@ def staged_folder(out: Path):
 
 
 @contextmanager
-def checked_private_copy(folder: Path, manifest: dict, cached=()):
+def checked_private_copy(folder: Path, manifest: Manifest, cached=()):
     """A private folder holding copies of ``folder``'s files but its ONNX graphs, each
     checked against the manifest as it is copied, and of the ``cached`` entries of the
     user's cache (checked against their records), under the same names: a process handed
@@ -136,7 +136,7 @@ def checked_private_copy(folder: Path, manifest: dict, cached=()):
     remove_stale_staging(stem)
     tmp = Path(tempfile.mkdtemp(prefix=staging_prefix(stem)))
     try:
-        for name, digest in manifest["files"].items():
+        for name, digest in manifest.files.items():
             if name.endswith(".onnx"):
                 continue
             if copy_hashing(folder / name, tmp / name).hexdigest() != digest:
@@ -151,52 +151,37 @@ def checked_private_copy(folder: Path, manifest: dict, cached=()):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def seal(folder: Path, manifest: dict, figures: dict, checkpoint: Path, start: float) -> None:
+def seal(folder: Path, manifest: Manifest, figures: dict, checkpoint: Path,
+         start: float) -> Manifest:
     """Refuse a folder whose parity figures fail; otherwise record them, the checksum of
     every file and the export time in ``manifest.json`` (written last, then the model card
-    rendered from it)."""
+    rendered from it); returns the manifest as written."""
     bad = parity_failures(figures)
     if bad:
         raise UserError(f"export of {checkpoint} failed validation: " + "; ".join(bad))
-    manifest["parity"] = figures
-    manifest["files"] = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
-    manifest["export_seconds"] = round(time.perf_counter() - start, 2)
-    write_manifest(folder, manifest)
+    files = {p.name: sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
+    manifest = write_manifest(folder, replace(
+        manifest, parity=figures, files=files,
+        export_seconds=round(time.perf_counter() - start, 2)))
     write_card(folder, manifest)   # README.md, from the manifest just written
-
-
-MAX_DECODE_LEN = 10_000   # no SCAN, SIGMORPHON or COGS output comes near this many tokens
-NOT_LISTED = {"manifest.json", "README.md"}   # README.md: the card rendered from the manifest
-
-
-def read_manifest(folder) -> dict:
-    """The manifest of an export folder as a JSON object (not yet checked further)."""
-    folder = Path(folder)
-    path = folder / "manifest.json"
-    if not path.is_file():
-        raise UserError(f"{folder}: not an export folder (no manifest.json)")
-
-    try:
-        manifest = json.loads(read_text(path))
-    except (ValueError, RecursionError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise UserError(f"{path}: not a JSON object")
     return manifest
 
 
-def verify_files(folder: Path, manifest: dict) -> None:
-    """The manifest matches its own checksum; every file of the folder is listed in it with
-    its sha256, and matches it. A manifest without checksums is refused: nothing could be
-    checked."""
+NOT_LISTED = {"manifest.json", "README.md"}   # README.md: the card rendered from the manifest
+
+
+def verify_files(folder: Path, document: dict) -> None:
+    """The manifest's JSON object matches its own checksum; every file of the folder is
+    listed in it with its sha256, and matches it. A manifest without checksums is refused:
+    nothing could be checked."""
     path = folder / "manifest.json"
-    if MANIFEST_DIGEST not in manifest:
+    if MANIFEST_DIGEST not in document:
         raise UserError(f"{path}: no checksum of its own ({MANIFEST_DIGEST}; exported by an "
                         f"older compgen): export it again (compgen export {folder} -o NEW)")
-    if manifest[MANIFEST_DIGEST] != manifest_digest(manifest):
+    if document[MANIFEST_DIGEST] != manifest_digest(document):
         raise UserError(f"{path}: does not match its own checksum ({MANIFEST_DIGEST}): "
                         "edited or corrupted")
-    files = manifest.get("files")
+    files = document.get("files")
     if not isinstance(files, dict) or not files:
         raise UserError(f"{path}: no file checksums (\"files\"); the folder cannot be verified, "
                         "export it again")
@@ -214,56 +199,25 @@ def verify_files(folder: Path, manifest: dict) -> None:
         raise UserError(f"{folder / unlisted[0]}: not listed in the manifest (a foreign file)")
 
 
-def _int_field(manifest: dict, section: str, name: str, low: int, high: int, path: Path) -> None:
-    value = manifest.get(section, {}).get(name) if isinstance(manifest.get(section), dict) else None
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise UserError(f"{path}: {section}.{name} = {value!r}, expected an integer in "
-                        f"{low}..{high:,}")
-
-
-def _typed_field(manifest: dict, section: str, name: str, kind, path: Path) -> None:
-    value = manifest[section].get(name)
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise UserError(f"{path}: {section}.{name} = {value!r} has the wrong type")
-
-
-def load_manifest(folder, *, older_ok: bool = False) -> dict:
+def load_manifest(folder, *, older_ok: bool = False) -> Manifest:
     """Read and check an export folder: manifest present, every file listed with a matching
-    checksum, the sizes the runtimes rely on sane, the vocabulary of the stated size.
-    ``older_ok``: a manifest without a checksum of its own, from before there was one, is
-    read (to export the folder again, which adds it); one that has it must match it."""
+    checksum, the fields the runtimes read valid (``Manifest.from_json``), the vocabulary
+    of the stated size. ``older_ok``: a manifest without a checksum of its own, from before
+    there was one, is read (to export the folder again, which adds it); one that has it
+    must match it."""
     folder = Path(folder)
-    manifest = read_manifest(folder)
+    document = read_manifest_json(folder)
     path = folder / "manifest.json"
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{path}: unknown export format {manifest.get('format')!r}")
-    if older_ok and MANIFEST_DIGEST not in manifest:
-        manifest = {**manifest, MANIFEST_DIGEST: manifest_digest(manifest)}
-    verify_files(folder, manifest)
-    _int_field(manifest, "model", "vocab_size", 7, 10_000_000, path)
-    if manifest.get("kind", "recombine") in ("recombine", "seq2seq"):
-        _int_field(manifest, "decoding", "max_len", 1, MAX_DECODE_LEN, path)
-    kind = manifest.get("kind", "recombine")
-    if kind == "recombine":
-        _int_field(manifest, "model", "nproto", 0, 2, path)
-        _int_field(manifest, "decoding", "prototypes", 0, 10_000_000, path)
-        for name in ("hidden", "feed_dim", "latent"):
-            _int_field(manifest, "model", name, 0, 1_000_000, path)
-        _typed_field(manifest, "model", "vae", bool, path)
-        _typed_field(manifest, "model", "max_norm", (int, float), path)
-        if manifest["model"].get("variant") not in ("scan", "sig"):
-            raise UserError(f"{path}: model.variant = {manifest['model'].get('variant')!r}, "
-                            "expected 'scan' or 'sig'")
-        config = manifest.get("config")
-        if not isinstance(config, dict) or not isinstance(config.get("data"), str) \
-                or not isinstance(config.get("model"), dict) \
-                or not isinstance(config.get("sample", {}), dict):
-            raise UserError(f"{path}: 'config' must hold the generator's data name and "
-                            "[model] table")
+    if document.get("format") != FORMAT:
+        raise UserError(f"{path}: unknown export format {document.get('format')!r}")
+    if older_ok and MANIFEST_DIGEST not in document:
+        document = {**document, MANIFEST_DIGEST: manifest_digest(document)}
+    verify_files(folder, document)
+    manifest = Manifest.from_json(document, path)
     vocab = Vocab.load(folder / "vocab.json")
-    if len(vocab) != manifest["model"]["vocab_size"]:
+    if len(vocab) != manifest.vocab_size:
         raise UserError(f"{folder / 'vocab.json'}: {len(vocab)} tokens, the manifest says "
-                        f"{manifest['model']['vocab_size']}")
+                        f"{manifest.vocab_size}")
     return manifest
 
 
@@ -301,7 +255,7 @@ def load_torchscript(path: Path, device=None):
         raise UserError(f"{path}: cannot load the TorchScript model ({reason[:200]})") from None
 
 
-def eager_model(folder: Path, manifest: dict) -> tuple:
+def eager_model(folder: Path, manifest: Manifest) -> tuple:
     """(model, vocab, config) of an export folder: the eager model rebuilt from the
     manifest's config and the weights stored in ``model.ts`` (folders of earlier versions
     carry them as ``generator.pt``)."""
@@ -312,7 +266,7 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
     if (folder / "generator.pt").is_file():
         return load_generator(folder / "generator.pt")
     vocab = Vocab.load(folder / "vocab.json")
-    model = build_recombine(manifest["config"], len(vocab))
+    model = build_recombine(manifest.config, len(vocab))
     prefix = "encoder.model."  # the scripted sampler's encoder holds every eager weight
     scripted = load_torchscript(folder / "model.ts").state_dict()
     try:
@@ -322,4 +276,4 @@ def eager_model(folder: Path, manifest: dict) -> tuple:
         raise UserError(f"{folder / 'model.ts'}: its weights do not fit the manifest's model "
                         "config") from None
     model.eval()
-    return model, vocab, manifest["config"]
+    return model, vocab, manifest.config

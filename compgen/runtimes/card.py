@@ -9,23 +9,14 @@ paragraphs come first, then the generated sections, then its own ``##`` sections
 
 from __future__ import annotations
 
-import json
-import re
+from dataclasses import replace
 from pathlib import Path
 
 from compgen.io import atomic_open
-from compgen.runtimes.manifest_file import write_manifest
+from compgen.runtimes.manifest import CUT_FILE, Manifest
+from compgen.runtimes.manifest_file import read_manifest_json, write_manifest
 
 CARD = "README.md"
-
-PROTOTYPE_FILE = "prototypes.txt"   # a generator's tuples of its preset's length cut of Omega
-CUT_FILE = re.compile(r"prototypes\.(mean|mean\+std|none)\.txt")   # of the other cuts
-
-
-def cut_file(cut: str) -> str:
-    """The file a generator export stores the tuples of another length cut in."""
-    return f"prototypes.{cut}.txt"
-
 
 # what each file of an export folder is, by name
 FILE_ROLES = {
@@ -90,14 +81,14 @@ def _parity(parity: dict) -> list[str]:
     return lines
 
 
-def _files(folder: Path, manifest: dict) -> list[str]:
-    names = sorted(manifest.get("files", {}))
+def _files(folder: Path, manifest: Manifest) -> list[str]:
+    names = sorted(manifest.files)
     sizes = {name: (folder / name).stat().st_size for name in names if (folder / name).is_file()}
     manifest_bytes = (folder / "manifest.json").stat().st_size
     total = sum(sizes.values()) + manifest_bytes
     lines = [f"{total / 1e6:.1f} MB ({total:,} bytes without this card):", "",
              "| file | bytes | what |", "|---|---:|---|"]
-    prototypes = manifest.get("decoding", {}).get("prototypes")
+    prototypes = manifest.prototypes
     for name in names:
         role = FILE_ROLES.get(name, "")
         cut = CUT_FILE.fullmatch(name)
@@ -112,22 +103,21 @@ def _files(folder: Path, manifest: dict) -> list[str]:
     return lines
 
 
-def render_card(folder: str | Path, manifest: dict | None = None) -> str:
+def render_card(folder: str | Path, manifest: Manifest | None = None) -> str:
     """The card of ``folder`` (its manifest unless one is given), as Markdown."""
     folder = Path(folder)
     if manifest is None:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    text = (manifest.get("card") or {}).get("text", "").strip("\n")
+        manifest = _read(folder)
+    text = (manifest.card_text or "").strip("\n")
     head, _, own = text.partition("\n## ")
     if not head.startswith("# "):   # named after its checkpoint: the folder may be staging
-        name = Path(manifest.get("source_checkpoint") or folder.name).stem
-        head = f"# {name}: {KINDS.get(manifest.get('kind', ''), 'a model')}, exported\n\n" + head
-    config = manifest.get("config", {})
-    model = manifest.get("model", {})
+        name = Path(manifest.source_checkpoint or folder.name).stem
+        head = f"# {name}: {KINDS.get(manifest.kind, 'a model')}, exported\n\n" + head
+    config, model = manifest.config, manifest.model
     lines = [head.strip("\n"), "", "## Export", "",
-             (f"`compgen export {manifest.get('source_checkpoint', '')}` "
-              f"(format `{manifest.get('format')}`, ONNX opset {manifest.get('opset')}): "
-              f"{manifest.get('export_seconds', 0):g} s, the parity check included."), ""]
+             (f"`compgen export {manifest.source_checkpoint or ''}` "
+              f"(format `{manifest.format}`, ONNX opset {manifest.opset}): "
+              f"{manifest.export_seconds or 0:g} s, the parity check included."), ""]
     if config.get("data"):
         lines += [f"Data: `{config['data']}`.", ""]
     lines += [f"Model: {_settings(model)}.", ""]
@@ -135,14 +125,14 @@ def render_card(folder: str | Path, manifest: dict | None = None) -> str:
         lines += [f"Training settings: {_settings(config['train'])}.", ""]
     if isinstance(config.get("sample"), dict):
         lines += [f"Sampling defaults: {_settings(config['sample'])}.", ""]
-    lines += _parity(manifest.get("parity", {}))
+    lines += _parity(manifest.parity or {})
     lines += ["", "## Files and size", ""] + _files(folder, manifest)
     if own:
         lines += ["", "## " + own.strip("\n")]
     return "\n".join(lines) + "\n"
 
 
-def write_card(folder: str | Path, manifest: dict | None = None) -> Path:
+def write_card(folder: str | Path, manifest: Manifest | None = None) -> Path:
     """Write ``README.md`` beside the manifest (atomically)."""
     folder = Path(folder)
     with atomic_open(folder / CARD, "w", encoding="utf-8") as out:
@@ -153,8 +143,10 @@ def write_card(folder: str | Path, manifest: dict | None = None) -> Path:
 def set_card_text(folder: str | Path, text: str) -> Path:
     """Store ``text`` as the manifest's ``card.text`` and write the card again."""
     folder = Path(folder)
-    path = folder / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest["card"] = {"text": text}
-    write_manifest(folder, manifest)
+    manifest = write_manifest(folder, replace(_read(folder), card_text=text))
     return write_card(folder, manifest)
+
+
+def _read(folder: Path) -> Manifest:
+    """The manifest of a folder being written or rewritten (its checksums not verified)."""
+    return Manifest.from_json(read_manifest_json(folder), folder / "manifest.json")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import torch
 
-from compgen.decoding.contract import Contract
 from compgen.decoding.prototypes import PrototypeCache
 from compgen.errors import UserError
 from compgen.runtimes.artifact import load_torchscript
 from compgen.runtimes.inductor import LIBRARIES
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.reduced import bf16_libraries, bf16_sampler
 from compgen.runtimes.torchscript import GraphGenerator
 
@@ -22,7 +22,7 @@ class CompiledBf16Generator(GraphGenerator):
     """Prototypes encoded by the bf16 TorchScript sampler's graph, the encoder and the step
     by the compiled libraries."""
 
-    def __init__(self, folder: Path, manifest: dict, threads: int | None = None):
+    def __init__(self, folder: Path, manifest: Manifest, threads: int | None = None):
         if threads:
             torch.set_num_threads(threads)
         # the C++ runner's libraries (its workers run one thread each): the same compiled
@@ -37,7 +37,7 @@ class CompiledBf16Generator(GraphGenerator):
 
         self.prototypes = prototypes
         self.encoder, self.step = (_load(libraries / name) for name in LIBRARIES)
-        self.contract = Contract.from_manifest(manifest["decoding"])
+        self.contract = manifest.contract()
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
 

@@ -24,7 +24,7 @@ from compgen.decoding.contract import MODES, STATE_NAMES, Contract
 from compgen.errors import Interrupted, SettingError, UserError
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
-from compgen.runtimes.card import PROTOTYPE_FILE
+from compgen.runtimes.manifest import PROTOTYPE_FILE, Manifest
 from compgen.system import cache
 
 MODE_NAMES = {v: k for k, v in MODES.items()}
@@ -272,11 +272,11 @@ def _run_streaming(binary: Path, job: str, env: dict, log, on_round) -> tuple[in
     return proc.returncode, stdout, "\n".join(line for line in errors if not line.startswith("round "))
 
 
-def decode_with_runner(binary: Path, folder: Path, manifest: dict, protos, z, strategy: str,
+def decode_with_runner(binary: Path, folder: Path, manifest: Manifest, protos, z, strategy: str,
                        max_len: int) -> list[list[int]]:
     """Decoded rows (ids) of the first ``len(protos)`` stored tuples with a zero latent,
     as the runner decodes them (export parity checks)."""
-    contract = replace(Contract.from_manifest(manifest["decoding"]), max_len=max_len)
+    contract = replace(manifest.contract(), max_len=max_len)
     job = job_text(folder, contract, out=None, mode=MODES[strategy], temperature=1.0, seed=0,
                    n=len(protos), nsamples=len(protos), batch_size=len(protos), max_rounds=1,
                    threads=1, raw=True, zero_latent=True)

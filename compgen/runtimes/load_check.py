@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.vocab import EOS_ID, PAD_ID
-from compgen.decoding.contract import Contract, prior_z
+from compgen.decoding.contract import prior_z
 from compgen.decoding.search import GreedySearch, decode
 from compgen.errors import UserError
 from compgen.runtimes.artifact import TOLERANCE, load_torchscript, read_prototypes
+from compgen.runtimes.manifest import Manifest
 
 CHECK_SETS = 4
 BACKENDS = ("torchscript", "onnx")
@@ -66,7 +67,7 @@ def run(folder: Path, what: str, call):
         raise UserError(f"{folder}: {what} does not run on this folder's inputs ({reason})") from None
 
 
-def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
+def greedy_rows(folder: Path, manifest: Manifest, threads: int | None = 1) -> dict:
     """{backend: [(tokens, summed log-prob)] per check tuple}: the first ``CHECK_SETS``
     tuples of prototypes.txt with the prior's latent for seed 0, decoded greedily."""
     # start-up: `compgen sample --backend cpp` loads no ONNX backend
@@ -74,11 +75,11 @@ def greedy_rows(folder: Path, manifest: dict, threads: int | None = 1) -> dict:
     from compgen.runtimes.onnx import OnnxGenerator
     from compgen.runtimes.torchscript import TorchScriptGenerator
 
-    contract = run(folder, "manifest.json", lambda: Contract.from_manifest(manifest["decoding"]))
-    nproto = manifest["model"]["nproto"]
+    contract = run(folder, "manifest.json", manifest.contract)
+    nproto = manifest.nproto
     tuples = read_prototypes(folder / "prototypes.txt", nproto)[:CHECK_SETS]
     k = len(tuples) if nproto else CHECK_SETS
-    vocab_size = manifest["model"]["vocab_size"]
+    vocab_size = manifest.vocab_size
     for tup in tuples:
         if any(t < 0 or t >= vocab_size for p in tup for t in p):
             raise UserError(f"{folder / 'prototypes.txt'}: token ids outside the vocabulary")

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from compgen.decoding.contract import STATE_NAMES, Contract
+from compgen.decoding.contract import STATE_NAMES
 from compgen.decoding.prototypes import PrototypeCache
 from compgen.device import CPU, Device, describe_sessions, ort_session
 from compgen.errors import UserError
+from compgen.runtimes.manifest import Manifest
 from compgen.system import cache
 
 MEMORY_NAMES = ("keys", "values", "tokens", "mask", "z")
@@ -93,7 +94,7 @@ def _optimised_path(path: Path, provider: str = "CPUExecutionProvider") -> Path 
 class OnnxGenerator:
     """The three graphs of an exported folder, and the decoding contract of its manifest."""
 
-    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None,
+    def __init__(self, folder: str | os.PathLike, manifest: Manifest, threads: int | None = None,
                  precision: str = "fp32", device: Device | None = None):
         graphs = Path(folder)
         if precision == "int8":
@@ -109,7 +110,7 @@ class OnnxGenerator:
         self.encoder_inputs = {i.name for i in self.encoder.get_inputs()}
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]
-        self.contract = Contract.from_manifest(manifest["decoding"])
+        self.contract = manifest.contract()
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
     def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:

@@ -14,7 +14,9 @@ from torch import Tensor
 from compgen.device import as_device, ort_session
 from compgen.errors import UserError, read_text
 from compgen.models.inflection import CharVocab, fairseq_search
-from compgen.runtimes.artifact import FORMAT, read_manifest, verify_files
+from compgen.runtimes.artifact import verify_files
+from compgen.runtimes.manifest import FORMAT, Manifest
+from compgen.runtimes.manifest_file import read_manifest_json
 
 
 class OnnxInflectionDecoder:
@@ -55,14 +57,15 @@ def onnx_beam_search(folder: Path, source: Tensor, beam: int = 5, max_len: int =
                                      source.shape[0], max_len)
 
 
-def load_exported_inflection(folder: Path):
+def load_exported_inflection(folder: Path) -> tuple[Manifest, CharVocab, CharVocab]:
     """The manifest (checksums verified) and the model's vocabularies of an export folder."""
     folder = Path(folder)
     path = folder / "manifest.json"
-    manifest = read_manifest(folder)
-    if manifest.get("format") != FORMAT or manifest.get("kind") != "inflection":
+    document = read_manifest_json(folder)
+    if document.get("format") != FORMAT or document.get("kind") != "inflection":
         raise UserError(f"{path}: not an exported inflection model")
-    verify_files(folder, manifest)
+    verify_files(folder, document)
+    manifest = Manifest.from_json(document, path)
     try:
         src = CharVocab(json.loads(read_text(folder / "vocab.json")))
         tgt = CharVocab(json.loads(read_text(folder / "target_vocab.json")))

@@ -11,25 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from compgen.decoding.contract import StepRules
 from compgen.device import CPU, Device, describe_sessions
 from compgen.models.seq2seq import run_beam, run_greedy
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx import open_session
 
 STATE = ("h", "c", "feed")
 
 
-def manifest_rules(manifest: dict) -> StepRules:
-    """The step rules of a predictor export's decoding contract."""
-    dec = manifest["decoding"]
-    return StepRules(manifest["model"]["vocab_size"], dec["bos"], dec["eos"], dec["pad"],
-                     first_step_masked=tuple(dec["first_step_masked"]),
-                     later_steps_masked=tuple(dec["later_steps_masked"]),
-                     masked_value=dec["mask_value"])
-
-
 class OnnxPredictor:
-    def __init__(self, folder: str | os.PathLike, manifest: dict, threads: int | None = None,
+    def __init__(self, folder: str | os.PathLike, manifest: Manifest, threads: int | None = None,
                  device: Device | None = None):
         folder = Path(folder)
         self.device = device or CPU
@@ -38,8 +29,8 @@ class OnnxPredictor:
         self.encoder_outputs = [o.name for o in self.encoder.get_outputs()]
         self.step_inputs = {i.name for i in self.step_session.get_inputs()}
         self.step_outputs = [o.name for o in self.step_session.get_outputs()]
-        self.hidden = manifest["model"]["hidden"]
-        self.rules = manifest_rules(manifest)
+        self.hidden = manifest.hidden
+        self.rules = manifest.step_rules()
 
     @property
     def where(self) -> str:

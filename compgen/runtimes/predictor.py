@@ -19,7 +19,8 @@ from compgen.device import CPU, Device
 from compgen.errors import SettingError, UserError
 from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
 from compgen.runtimes.artifact import load_manifest, load_torchscript
-from compgen.runtimes.onnx_predictor import OnnxPredictor, manifest_rules
+from compgen.runtimes.manifest import Manifest
+from compgen.runtimes.onnx_predictor import OnnxPredictor
 from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 from compgen.runtimes.verify import check_predictor_backends
 from compgen.training.predictor import load_predictor
@@ -27,7 +28,7 @@ from compgen.training.predictor import load_predictor
 BACKENDS = ("onnx", "torchscript", "torch")
 
 
-def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
+def batch_decoder(folder: Path, manifest: Manifest, backend: str, beam_width: int,
                   threads: int | None, device: Device | None = None
                   ) -> Callable[[torch.Tensor], list[list[int]]]:
     """``decode(source ids (B, T)) -> rows of output ids`` for one backend on ``device``
@@ -44,8 +45,7 @@ def batch_decoder(folder: Path, manifest: dict, backend: str, beam_width: int,
             stepper = PredictorStepper(load_predictor(folder / "predictor.pt")[0].to(device.torch))
     else:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
-    return search_rows(stepper, manifest_rules(manifest), beam_width,
-                       manifest["decoding"]["max_len"])
+    return search_rows(stepper, manifest.step_rules(), beam_width, manifest.max_len)
 
 
 def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str = "onnx",
@@ -58,12 +58,12 @@ def predict_exported(folder, sources: Sequence[Sequence[str]], *, backend: str =
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     folder = Path(folder)
     manifest = load_manifest(folder)
-    if manifest.get("kind") != "seq2seq":
-        raise UserError(f"{folder}: a '{manifest.get('kind')}' export, not a predictor "
+    if manifest.kind != "seq2seq":
+        raise UserError(f"{folder}: a '{manifest.kind}' export, not a predictor "
                         "(export a seq2seq checkpoint)")
     if batch_size < 1:
         raise SettingError("`batch_size` must be >= 1")
     check_predictor_backends(folder, manifest)
     vocab = Vocab.load(folder / "vocab.json")
     decode = batch_decoder(folder, manifest, backend, beam_width, threads, device)
-    return predict_sources(decode, vocab, sources, batch_size, manifest["decoding"]["max_len"])
+    return predict_sources(decode, vocab, sources, batch_size, manifest.max_len)

@@ -29,6 +29,7 @@ from compgen.io import keep_torch_compiler_cache, remove_stale_staging, staging_
 from compgen.runtimes.artifact import eager_model
 from compgen.runtimes.graphs import deterministic
 from compgen.runtimes.inductor import build_libraries, compile_error, find_compiler
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import GENERATOR_GRAPHS
 from compgen.runtimes.torchscript_trace import export_torchscript
 from compgen.system import cache
@@ -52,8 +53,8 @@ def _staged(target: Path) -> Path:
     return target.with_name(staging_prefix(target) + "tmp")
 
 
-def check_bf16_variant(manifest: dict) -> None:
-    if manifest["model"]["variant"] != "scan":
+def check_bf16_variant(manifest: Manifest) -> None:
+    if manifest.variant != "scan":
         raise SettingError("`precision` bf16: the bf16 sampling graphs exist for SCAN "
                            "generators (variant scan) only; use `precision` fp32")
 
@@ -63,7 +64,7 @@ def _torch_version() -> str:
     return metadata.version("torch")
 
 
-def bf16_sampler(folder: Path, manifest: dict) -> Path:
+def bf16_sampler(folder: Path, manifest: Manifest) -> Path:
     """``model.ts`` of ``folder`` as the bf16 sampler (built once, ~10 s)."""
     check_bf16_variant(manifest)
     folder = Path(folder)
@@ -76,7 +77,7 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
         model = deterministic(eager_model(folder, manifest)[0])
         staged = _staged(target)
         try:
-            export_torchscript(model, staged, manifest["decoding"]["max_len"], bf16=True)
+            export_torchscript(model, staged, manifest.max_len, bf16=True)
             os.replace(staged, target)
         finally:
             staged.unlink(missing_ok=True)
@@ -84,11 +85,11 @@ def bf16_sampler(folder: Path, manifest: dict) -> Path:
     return cache.ensure(target, "the bf16 sampler", build)
 
 
-def bf16_libraries(folder: Path, manifest: dict) -> Path:
+def bf16_libraries(folder: Path, manifest: Manifest) -> Path:
     """A folder holding ``folder``'s bf16 encoder and step compiled by AOTInductor
     (``compgen.runtimes.inductor``; built once, about 30 s)."""
     check_bf16_variant(manifest)
-    width = manifest["decoding"].get("prototype_width", 0)
+    width = manifest.prototype_width
     if not width:
         raise SettingError(f"{folder}: the export has no fixed prototype width; export it "
                            "again to sample it in bf16 with `backend` torch or cpp")

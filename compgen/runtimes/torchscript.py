@@ -16,6 +16,7 @@ import torch
 from compgen.decoding.contract import STATE_NAMES, Contract
 from compgen.decoding.prototypes import PrototypeCache
 from compgen.runtimes.artifact import load_torchscript
+from compgen.runtimes.manifest import Manifest
 
 
 class GraphGenerator:
@@ -64,7 +65,7 @@ class GraphGenerator:
 
 
 class TorchScriptGenerator(GraphGenerator):
-    def __init__(self, folder: Path, manifest: dict, threads: int | None = None,
+    def __init__(self, folder: Path, manifest: Manifest, threads: int | None = None,
                  precision: str = "fp32", device=None):
         if device is not None and device.cuda:
             self.device = device.torch
@@ -90,7 +91,7 @@ class TorchScriptGenerator(GraphGenerator):
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self.step = torch.jit.optimize_for_inference(
                     load_torchscript(path, device).step.eval())
-        self.contract = Contract.from_manifest(manifest["decoding"])
+        self.contract = manifest.contract()
         self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
 
 

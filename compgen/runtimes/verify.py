@@ -23,12 +23,13 @@ from compgen.errors import UserError
 from compgen.io import atomic_open
 from compgen.runtimes.artifact import TOLERANCE, load_torchscript
 from compgen.runtimes.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
+from compgen.runtimes.manifest import Manifest
 from compgen.system import cache
 
 CHECK_VERSION = 2   # raise when the check itself changes: older records no longer count
 
 
-def passed_record(manifest: dict) -> Path:
+def passed_record(manifest: Manifest) -> Path:
     """Where a passed check of these exact files, with these runtimes, is recorded."""
     versions = {}
     for package in ("torch", "onnxruntime", "onnxruntime-gpu"):
@@ -36,14 +37,14 @@ def passed_record(manifest: dict) -> Path:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
-    key = json.dumps({"files": manifest["files"], "load_check": manifest.get("load_check"),
+    key = json.dumps({"files": manifest.files, "load_check": manifest.load_check,
                       "versions": versions,
                       "check": CHECK_VERSION}, sort_keys=True)
     return cache.store("checked") / hashlib.sha256(key.encode()).hexdigest()
 
 
-def _record_key(manifest: dict) -> str:
-    return hashlib.sha256(json.dumps([manifest["files"], manifest.get("load_check")],
+def _record_key(manifest: Manifest) -> str:
+    return hashlib.sha256(json.dumps([manifest.files, manifest.load_check],
                                      sort_keys=True).encode()).hexdigest()
 
 
@@ -55,7 +56,7 @@ def _agree(folder: Path, ts_rows, onnx_rows) -> None:
                             "files of different models, export it again")
 
 
-def check_generator_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
+def check_generator_backends(folder: Path, manifest: Manifest, threads: int | None = 1) -> None:
     """``manifest``: as ``load_manifest`` returned it (its checksums match the files)."""
     try:
         record = passed_record(manifest)
@@ -77,29 +78,29 @@ def check_generator_backends(folder: Path, manifest: dict, threads: int | None =
         pass
 
 
-def _decode_and_compare(folder: Path, manifest: dict, threads: int | None) -> None:
+def _decode_and_compare(folder: Path, manifest: Manifest, threads: int | None) -> None:
     """Both backends agree with each other, and with the rows recorded at export time where
     the manifest has them (exports before ``load_check`` have the cross-check only)."""
     rows = greedy_rows(folder, manifest, threads)
     _agree(folder, rows["torchscript"], rows["onnx"])
-    if "load_check" in manifest:
-        compare_recorded(folder, manifest["load_check"], rows)
+    if manifest.load_check is not None:
+        compare_recorded(folder, manifest.load_check, rows)
 
 
-def check_predictor_backends(folder: Path, manifest: dict, threads: int | None = 1) -> None:
+def check_predictor_backends(folder: Path, manifest: Manifest, threads: int | None = 1) -> None:
     # start-up: `compgen sample --backend onnx` loads no torch
     # start-up: a generator's check loads no predictor backend
     from compgen.models.seq2seq import collate, run_greedy
-    from compgen.runtimes.onnx_predictor import OnnxPredictor, manifest_rules
+    from compgen.runtimes.onnx_predictor import OnnxPredictor
     from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 
-    max_len, vocab_size = manifest["decoding"]["max_len"], manifest["model"]["vocab_size"]
+    max_len, vocab_size = manifest.max_len, manifest.vocab_size
     # inputs of ordinary tokens (ids after the specials), of a few lengths
     rng = np.random.default_rng(0)
     inputs = [rng.integers(6, vocab_size, n).tolist() for n in (2, 4, 6, 8)[:CHECK_SETS]]
     source = collate(inputs, max_len).numpy()
     scripted = TorchScriptPredictor(load_torchscript(folder / "model.ts"))
-    ts = run(folder, "model.ts", lambda: run_greedy(scripted, manifest_rules(manifest), source,
+    ts = run(folder, "model.ts", lambda: run_greedy(scripted, manifest.step_rules(), source,
                                                      max_len))
     onnx = run(folder, "the ONNX graphs", lambda: OnnxPredictor(folder, manifest, threads))
     on = run(folder, "the ONNX graphs", lambda: onnx.greedy(source, max_len))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from compgen.errors import Interrupted, SettingError, UserError
 from compgen.io import field_tokens, token_field
+from compgen.runtimes.manifest import Manifest
 
 MAGIC = "#compgen-sample-journal"
 VERSION = 1
@@ -37,14 +38,14 @@ def journal_path(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-def job_key(manifest: dict, options, lm_description: str | None) -> str:
+def job_key(manifest: Manifest, options, lm_description: str | None) -> str:
     """What decides the kept samples: the export (its manifest, checksums included) and
     the options that change the stream of candidates or the filter. Threads, device and
     backend do not (one seed, one result on every backend)."""
     asked = {k: v for k, v in vars(options).items() if k not in ("threads", "device")}
     if not asked.get("novel_inputs"):   # off: the key of a job from before the option
         asked.pop("novel_inputs", None)
-    text = json.dumps({"manifest": manifest, "options": asked, "lm": lm_description},
+    text = json.dumps({"manifest": manifest.to_json(), "options": asked, "lm": lm_description},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -33,6 +33,7 @@ import numpy as np
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError
 from compgen.runtimes.artifact import load_manifest
+from compgen.runtimes.manifest import Manifest
 from compgen.sampling.collection import input_stop, known_input_trie, make_filter
 from compgen.sampling.run import ExportDecoder, shipped_training_table
 from compgen.system.ray_cluster import start_ray
@@ -52,7 +53,7 @@ class _Shard:
                 (folder / name).write_bytes(data)
             manifest = load_manifest(folder)
             # the job's filter, to stop rows whose input it rejects (as in one process)
-            filt = make_filter(manifest["config"], shipped_training_table(folder),
+            filt = make_filter(manifest.config, shipped_training_table(folder),
                                options.resample, options.rare)
             vocab = Vocab.load(folder / "vocab.json")
             self.decoder = ExportDecoder(folder, manifest, backend, options,
@@ -99,7 +100,7 @@ class RayDecoder:
         return rows.tolist(), scores.tolist()
 
 
-def check_ray_sampling(manifest: dict, backend: str, strategy: str) -> None:
+def check_ray_sampling(manifest: Manifest, backend: str, strategy: str) -> None:
     if backend not in RAY_BACKENDS:
         raise SettingError(f"`ray`: `backend` {backend} is not sharded (valid: "
                            f"{', '.join(RAY_BACKENDS)})")

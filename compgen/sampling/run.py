@@ -24,7 +24,7 @@ import polars as pl
 from compgen.data.resample import is_tag, split_morph
 from compgen.data.table import make_table, token_lists
 from compgen.data.vocab import SEP, Vocab
-from compgen.decoding.contract import MODES, Contract, prior_z, scores_of
+from compgen.decoding.contract import MODES, prior_z, scores_of
 from compgen.decoding.input_trie import InputTrie
 from compgen.decoding.options import SampleOptions
 from compgen.decoding.search import decode, search_for
@@ -39,6 +39,7 @@ from compgen.runtimes.artifact import (
     eager_model,
     load_manifest,
 )
+from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.verify import check_generator_backends
 from compgen.sampling.collection import (
     NoSamples,
@@ -79,7 +80,7 @@ class PrototypeCycle:
         return idx
 
 
-def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int | None,
+def stepper_factory_on(folder: Path, manifest: Manifest, backend: str, threads: int | None,
                        precision: str = "fp32", device: Device | None = None):
     """(``() -> Stepper`` for a Python backend of an export folder, where it runs: the
     device, and for ONNX Runtime the providers its sessions really use). ``precision``:
@@ -120,8 +121,7 @@ def stepper_factory_on(folder: Path, manifest: dict, backend: str, threads: int 
         model = deterministic(eager_model(folder, manifest)[0])
         if device.cuda:
             model.to(device.torch)
-        max_len = manifest["decoding"]["max_len"]
-        return (lambda: EagerStepper(model, max_len)), str(device)
+        return (lambda: EagerStepper(model, manifest.max_len)), str(device)
     raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
 
 
@@ -130,12 +130,11 @@ class ExportDecoder:
     ``decoder(prototype indices, strategy, temperature, first) -> (rows, scores)``;
     ``seconds`` spent decoding, ``where`` it runs."""
 
-    def __init__(self, folder: Path, manifest: dict, backend: str, options: SampleOptions,
+    def __init__(self, folder: Path, manifest: Manifest, backend: str, options: SampleOptions,
                  stop_input: Callable[[np.ndarray], bool] | None = None,
                  known_inputs: InputTrie | None = None):
         manifest = manifest_for_cut(manifest, options.prototype_cut)
-        self.contract = replace(Contract.from_manifest(manifest["decoding"]),
-                                beam_width=options.beam_width)
+        self.contract = replace(manifest.contract(), beam_width=options.beam_width)
         self.stop_input = stop_input   # rows whose input the filter rejects stop at <sep>
         self.known_inputs = known_inputs   # --novel-inputs: <sep> masked after these
         self.stored = stored_array(folder, manifest)
@@ -176,7 +175,7 @@ def source_config(source) -> dict:
     its ``[sample]`` table supplies the defaults of ``SampleOptions``."""
     source = Path(source)
     if source.is_dir():
-        return load_manifest(source)["config"]
+        return load_manifest(source).config
     # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.training.checkpoint import checkpoint_config
 
@@ -243,7 +242,7 @@ def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=
     export's ``[sample]``, else the defaults; the device: the CPU). Exported graphs decode
     the prototype tuples stored at export time, with the training pairs stored with them
     (``data_dir`` is not read)."""
-    config = load_manifest(Path(folder)).get("config", {})
+    config = load_manifest(Path(folder)).config
     options = SampleOptions(config.get("sample", {}), n=n, **{"device": "cpu", **asked})
     return sample_export(folder, options, backend, out=out, log=log, lm=lm,
                          decoder_factory=decoder_factory, tally=tally, resume=resume)
@@ -270,10 +269,10 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                            "`backend` onnx, torchscript or torch (or `device` cpu)")
     folder = Path(folder)
     manifest = load_manifest(folder)
-    if manifest.get("kind", "recombine") != "recombine":
-        raise UserError(f"{folder}: a '{manifest['kind']}' export; only generator exports "
+    if manifest.kind != "recombine":
+        raise UserError(f"{folder}: a '{manifest.kind}' export; only generator exports "
                         "sample (predictors: compgen.runtimes.predictor.predict_exported)")
-    config = manifest["config"]
+    config = manifest.config
     check_sample_precision(options.precision, backend)
     check_generator_backends(folder, manifest)
 
@@ -281,7 +280,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
     if options.test_dropout:
         raise SettingError("`test_dropout`: exported graphs are deterministic; sample the "
                            "checkpoint instead")
-    Contract.from_manifest(manifest["decoding"])  # an old contract: a clear error first
+    manifest.contract()  # an old contract: a clear error first
     table = shipped_training_table(folder)
     filt = make_filter(config, table, options.resample, options.rare)
     vocab = Vocab.load(folder / "vocab.json")
@@ -328,7 +327,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                      tally.decoded, selection.description, where, table)
 
 
-def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
+def stored_selection(folder: Path, manifest: Manifest, options: SampleOptions, filt,
                      vocab: Vocab) -> TupleSelection:
     """The stored tuples this job decodes: first occurrences and, with rare words to
     cover (``--rare-prototypes``; by default whenever ``--resample rare`` names them),
@@ -343,28 +342,25 @@ def stored_selection(folder: Path, manifest: dict, options: SampleOptions, filt,
     chosen = wanted in (None, True)
     cover = tuple(phrase) if phrase is not None and chosen else ()
     any_of = tuple(sorted(tokens)) if tokens is not None and chosen else ()
-    decoding = manifest["decoding"]
-    return select_tuples(stored_array(folder, manifest), decoding["prototypes"], vocab.index,
-                         cover, any_of, str(folder / decoding["prototype_file"]))
+    return select_tuples(stored_array(folder, manifest), manifest.prototypes, vocab.index,
+                         cover, any_of, str(folder / manifest.prototype_file))
 
 
-def manifest_for_cut(manifest: dict, cut: str | None) -> dict:
+def manifest_for_cut(manifest: Manifest, cut: str | None) -> Manifest:
     """The manifest as a job with this length cut of Omega's prototypes reads it (the
     file of its tuples: ``compgen.sampling.tuple_selection.tuples_for_cut``); None: the
     cut the preset's tuples were drawn with."""
-    drawn_with = export_prototype_options(manifest["config"]).get("prototype_cut", "mean")
+    drawn_with = export_prototype_options(manifest.config).get("prototype_cut", "mean")
     return tuples_for_cut(manifest, cut or drawn_with, drawn_with)
 
 
-def stored_array(folder: Path, manifest: dict) -> np.ndarray | None:
+def stored_array(folder: Path, manifest: Manifest) -> np.ndarray | None:
     """The export's prototype tuples (of the job's cut: ``manifest_for_cut``) as one id
     array (None without prototypes)."""
-    nproto = manifest["model"]["nproto"]
-    if nproto == 0:
+    if manifest.nproto == 0:
         return None
-    decoding = manifest["decoding"]
-    return read_prototype_array(folder / decoding["prototype_file"],
-                                nproto, decoding["prototype_width"], manifest["model"]["vocab_size"])
+    return read_prototype_array(folder / manifest.prototype_file, manifest.nproto,
+                                manifest.prototype_width, manifest.vocab_size)
 
 
 def _cpp_setup(filt, vocab: Vocab, lm, log, known_inputs: InputTrie | None = None
@@ -382,7 +378,7 @@ def _cpp_setup(filt, vocab: Vocab, lm, log, known_inputs: InputTrie | None = Non
     return build_runner(log=log, kenlm=lm is not None), accept_lines
 
 
-def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tuple,
+def _sample_cpp(folder: Path, manifest: Manifest, options: SampleOptions, runner: tuple,
                 vocab: Vocab, out, log, lm=None, selection: TupleSelection | None = None,
                 max_rows: int | None = None, tally: Tally | None = None,
                 journal: Journal | None = None) -> tuple[list[Sample], float]:
@@ -394,7 +390,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
 
     binary, accept_lines = runner
     resume = None if journal is None else runner_resume(journal, vocab)
-    contract = replace(Contract.from_manifest(manifest["decoding"]), beam_width=options.beam_width)
+    contract = replace(manifest.contract(), beam_width=options.beam_width)
     built = []
     if options.precision == "bf16":
         # start-up: `compgen sample --backend onnx` loads no torch
@@ -414,7 +410,7 @@ def _sample_cpp(folder: Path, manifest: dict, options: SampleOptions, runner: tu
                        raise_temperature=options.raise_temperature,
                        filter_spec=accept_lines,
                        tuples=None if selection is None else selection.selected,
-                       prototype_file=manifest["decoding"]["prototype_file"],
+                       prototype_file=manifest.prototype_file,
                        max_rows=max_rows, resume=resume,
                        journal=None if journal is None else journal.hand_over())
         result = run_harness(binary, job, log, out=out, on_round=None if tally is None

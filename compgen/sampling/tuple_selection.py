@@ -34,36 +34,30 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import SettingError, UserError, read_text
-from compgen.runtimes.card import CUT_FILE, PROTOTYPE_FILE
+from compgen.runtimes.manifest import CUT_FILE, PROTOTYPE_FILE, Manifest, PrototypeCut
 
 DETERMINISTIC = ("greedy", "beam")
 PAD_ID = 0  # compgen.data.vocab.PAD_ID, without importing the vocabulary module's deps
 
 
-def tuples_for_cut(manifest: dict, cut: str, drawn_with: str) -> dict:
+def tuples_for_cut(manifest: Manifest, cut: str, drawn_with: str) -> Manifest:
     """The manifest as a job sampling with the ``cut`` length cut reads it: its decoding
     section names that cut's tuple file (``prototype_file``), how many tuples it holds
     and their width. ``drawn_with``: the cut of ``prototypes.txt`` in an export written
     before ``decoding.prototype_cuts`` (which then stores that cut alone)."""
-    decoding = manifest["decoding"]
-    cuts = decoding.get("prototype_cuts") or {drawn_with: {
-        "file": PROTOTYPE_FILE, "prototypes": decoding["prototypes"],
-        "prototype_width": decoding.get("prototype_width", 0)}}
+    cuts = manifest.prototype_cuts or {drawn_with: PrototypeCut(
+        PROTOTYPE_FILE, manifest.prototypes, manifest.prototype_width)}
     if cut not in cuts:
         raise SettingError(f"`prototype_cut` {cut}: this export stores prototype tuples drawn "
                            f"with the {' and '.join(sorted(cuts))} cut only; export it again "
                            "(compgen export FOLDER -o NEW: an export of a SCAN or user-data "
                            "generator stores every cut), or sample its checkpoint")
     chosen = cuts[cut]
-    name = chosen.get("file")
-    listed = manifest.get("files", {})
-    if name != PROTOTYPE_FILE and not (isinstance(name, str) and CUT_FILE.fullmatch(name)
-                                       and name in listed):
+    name = chosen.file
+    if name != PROTOTYPE_FILE and not (CUT_FILE.fullmatch(name) and name in manifest.files):
         raise UserError(f"manifest.json: decoding.prototype_cuts.{cut}.file = {name!r}, "
                         "expected prototypes.CUT.txt listed in files")
-    return {**manifest, "decoding": {**decoding, "prototype_file": name,
-                                     "prototypes": chosen["prototypes"],
-                                     "prototype_width": chosen["prototype_width"]}}
+    return manifest.for_cut(chosen)
 
 
 class TupleSelection:

@@ -88,7 +88,7 @@ def decode_candidates(export: Path, args):
     from compgen.sampling.tuple_selection import TupleSelection
 
     manifest = load_manifest(export)
-    options = SampleOptions.resolve(manifest["config"], n=args.n, nsamples=args.nsamples,
+    options = SampleOptions.resolve(manifest.config, n=args.n, nsamples=args.nsamples,
                                     strategy=args.strategy, seed=0, threads=1)
     vocab = Vocab.load(export / "vocab.json")
     decode = ExportDecoder(export, manifest, "onnx", options)
@@ -99,9 +99,9 @@ def decode_candidates(export: Path, args):
         rows.extend((vocab.decode(t, strip=True), s) for t, s in zip(tokens, scores))
         return tokens, scores
 
-    filt = make_filter(manifest["config"], shipped_training_table(export), options.resample,
+    filt = make_filter(manifest.config, shipped_training_table(export), options.resample,
                        options.rare)
-    stored = manifest["decoding"]["prototypes"]   # every stored tuple, in order
+    stored = manifest.prototypes   # every stored tuple, in order
     accepted = collect_decoded(recording, vocab,
                                PrototypeCycle(TupleSelection(np.arange(stored), stored)),
                                options.nsamples, options.nsamples, options.strategy,

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import json
 import math
 import os
@@ -215,7 +216,19 @@ def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads
     return n / result.decode_seconds
 
 
-def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
+def section(manifest, name: str) -> dict:
+    """A section of the manifest: a ``Manifest``'s field, or (an older tree) its JSON's."""
+    return manifest[name] if isinstance(manifest, dict) else getattr(manifest, name)
+
+
+def with_max_len(manifest, steps: int):
+    """The manifest with its decoding contract's ``max_len`` set to ``steps``."""
+    if isinstance(manifest, dict):   # an older tree: the manifest is its JSON object
+        return {**manifest, "decoding": {**manifest["decoding"], "max_len": steps}}
+    return dataclasses.replace(manifest, decoding={**manifest.decoding, "max_len": steps})
+
+
+def generators(folder: Path, manifest, threads: int, bf16: bool) -> dict:
     """The Python backends of an export that decode through ``compgen.decoding``: fp32
     TorchScript and ONNX, int8 ONNX, and bf16 TorchScript where the CPU has the units."""
     gens = {"torchscript": TorchScriptGenerator(folder, manifest, threads),
@@ -227,7 +240,7 @@ def generators(folder: Path, manifest: dict, threads: int, bf16: bool) -> dict:
     return gens
 
 
-def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: bool) -> dict:
+def greedy_quality(folder: Path, manifest, n: int, threads: int, bf16: bool) -> dict:
     """Greedy samples of a trained export, fp32 ONNX against each reduced-precision path:
     the share of correct SCAN pairs, and the share of outputs equal to fp32's."""
     from compgen.data.scan import load_scan_grammar, scan_sample_report
@@ -238,10 +251,11 @@ def greedy_quality(folder: Path, manifest: dict, n: int, threads: int, bf16: boo
     shipped_training_table = import_moved("compgen.sampling.run",
                                           "compgen.runtime.sampler").shipped_training_table
 
-    contract = Contract.from_manifest(manifest["decoding"])
+    contract = Contract.from_manifest(section(manifest, "decoding"))
     vocab = Vocab.load(folder / "vocab.json")
-    tuples = read_prototypes(folder / "prototypes.txt", manifest["model"]["nproto"])[:n]
-    protos = pad_tuples(tuples, manifest["model"]["nproto"], len(tuples),
+    nproto = section(manifest, "model")["nproto"]
+    tuples = read_prototypes(folder / "prototypes.txt", nproto)[:n]
+    protos = pad_tuples(tuples, nproto, len(tuples),
                         contract.prototype_width).numpy()
     z = np.zeros((len(tuples), contract.latent), np.float32)
     train = shipped_training_table(folder)
@@ -310,8 +324,8 @@ def main() -> None:
     model = deterministic(_checkpoint.load_generator(checkpoint)[0])
     steps = args.steps
     model.cfg.max_len = steps  # a model that never stops decodes exactly `steps` steps
-    manifest["decoding"]["max_len"] = steps
-    contract = Contract.from_manifest(manifest["decoding"])
+    manifest = with_max_len(manifest, steps)
+    contract = Contract.from_manifest(section(manifest, "decoding"))
     bf16 = cpu_has_bf16()
     gens = generators(folder, manifest, threads, bf16)
     bf16_compiled = ((bf16_sampler(folder, manifest), bf16_libraries(folder, manifest))
