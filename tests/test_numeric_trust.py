@@ -174,10 +174,10 @@ def test_the_runner_refuses_out_of_range_job_numbers_itself(tmp_path, key, value
     """Called directly (no Python in front), the runner answers one error line, exit 2,
     instead of aborting on a million threads or beams or a count that overflowed."""
     from compgen.decoding.contract import Contract
-    from compgen.runtimes.artifact import read_manifest
     from compgen.runtimes.cpp import build_runner, job_text
+    from compgen.runtimes.manifest_file import read_manifest_json
 
-    contract = Contract.from_manifest(read_manifest(SHIPPED)["decoding"])
+    contract = Contract.from_manifest(read_manifest_json(SHIPPED)["decoding"])
     job = job_text(SHIPPED, contract, out=tmp_path / "s.tsv", mode=0, temperature=1.0, seed=0,
                    n=2, nsamples=2, batch_size=8, max_rounds=1, threads=1)
     job += f"{key} {len(str(value))}\n{value}\n"   # a later record overrides the first
@@ -221,21 +221,21 @@ def test_a_device_given_as_a_file_is_named_as_one(tiny, tmp_path, capsys, monkey
 def test_a_bad_id_in_a_cut_file_names_that_file_and_line(tiny, tmp_path, backend):
     """The tuples of a length cut live in their own file: an id outside the vocabulary
     there was blamed on prototypes.txt."""
-    from compgen.runtimes.artifact import read_manifest, sha256
-    from compgen.runtimes.manifest_file import write_manifest
+    from compgen.runtimes.artifact import sha256
+    from compgen.runtimes.manifest_file import read_manifest_json, write_manifest_json
 
     folder = tmp_path / "export"
     if not (tiny / "export").is_dir():
         code, lines = compgen_cli("export", tiny / "g.pt", "--no-cpp", "-o", tiny / "export")
         assert code == 0, lines
     shutil.copytree(tiny / "export", folder)
-    manifest = read_manifest(folder)
+    manifest = read_manifest_json(folder)   # the JSON as written, edited as a planted file
     cut = manifest["decoding"]["prototype_cuts"]["none"]["file"]
     lines = (folder / cut).read_text().splitlines()
     lines[1] = lines[1].replace(lines[1].split()[0], "999", 1)
     (folder / cut).write_text("\n".join(lines) + "\n")
     manifest["files"][cut] = sha256(folder / cut)
-    write_manifest(folder, manifest)
+    write_manifest_json(folder, manifest)
     one_error(compgen_cli("sample", folder, "--backend", backend, "--prototype-cut", "none",
                           "--n", "2", "-o", tmp_path / "s.tsv"),
               f"{folder / cut}:2: token id 999 outside the vocabulary")
