@@ -484,7 +484,7 @@ def cut_file_bad_id(work: Path, names: dict) -> None:
     """``export/``: the fixture generator exported, line 2 of its ``none`` cut's tuple file
     holding id 999, the manifest resealed."""
     from compgen.runtimes.artifact import sha256
-    from compgen.runtimes.manifest_file import write_manifest
+    from compgen.runtimes.manifest_file import write_manifest_json
 
     subprocess.run([sys.executable, "-m", "compgen", "export", str(names["g"]), "--no-cpp",
                     "-o", str(work / "export")], cwd=ROOT, capture_output=True, check=True,
@@ -496,7 +496,7 @@ def cut_file_bad_id(work: Path, names: dict) -> None:
     lines[1] = "999" + lines[1][lines[1].index(" "):]
     (folder / cut).write_text("\n".join(lines) + "\n")
     manifest["files"][cut] = sha256(folder / cut)
-    write_manifest(folder, manifest)
+    write_manifest_json(folder, manifest)
 
 
 # ---------------------------------------------------------------- round 4: trust
