@@ -527,6 +527,8 @@ def edited_named_corpus(work: Path, names: dict) -> None:
         (folder / f"{split}.txt").write_text(text, encoding="utf-8")
     with open(work / "data" / "lm" / "kin" / "train.txt", "a", encoding="utf-8") as out:
         out.write("a planted sentence\n")
+    # as `compgen data fetch` lists what it wrote (only those files are held to the sums)
+    (work / "data" / "FETCHED").write_text("lm/kin/train.txt\nlm/kin/val.txt\nlm/kin/test.txt\n")
 
 
 def with_files(**files: bytes):
@@ -596,7 +598,7 @@ def trust_probes() -> list[Probe]:
     for token in ("<sep>", "<pad>", "<copy>", "<unk>"):
         out.append(Probe("silent", f"data-word-{token.strip('<>')}",
                          ["data", "stats", "{work}/d.tsv"], message="d.tsv:2:",
-                         setup=with_files(**{"d.tsv": f"a\tb\nc {token}\td\n".encode()})))
+                         setup=with_files(**{"d.tsv": f"1 2\tone two\nc {token}\td\n".encode()})))
     for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
                           ("--max-steps", "-5")):
         out.append(Probe("silent", f"train{option}={value}",
