@@ -18,17 +18,11 @@ import polars as pl
 from compgen.data import load_dataset
 from compgen.data.resample import SampleFilter, any_token_rule, rare_tokens
 from compgen.data.table import make_table
-from compgen.data.task import task_of
 from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.generic import generic_omega, prototype_lengths
 from compgen.neighborhoods.scan import unique_generative_data
 
 SNAPSHOT_KEY = "data_snapshot"
-
-
-def is_user_data(data: str) -> bool:
-    """A data set the generic recipe handles (anything but SCAN and SIGMORPHON)."""
-    return task_of(data).generator_recipe == "generic"
 
 
 def has_snapshot(config: dict) -> bool:

@@ -433,8 +433,9 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
     else:
-        if preset is None and task_of(data).named:
-            preset = task_of(data).default_preset("predictor")
+        task = task_of(data)
+        if preset is None and task.named:
+            preset = task.default_preset("predictor")
         elif preset is None:
             table = load_dataset(data, data_dir)
             preset = sized_preset(table)
