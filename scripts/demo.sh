@@ -74,7 +74,8 @@ section "3. the shipped R&R generator: sampling on every backend" \
   "kept sample: 'decoded' counts the candidates, 'accepted' the share the filter kept), the" \
   "most probable ranked first by the generator; a sample is 'correct' when the" \
   "full SCAN grammar maps its command to its actions. samples/s counts the samples kept, with" \
-  "model loading excluded and filtering included. The C++ runner is built once (~1 min)."
+  "model loading excluded and filtering included. The C++ runner is built once (~1 min);" \
+  "that build is its own column, not sampling time."
 t=$(date +%s)
 python scripts/analyze/demo_backends.py "$shipped" --n "$n_samples" --nsamples $(( n_samples * 2 )) \
   --resample rare --out-dir "$out" --json "$out/backends.json"

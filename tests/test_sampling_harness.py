@@ -71,6 +71,8 @@ def test_cpp_sample_is_one_runner_process(runner, tmp_path, monkeypatch):
                           log=lambda m: None)
     assert len(run.samples) == 40
     assert [cmd[0] for cmd in started] == [str(runner)]
+    # the runner's setup (here: checking the built binary) is timed apart from sampling
+    assert 0 < run.build_seconds < run.seconds
 
 
 def temp_env(tmpdir: Path) -> dict:

@@ -129,6 +129,8 @@ def sample_cmd(
         details.append(f"{run.decoded:,} candidates decoded from {run.tuples or 'prototype tuples'}"
                        f", {tally.accepted / run.decoded:.1%} accepted")
     details.append(f"{len(run.samples) / max(run.seconds, 1e-9):,.1f} samples/s")
+    if run.build_seconds >= 1:
+        details.append(f"the C++ runner built first in {run.build_seconds:.0f} s, not counted")
     # the precision is fp32 unless asked: bf16 changes samples, and its share of correct
     # samples has not been measured against fp32 on every CPU that could run it
     where = (f" on {run.device}" if run.device else "") + f", {options.precision}"

@@ -200,6 +200,7 @@ class SampleRun:
     tuples: str = ""  # which prototype tuples were decoded (exports)
     device: str | None = None  # where it ran: device (and ONNX Runtime's providers in use)
     train: pl.DataFrame | None = None  # the training pairs the filters read (exports)
+    build_seconds: float = 0.0  # building the C++ runner (once per source), not in ``seconds``
 
 
 def check_sig_rare(rare: str | None, table: pl.DataFrame, data: str) -> None:

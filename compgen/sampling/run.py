@@ -290,11 +290,14 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
         decoder_factory.check(manifest, backend, options.strategy)
     max_rows = selection.max_rows(options.strategy, options.raise_temperature)
     tally = tally or Tally()
-    start = time.perf_counter()
     where = None
     # the runner built and the filter in its terms before the journal opens: an error of
-    # the setup (no compiler, a rule it lacks) leaves an interrupted run's journal alone
+    # the setup (no compiler, a rule it lacks) leaves an interrupted run's journal alone.
+    # Its first build (~1 min) is timed apart: it is not sampling.
+    start = time.perf_counter()
     runner = _cpp_setup(filt, vocab, lm, log, known_inputs) if backend == "cpp" else None
+    build_seconds = time.perf_counter() - start
+    start = time.perf_counter()
     key = job_key(manifest, options, lm.describe() if lm else None)
     with (Journal(out, key, resume, log) if out is not None
           else contextlib.nullcontext()) as journal:
@@ -324,7 +327,7 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
             where = getattr(decode_rows, "where", None)
     seconds = time.perf_counter() - start
     return SampleRun(samples, seconds, str(out) if out else None, config["data"], decode_seconds,
-                     tally.decoded, selection.description, where, table)
+                     tally.decoded, selection.description, where, table, build_seconds)
 
 
 def stored_selection(folder: Path, manifest: Manifest, options: SampleOptions, filt,

@@ -1,6 +1,7 @@
 """Sample an export folder on every backend and print one row per backend: samples, time,
 samples/s, and the share of novel and of correct SCAN pairs (judged by the full SCAN
-grammar, as `compgen sample` does), with the command that reproduces each row.
+grammar, as `compgen sample` does), with the command that reproduces each row. The C++
+runner's first build is its own column ("build s"), not sampling time.
 
     python scripts/analyze/demo_backends.py exported/scan-jump-recomb2 --n 60 --nsamples 225 --resample rare
 """
@@ -34,6 +35,7 @@ def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | Non
         rows.append({
             "backend": backend, "samples": len(run.samples),
             "sampling_seconds": round(run.seconds, 2), "wall_seconds": round(wall, 2),
+            "build_seconds": round(run.build_seconds, 2),
             "samples_per_second": round(len(run.samples) / max(run.seconds, 1e-9), 2),
             "decoded": tally.decoded, "acceptance": tally.accepted / max(tally.decoded, 1),
             "novel_share": quality.get("novel_share"),
@@ -62,13 +64,14 @@ def main() -> None:
     kept = f"the {args.n} most probable of {args.nsamples}" if args.nsamples else f"{args.n}"
     table = Table(title=f"{args.folder}: {kept} beam samples per backend")
     for col in ("backend", "samples", "decoded", "accepted", "seconds", "samples/s", "novel",
-                "correct"):
+                "correct", "build s"):
         table.add_column(col, justify="left" if col == "backend" else "right")
     for r in rows:
         table.add_row(r["backend"], str(r["samples"]), f"{r['decoded']:,}",
                       f"{r['acceptance']:.1%}", f"{r['sampling_seconds']:.1f}",
                       f"{r['samples_per_second']:.1f}", f"{r['novel_share']:.1%}",
-                      f"{r['correct_share']:.1%}")
+                      f"{r['correct_share']:.1%}",
+                      f"{r['build_seconds']:.0f}" if r["build_seconds"] >= 1 else "-")
     console = Console()
     console.print(table)
     console.print("reproduce one row:  " + rows[0]["command"].replace(f"--backend {rows[0]['backend']}",
