@@ -12,6 +12,7 @@ import kenlm
 import pytest
 
 from compgen.decoding.contract import rank_key
+from compgen.decoding.options import SampleOptions
 from compgen.errors import UserError
 from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text
@@ -151,9 +152,10 @@ def test_runner_bad_model_is_one_error_line_before_anything_is_loaded(kenlm_runn
     contract = load_manifest(SHIPPED).contract()
 
     def run(binary, lm_lines):
-        job = job_text(tmp_path / "no-export", contract, out=tmp_path / "out.tsv", mode=0,
-                       temperature=1.0, seed=0, n=4, nsamples=4, batch_size=4, max_rounds=1,
-                       threads=1, filter_spec=lm_lines)
+        options = SampleOptions(strategy="greedy", temperature=1.0, seed=0, n=4, batch_size=4,
+                                max_rounds=1, threads=1)
+        job = job_text(tmp_path / "no-export", contract, options, out=tmp_path / "out.tsv",
+                       filter_spec=lm_lines)
         proc = subprocess.run([str(binary)], input=job, capture_output=True, text=True,
                               check=False)
         assert proc.returncode == 2 and proc.stdout == ""

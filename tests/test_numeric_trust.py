@@ -174,12 +174,14 @@ def test_the_runner_refuses_out_of_range_job_numbers_itself(tmp_path, key, value
     """Called directly (no Python in front), the runner answers one error line, exit 2,
     instead of aborting on a million threads or beams or a count that overflowed."""
     from compgen.decoding.contract import Contract
+    from compgen.decoding.options import SampleOptions
     from compgen.runtimes.cpp import build_runner, job_text
     from compgen.runtimes.manifest_file import read_manifest_json
 
     contract = Contract.from_manifest(read_manifest_json(SHIPPED)["decoding"])
-    job = job_text(SHIPPED, contract, out=tmp_path / "s.tsv", mode=0, temperature=1.0, seed=0,
-                   n=2, nsamples=2, batch_size=8, max_rounds=1, threads=1)
+    options = SampleOptions(strategy="greedy", temperature=1.0, seed=0, n=2, batch_size=8,
+                            max_rounds=1, threads=1)
+    job = job_text(SHIPPED, contract, options, out=tmp_path / "s.tsv")
     job += f"{key} {len(str(value))}\n{value}\n"   # a later record overrides the first
     proc = subprocess.run([str(build_runner(log=lambda line: None))], input=job, text=True,
                           capture_output=True, check=False, timeout=120)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compgen.cli.common import flag_of
-from compgen.decoding.contract import MODES
+from compgen.decoding.options import SampleOptions
 from compgen.errors import SettingError, UserError
 from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.cpp import build_runner, job_text, run_harness
@@ -165,8 +165,9 @@ def test_the_bf16_graphs_decode_a_batch_in_the_runner(tmp_path, one_torch_thread
     contract = manifest.contract()
     binary = build_runner(log=lambda m: None)
     out = tmp_path / "bf16.tsv"
-    job = job_text(SHIPPED, contract, out=out, mode=MODES["greedy"], temperature=1.0, seed=0,
-                   n=32, nsamples=32, batch_size=32, max_rounds=1, threads=2, raw=True,
-                   zero_latent=True, model=bf16_sampler(SHIPPED, manifest))
+    options = SampleOptions(strategy="greedy", temperature=1.0, seed=0, n=32, batch_size=32,
+                            max_rounds=1, threads=2)
+    job = job_text(SHIPPED, contract, options, out=out, raw=True, zero_latent=True,
+                   model=bf16_sampler(SHIPPED, manifest))
     run_harness(binary, job, log=lambda m: None)
     assert len(out.read_text(encoding="utf-8").splitlines()) == 32

@@ -21,6 +21,7 @@ from importlib import metadata, util
 from pathlib import Path
 
 from compgen.decoding.contract import MODES, STATE_NAMES, Contract
+from compgen.decoding.options import SampleOptions
 from compgen.errors import Interrupted, SettingError, UserError
 from compgen.io import remove_stale_staging, staging_prefix
 from compgen.lm.kenlm_tools import cache_bin_dir
@@ -130,15 +131,14 @@ class RunnerResume:
     samples: list
 
 
-def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
-             temperature: float, seed: int, n: int, nsamples: int, batch_size: int,
-             max_rounds: int, threads: int | None, raise_temperature: bool = False,
+def job_text(folder: Path, contract: Contract, options: SampleOptions, *, out: Path | None,
              filter_spec: dict | None = None, raw: bool = False, zero_latent: bool = False,
              model: Path | None = None, compiled: Path | None = None,
              tuples=None, max_rows: int | None = None,
              prototype_file: str = PROTOTYPE_FILE, journal: Path | None = None,
              resume: RunnerResume | None = None) -> str:
-    """The runner's job (its standard input): the decoding contract, options, filter.
+    """The runner's job (its standard input): the decoding contract, the sampling options
+    (written here only, from ``options`` whole), the filter.
     ``model``: the TorchScript sampler to run instead of the folder's ``model.ts`` (the
     bf16 one of ``compgen.runtimes.reduced``); ``compiled``: a folder of the encoder and step
     compiled by AOTInductor, run instead of their TorchScript graphs
@@ -149,14 +149,15 @@ def job_text(folder: Path, contract: Contract, *, out: Path | None, mode: int,
     ``journal``: the job's ``OUT.partial``, every round appended to it
     (``compgen.sampling.journal``); ``resume``: go on from there, the journal's samples
     given to the filter again (logprobs exact: ``repr``)."""
-    records = [("folder", Path(folder).resolve()), ("n", n), ("nsamples", nsamples),
-               ("batch_size", batch_size),
-               ("max_rounds", max_rounds or UNCAPPED_ROUNDS), ("seed", seed),
-               ("mode", mode), ("temperature", repr(temperature)),
-               ("raise_temperature", int(raise_temperature)), ("raw", int(raw)),
-               ("zero_latent", int(zero_latent)), ("threads", threads or os.cpu_count() or 1),
+    records = [("folder", Path(folder).resolve()), ("n", options.n),
+               ("nsamples", options.nsamples), ("batch_size", options.batch_size),
+               ("max_rounds", options.max_rounds or UNCAPPED_ROUNDS), ("seed", options.seed),
+               ("mode", MODES[options.strategy]), ("temperature", repr(options.temperature)),
+               ("raise_temperature", int(options.raise_temperature)), ("raw", int(raw)),
+               ("zero_latent", int(zero_latent)),
+               ("threads", options.threads or os.cpu_count() or 1),
                ("vocab_size", contract.vocab_size), ("max_len", contract.max_len),
-               ("latent", contract.latent), ("beam_width", contract.beam_width),
+               ("latent", contract.latent), ("beam_width", options.beam_width),
                ("prototypes", contract.prototypes),
                ("prototype_width", contract.prototype_width),
                ("vae_max_norm", repr(contract.vae_max_norm)),
@@ -277,9 +278,10 @@ def decode_with_runner(binary: Path, folder: Path, manifest: Manifest, protos, z
     """Decoded rows (ids) of the first ``len(protos)`` stored tuples with a zero latent,
     as the runner decodes them (export parity checks)."""
     contract = replace(manifest.contract(), max_len=max_len)
-    job = job_text(folder, contract, out=None, mode=MODES[strategy], temperature=1.0, seed=0,
-                   n=len(protos), nsamples=len(protos), batch_size=len(protos), max_rounds=1,
-                   threads=1, raw=True, zero_latent=True)
+    options = SampleOptions(strategy=strategy, n=len(protos), batch_size=len(protos),
+                            max_rounds=1, threads=1, seed=0, temperature=1.0,
+                            beam_width=contract.beam_width)
+    job = job_text(folder, contract, options, out=None, raw=True, zero_latent=True)
     text = run_harness(binary, job).output
     return [[int(t) for t in line.split("\t")[0].split()] for line in text.splitlines()]
 

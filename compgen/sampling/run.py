@@ -393,7 +393,7 @@ def _sample_cpp(folder: Path, manifest: Manifest, options: SampleOptions, runner
 
     binary, accept_lines = runner
     resume = None if journal is None else runner_resume(journal, vocab)
-    contract = replace(manifest.contract(), beam_width=options.beam_width)
+    contract = manifest.contract()
     built = []
     if options.precision == "bf16":
         # start-up: `compgen sample --backend onnx` loads no torch
@@ -405,12 +405,7 @@ def _sample_cpp(folder: Path, manifest: Manifest, options: SampleOptions, runner
     # the runner loads the bytes checked: a private copy, checked as it is made
     with checked_private_copy(folder, manifest, built) as copy:
         model, compiled = (copy / path.name for path in built) if built else (None, None)
-        job = job_text(copy, contract, out=out, model=model, compiled=compiled,
-                       mode=MODES[options.strategy],
-                       temperature=options.temperature, seed=options.seed, n=options.n,
-                       nsamples=options.nsamples, batch_size=options.batch_size,
-                       max_rounds=options.max_rounds, threads=options.threads,
-                       raise_temperature=options.raise_temperature,
+        job = job_text(copy, contract, options, out=out, model=model, compiled=compiled,
                        filter_spec=accept_lines,
                        tuples=None if selection is None else selection.selected,
                        prototype_file=manifest.prototype_file,

@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -98,6 +99,8 @@ bf16_libraries, bf16_sampler = _reduced.bf16_libraries, _reduced.bf16_sampler
 CompiledBf16Generator = import_moved("compgen.runtimes.compiled",
                                      "compgen.export.compiled_decoder").CompiledBf16Generator
 build_runner, job_text, run_harness = _cpp.build_runner, _cpp.job_text, _cpp.run_harness
+SampleOptions = import_moved("compgen.decoding.options", "compgen.sampling.options",
+                             "compgen.sample_options").SampleOptions
 OnnxGenerator = import_moved("compgen.runtimes.onnx",
                              "compgen.export.onnx_decoder").OnnxGenerator
 TorchScriptGenerator = import_moved("compgen.runtimes.torchscript",
@@ -209,9 +212,14 @@ def cpp_rate(binary: Path, folder: Path, contract: Contract, batch: int, threads
     """Samples/s of the C++ runner (``bf16``: the bf16 sampler and compiled libraries instead of
     model.ts)."""
     n = max(batch, min(4096, 8 * batch))
-    job = job_text(folder, contract, out=None, mode=MODES["greedy"], temperature=1.0, seed=0,
-                   n=n, nsamples=n, batch_size=batch, max_rounds=1, threads=threads, raw=True,
-                   zero_latent=True, model=bf16 and bf16[0], compiled=bf16 and bf16[1])
+    run = {"temperature": 1.0, "seed": 0, "n": n, "batch_size": batch, "max_rounds": 1,
+           "threads": threads}
+    extra = {"out": None, "raw": True, "zero_latent": True, "model": bf16 and bf16[0],
+             "compiled": bf16 and bf16[1]}
+    if "options" in inspect.signature(job_text).parameters:
+        job = job_text(folder, contract, SampleOptions(strategy="greedy", **run), **extra)
+    else:   # a tree from before the job was written from SampleOptions
+        job = job_text(folder, contract, mode=MODES["greedy"], nsamples=n, **run, **extra)
     result = run_harness(binary, job)
     return n / result.decode_seconds
 
