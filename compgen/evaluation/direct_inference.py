@@ -62,6 +62,7 @@ from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
 from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
 from compgen.decoding.samplers import ForcedPrefix
 from compgen.decoding.search import GreedySearch
+from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.errors import SettingError, UserError
 from compgen.io import atomic_open
 from compgen.models.metrics import exact_match, micro_f1
@@ -199,12 +200,10 @@ def output_nll(model, memory: Memory, state: State, targets: Tensor,
     gold = targets[:, 1:]
     positions = torch.arange(gold.size(1))[None, :]
     counted = (positions >= score_from[:, None]) & (gold != PAD_ID)
-    total = torch.zeros(targets.size(0))
-    for t in range(gold.size(1)):
-        logp, state = model.decode_step(targets[:, t], state, memory)
-        nll = -logp.gather(1, gold[:, t:t + 1])[:, 0]
-        total = total + torch.where(counted[:, t], nll, torch.zeros_like(nll))
-    return total
+    logp = torch.from_numpy(teacher_forced_logp(
+        lambda token, state: model.decode_step(token, state, memory), targets, state))
+    nll = -logp.gather(2, gold[..., None])[..., 0]
+    return torch.where(counted, nll, torch.zeros_like(nll)).sum(1)
 
 
 # ------------------------------------------------------------------ direct inference

@@ -37,10 +37,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from compgen.data.vocab import EOS_ID, PAD_ID, Vocab
 from compgen.decoding.contract import Contract
 from compgen.decoding.options import PROTOTYPE_CUTS
 from compgen.decoding.search import BeamSearch, GreedySearch, decode
+from compgen.decoding.teacher_forcing import rows_target
 from compgen.errors import SettingError
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.io import write_samples_tsv
@@ -62,7 +63,7 @@ from compgen.runtimes.load_check import as_manifest, finite_weights, greedy_rows
 from compgen.runtimes.manifest import PROTOTYPE_FILE, Manifest, cut_file
 from compgen.runtimes.onnx import OnnxGenerator
 from compgen.runtimes.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
-from compgen.runtimes.ties import compare_outputs
+from compgen.runtimes.ties import compare_outputs, eager_logp
 from compgen.runtimes.torchscript import TorchScriptGenerator
 from compgen.runtimes.torchscript_trace import export_torchscript
 from compgen.training.checkpoint import load_generator
@@ -100,15 +101,6 @@ def _trim(tokens: np.ndarray) -> list[tuple[int, ...]]:
     return rows
 
 
-def _eager_step_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch.Tensor):
-    memory, state = model.encode(protos, z, target.size(1))
-    steps = []
-    for t in range(target.size(1) - 1):
-        logp, state = model.decode_step(target[:, t], state, memory)
-        steps.append(logp)
-    return torch.stack(steps, 1)
-
-
 def _eager_parity(model, protos: torch.Tensor, z: torch.Tensor, width: int, max_len: int):
     """The eager model's greedy and beam outputs, and its per-step log-probs teacher-forced
     on the greedy rows: (outputs, target, the steps compared)."""
@@ -116,13 +108,9 @@ def _eager_parity(model, protos: torch.Tensor, z: torch.Tensor, width: int, max_
         greedy = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
         best = _trim(beam_search(model, protos, width, max_len, z)[0][:, 0].numpy())
     # teacher-force the eager greedy outputs (padded) through every backend
-    target = torch.full((protos.size(0), max(len(r) for r in greedy) + 1), PAD_ID,
-                        dtype=torch.long)
-    target[:, 0] = BOS_ID
-    for b, r in enumerate(greedy):
-        target[b, 1: len(r) + 1] = torch.tensor(r, dtype=torch.long)
+    target = torch.from_numpy(rows_target(greedy))
     with torch.no_grad():
-        ref = _eager_step_logp(model, protos, z, target).numpy()
+        ref = eager_logp(model, protos, z, target)
     # the steps a decoder takes: each row's tokens and its </s>; teacher forcing a short
     # row beside a long one feeds it padding after that, a state no decoder reaches, where
     # the recurrent state drifts and two runtimes' rounding grows step after step

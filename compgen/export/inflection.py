@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from compgen.data.lemma_split import lemma_split_test
+from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.errors import UserError
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
 from compgen.models.inflection import (
@@ -47,12 +48,14 @@ PARITY_BEAM = 5
 
 
 def _step_logp(stepper, target: Tensor) -> np.ndarray:
-    """Teacher-forced log p of every step of ``target`` (<s> y </s>) [B, T-1, V]."""
-    steps = []
-    for t in range(target.shape[1] - 1):
-        out = torch.from_numpy(stepper.step(target[:, t].numpy()))
-        steps.append(torch.log_softmax(out.float(), -1) if isinstance(stepper, InflectionStepper) else out)
-    return torch.stack(steps, 1).numpy()
+    """Teacher-forced log p of every step of ``target`` (<s> y </s>) [B, T-1, V]; the
+    eager stepper gives scores, the ONNX decoder log-probabilities."""
+    def step(token: Tensor, state):
+        out = torch.from_numpy(stepper.step(token.numpy()))
+        return (torch.log_softmax(out.float(), -1) if isinstance(stepper, InflectionStepper)
+                else out), state
+
+    return teacher_forced_logp(step, target)
 
 
 def check_encoder_graph(net: InflectionTransformer, source: Tensor) -> None:

@@ -24,6 +24,7 @@ import torch
 
 from compgen.data import load_dataset
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.errors import UserError
 from compgen.export.predictor_torchscript import export_predictor_torchscript
 from compgen.export.spec import ExportOptions, KindSpec, ParityOutputs, ParityRun
@@ -86,13 +87,12 @@ def steps_read(greedy_ids: torch.Tensor) -> np.ndarray:
     return (np.cumsum(ended, axis=1) - ended) == 0  # no </s> before this step
 
 
-def eager_step_logp(model: Seq2Seq, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def eager_step_logp(model: Seq2Seq, source: torch.Tensor, target: torch.Tensor) -> np.ndarray:
+    """Per-step log-probabilities ``(B, L-1, V)`` of the eager predictor teacher-forced on
+    ``target`` (starts with ``<s>``)."""
     memory, state = model.encode(source)
-    steps = []
-    for t in range(target.size(1) - 1):
-        logp, state, _ = model.decode_step(target[:, t], state, memory)
-        steps.append(logp)
-    return torch.stack(steps, 1)
+    return teacher_forced_logp(lambda token, state: model.decode_step(token, state, memory)[:2],
+                               target, state)
 
 
 def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: Manifest,
@@ -109,7 +109,7 @@ def check_predictor_parity(model: Seq2Seq, folder: Path, manifest: Manifest,
         # the predictions are made of
         target = torch.cat([torch.full((source.size(0), 1), BOS_ID), greedy_ids], 1)
         read = steps_read(greedy_ids)
-        reference = eager_step_logp(model, source, target).numpy()
+        reference = eager_step_logp(model, source, target)
 
     def torchscript() -> ParityOutputs:
         module = torch.jit.load(str(folder / "model.ts"))

@@ -20,6 +20,7 @@ import onnxruntime as ort
 
 from compgen.decoding.contract import STATE_NAMES
 from compgen.decoding.prototypes import PrototypeCache
+from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.device import CPU, Device, describe_sessions, ort_session
 from compgen.errors import UserError
 from compgen.runtimes.manifest import Manifest
@@ -148,12 +149,8 @@ class OnnxGenerator:
     def score(self, protos: np.ndarray, z: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Teacher-forced per-step log-probs ``(B, L-1, V)`` of ``target`` (starts with <s>)."""
         memory = self.encode(protos, z)
-        state = self.initial_state(memory)
-        steps = []
-        for t in range(target.shape[1] - 1):
-            logp, state = self.run_step(target[:, t], state, memory)
-            steps.append(logp)
-        return np.stack(steps, 1)
+        return teacher_forced_logp(lambda token, state: self.run_step(token, state, memory),
+                                   target, self.initial_state(memory))
 
 
 class OnnxStepper:

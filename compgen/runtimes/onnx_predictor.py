@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.device import CPU, Device, describe_sessions
 from compgen.models.seq2seq import run_beam, run_greedy
 from compgen.runtimes.manifest import Manifest
@@ -73,8 +74,5 @@ class OnnxPredictor:
     def score(self, source: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Teacher-forced per-step log-probs ``(B, L-1, V)`` of ``target`` (starts with <s>)."""
         memory, state = self.encode(source)
-        steps = []
-        for t in range(target.shape[1] - 1):
-            logp, state = self.run_step(target[:, t], state, memory)
-            steps.append(logp)
-        return np.stack(steps, 1)
+        return teacher_forced_logp(lambda token, state: self.run_step(token, state, memory),
+                                   target, state)

@@ -15,29 +15,28 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from compgen.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from compgen.data.vocab import EOS_ID, Vocab
+from compgen.decoding.teacher_forcing import rows_target, teacher_forced_logp
 
 
-def teacher_forced_logp(model, protos: torch.Tensor, z: torch.Tensor,
-                        rows: list[tuple[int, ...]]) -> np.ndarray:
-    """Per-step log-probabilities ``(B, L, V)`` of the eager model along ``rows``."""
-    width = max((len(r) for r in rows), default=0) + 1
-    target = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
-    target[:, 0] = BOS_ID
-    for b, row in enumerate(rows):
-        target[b, 1: len(row) + 1] = torch.tensor(row, dtype=torch.long)
-    memory, state = model.encode(protos, z, width)
-    steps = []
+def eager_logp(model, protos: torch.Tensor, z: torch.Tensor, target: torch.Tensor) -> np.ndarray:
+    """Per-step log-probabilities ``(B, L-1, V)`` of the eager generator teacher-forced on
+    ``target`` (starts with ``<s>``)."""
     with torch.no_grad():
-        for t in range(width - 1):
-            logp, state = model.decode_step(target[:, t], state, memory)
-            steps.append(logp)
-    return torch.stack(steps, 1).numpy()
+        memory, state = model.encode(protos, z, target.size(1))
+        return teacher_forced_logp(lambda token, state: model.decode_step(token, state, memory),
+                                   target, state)
+
+
+def rows_logp(model, protos: torch.Tensor, z: torch.Tensor,
+              rows: list[tuple[int, ...]]) -> np.ndarray:
+    """Per-step log-probabilities ``(B, L, V)`` of the eager model along ``rows``."""
+    return eager_logp(model, protos, z, torch.from_numpy(rows_target(rows)))
 
 
 def sequence_logp(model, protos, z, rows) -> np.ndarray:
     """Total eager log-probability of each row (its tokens up to and including </s>)."""
-    logp = teacher_forced_logp(model, protos, z, rows)
+    logp = rows_logp(model, protos, z, rows)
     totals = np.zeros(len(rows))
     for b, row in enumerate(rows):
         totals[b] = sum(float(logp[b, t, tok]) for t, tok in enumerate(row))
@@ -69,7 +68,7 @@ def compare_outputs(model, protos: torch.Tensor, z: torch.Tensor, eager: list, o
         gaps = np.abs(totals[:n] - totals[n:])
         limits = [tolerance * max(len(eager[b]), len(other[b])) for b in differing]
     else:
-        logp = teacher_forced_logp(model, sub_protos, sub_z, [eager[b] for b in differing])
+        logp = rows_logp(model, sub_protos, sub_z, [eager[b] for b in differing])
         gaps, limits = [], []
         for i, b in enumerate(differing):
             t = _first_difference(eager[b], other[b])
