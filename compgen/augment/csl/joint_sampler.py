@@ -12,7 +12,7 @@ import numpy as np
 from compgen.augment.csl.forest import context_offsets
 from compgen.augment.csl.rules import Rule, is_nt, nt_index
 from compgen.augment.csl.sampler import SamplerConfig, draw_samples
-from compgen.augment.csl.target_cfg import NT_MARK, CfgRule
+from compgen.augment.csl.target_cfg import NT_MARK, CfgRule, rhs_matches
 from compgen.errors import UserError
 
 Signature = tuple[str, ...]  # (category of the whole target, category of NT_1, ..., NT_k)
@@ -42,26 +42,8 @@ def rule_signatures(rule: Rule, cfg_rules: Sequence[CfgRule], max_unary: int = 1
                 return None
         return frozenset(bound.items())
 
-    def matches(rhs, pos, k, i, j, binding):
-        if pos == len(rhs):
-            if k == j:
-                yield binding
-            return
-        if j - k < len(rhs) - pos:
-            return
-        sym = rhs[pos]
-        if not sym.startswith(NT_MARK):
-            if tokens[k] == sym:
-                yield from matches(rhs, pos + 1, k + 1, i, j, binding)
-            return
-        for e in range(k + 1, j - (len(rhs) - pos - 1) + 1):
-            if (k, e) == (i, j):
-                continue
-            for cat, child in cells.get((k, e), ()):
-                if cat == sym[2:]:
-                    merged = merge(binding, child)
-                    if merged is not None:
-                        yield from matches(rhs, pos + 1, e, i, j, merged)
+    def bindings_as(k: int, e: int, category: str):
+        return (binding for cat, binding in cells.get((k, e), ()) if cat == category)
 
     for length in range(1, n + 1):
         for i in range(n - length + 1):
@@ -74,7 +56,8 @@ def rule_signatures(rule: Rule, cfg_rules: Sequence[CfgRule], max_unary: int = 1
                     cell.update((c, frozenset()) for c in lexicon.get(tokens[i], ()))
             for r in structural:
                 if len(r.rhs) <= length:
-                    cell.update((r.lhs, b) for b in matches(r.rhs, 0, i, i, j, frozenset()))
+                    cell.update((r.lhs, b) for b in rhs_matches(r.rhs, tokens, i, j, bindings_as,
+                                                                 merge, frozenset()))
             frontier = set(cell)
             for _ in range(max_unary):
                 new = {(r.lhs, b) for r in unary for cat, b in frontier if r.rhs[0][2:] == cat} - cell

@@ -20,6 +20,41 @@ NT_MARK = "##"
 PLACEHOLDER = "##PLACEHOLDER"
 
 
+def rhs_matches(rhs: Sequence[str], tokens: Sequence[str], i: int, j: int, children,
+                combine, start):
+    """The ways the right-hand side ``rhs`` derives ``tokens[i:j]`` from spans parsed
+    already (a chart parser over rules of any arity): a terminal must equal its token, a
+    nonterminal ``##C`` covers a sub-span ``(k, e)`` for each value ``children(k, e, C)``
+    yields, joined with what the rule matched so far by ``combine`` (None: the two do
+    not fit together). Yields the joined value of each way, from ``start``; the span
+    ``(i, j)`` itself is never its own child (no unary loop)."""
+    def walk(pos: int, k: int, matched):
+        if pos == len(rhs):
+            if k == j:
+                yield matched
+            return
+        if j - k < len(rhs) - pos:
+            return
+        symbol = rhs[pos]
+        if not symbol.startswith(NT_MARK):
+            if tokens[k] == symbol:
+                yield from walk(pos + 1, k + 1, matched)
+            return
+        for e in range(k + 1, j - (len(rhs) - pos - 1) + 1):
+            if (k, e) == (i, j):
+                continue
+            for child in children(k, e, symbol[len(NT_MARK):]):
+                joined = combine(matched, child)
+                if joined is not None:
+                    yield from walk(pos + 1, e, joined)
+
+    return walk(0, i, start)
+
+
+def _keep(matched, child):
+    return matched
+
+
 @dataclass(frozen=True)
 class CfgRule:
     lhs: str
@@ -117,21 +152,8 @@ class TargetChecker:
         n = len(tokens)
         cells: dict[tuple[int, int], set[str]] = {}
 
-        def matches(rhs, pos, k, i, j):
-            if pos == len(rhs):
-                if k == j:
-                    yield True
-                return
-            if j - k < len(rhs) - pos:
-                return
-            sym = rhs[pos]
-            if not sym.startswith(NT_MARK):
-                if tokens[k] == sym:
-                    yield from matches(rhs, pos + 1, k + 1, i, j)
-                return
-            for e in range(k + 1, j - (len(rhs) - pos - 1) + 1):
-                if (k, e) != (i, j) and sym[2:] in cells.get((k, e), ()):
-                    yield from matches(rhs, pos + 1, e, i, j)
+        def parsed_as(k: int, e: int, category: str):
+            return (True,) if category in cells.get((k, e), ()) else ()
 
         for length in range(1, n + 1):
             for i in range(n - length + 1):
@@ -143,7 +165,8 @@ class TargetChecker:
                     else:
                         cell.update(self.lexicon.get(tokens[i], ()))
                 for r in branching:
-                    if r.lhs not in cell and len(r.rhs) <= length and any(matches(r.rhs, 0, i, i, j)):
+                    if r.lhs not in cell and len(r.rhs) <= length and any(
+                            rhs_matches(r.rhs, tokens, i, j, parsed_as, _keep, True)):
                         cell.add(r.lhs)
                 for _ in range(self.max_unary):
                     new = {r.lhs for r in unary if r.rhs[0][2:] in cell and r.lhs not in cell}
