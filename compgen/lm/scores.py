@@ -118,15 +118,24 @@ def base_nll(base: CorpusScores) -> np.ndarray:
     return -base.sentence_log10 * LN10
 
 
-def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
-    """Per-sentence NLL (nats) of the per-token mixture (1 - weight) B + weight A.
-    Weight 0 is exactly the base model, weight 1 exactly A."""
+def _mixture_end(base: CorpusScores, aug: CorpusScores, weight: float,
+                 kind: str) -> np.ndarray | None:
+    """A mixture's NLL where it is one model alone: weight 0 is exactly the base model,
+    weight 1 exactly A; None between (a weight outside [0, 1] refused)."""
     if not 0.0 <= weight <= 1.0:
-        raise SettingError(f"`weights`: token mixture weights must be in [0, 1] (got {weight})")
+        raise SettingError(f"`weights`: {kind} mixture weights must be in [0, 1] (got {weight})")
     if weight == 0.0:
         return base_nll(base)
     if weight == 1.0:
         return -aug.sentence_log10 * LN10
+    return None
+
+
+def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
+    """Per-sentence NLL (nats) of the per-token mixture (1 - weight) B + weight A."""
+    end = _mixture_end(base, aug, weight, "token")
+    if end is not None:
+        return end
     if base.starts.shape != aug.starts.shape or not np.array_equal(base.starts, aug.starts):
         raise ValueError("the two models were scored on different corpora")
     log_p = np.logaddexp(math.log1p(-weight) + base.token_log10 * LN10,
@@ -136,12 +145,9 @@ def mix_token(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarra
 
 def mix_sentence(base: CorpusScores, aug: CorpusScores, weight: float) -> np.ndarray:
     """Per-sentence NLL (nats) of the sentence-level mixture (1 - weight) B + weight A."""
-    if not 0.0 <= weight <= 1.0:
-        raise SettingError(f"`weights`: sentence mixture weights must be in [0, 1] (got {weight})")
-    if weight == 0.0:
-        return base_nll(base)
-    if weight == 1.0:
-        return -aug.sentence_log10 * LN10
+    end = _mixture_end(base, aug, weight, "sentence")
+    if end is not None:
+        return end
     return -np.logaddexp(math.log1p(-weight) + base.sentence_log10 * LN10,
                          math.log(weight) + aug.sentence_log10 * LN10)
 
