@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import polars as pl
 
 PathLike = str | os.PathLike
+# the data name a run on a DataFrame records (its checkpoint keeps the pairs themselves)
+DATAFRAME = "<DataFrame>"
 
 
 def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
@@ -292,20 +294,23 @@ def train_generator(data: PathLike | pl.DataFrame, output: PathLike, *, config: 
     the checkpoint ``output``; returns the training result. ``overrides`` replace preset
     values by ``section.key`` (``{"model.hidden": 32, "train.batch_size": 32}``)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
+    import polars as pl
+
+    from compgen.data.dataset import Dataset, open_dataset
     from compgen.training.checkpoint import apply_overrides, default_preset, load_preset
     from compgen.training.generator import train_generator as train
     from compgen.training.numeric_options import check_numbers
 
     check_numbers(max_steps=max_steps, epochs=epochs)
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
-        name = _as_path(data, Path(tmp), "data")
-        preset = load_preset(config or default_preset("generator", name))
-        if preset.get("kind", "recombine") != "recombine":
-            raise UserError(f"config {config}: a {preset.get('kind')} preset; a generator takes "
-                            "recombine_*, proto_* or rnnlm_* presets")
-        preset = apply_overrides(preset, overrides or {})
-        return train(preset, name, output, data_dir=data_dir, max_steps=max_steps,
-                     epochs=epochs, progress=False, log=lambda line: None)
+    dataset = (Dataset(DATAFRAME, load(data)) if isinstance(data, pl.DataFrame)
+               else open_dataset(data, data_dir))
+    preset = load_preset(config or default_preset("generator", dataset.name))
+    if preset.get("kind", "recombine") != "recombine":
+        raise UserError(f"config {config}: a {preset.get('kind')} preset; a generator takes "
+                        "recombine_*, proto_* or rnnlm_* presets")
+    preset = apply_overrides(preset, overrides or {})
+    return train(preset, dataset, output, data_dir=data_dir, max_steps=max_steps,
+                 epochs=epochs, progress=False, log=lambda line: None)
 
 
 def export_model(checkpoint: PathLike, output: PathLike, **options: Any) -> dict:

@@ -77,12 +77,20 @@ Columns = typer.Option(None, "--columns", help="names of a header-less TSV's col
 DeviceOption = typer.Option(None, "--device", help=DEVICE_HELP)
 
 
+def fields_of(x_field: str | None, y_field: str | None, columns: str | None):
+    """The fields ``--x-field/--y-field/--columns`` name (see compgen.data.files)."""
+    # start-up: `compgen --help` loads no polars
+    from compgen.data.files import Fields, parse_columns
+
+    return Fields(x_field, y_field, parse_columns(columns))
+
+
 def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
     """A context in which data files are read with these fields (see compgen.data.files)."""
     # start-up: `compgen --help` loads no polars
-    from compgen.data.files import Fields, parse_columns, reading_fields
+    from compgen.data.files import reading_fields
 
-    return reading_fields(Fields(x_field, y_field, parse_columns(columns)))
+    return reading_fields(fields_of(x_field, y_field, columns))
 
 
 def checkpoint_kind(path: Path) -> str:

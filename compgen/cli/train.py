@@ -15,6 +15,7 @@ from compgen.cli.common import (
     app,
     console,
     data_fields,
+    fields_of,
 )
 from compgen.device import resolve_device, training_precision, use_tf32
 from compgen.errors import UserError
@@ -107,6 +108,7 @@ def train_generator_cmd(
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     # start-up: `compgen --help` loads no torch or polars
+    from compgen.data.dataset import open_dataset
     from compgen.training.checkpoint import (
         apply_overrides,
         default_preset,
@@ -146,11 +148,11 @@ def train_generator_cmd(
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
         "train.precision": precision, "train.neighborhood": neighborhood,
         "train.similarity": similarity})
-    with data_fields(x_field, y_field, columns):
-        result = train_generator(cfg, data, output, data_dir=data_dir, resume=resume,
-                                 epochs=epochs, max_steps=max_steps, time_budget=time_budget,
-                                 progress=not quiet, device=dev, tf32=tf32,
-                                 log=lambda line: console.print(line, highlight=False, markup=False))
+    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    result = train_generator(cfg, dataset, output, data_dir=data_dir, resume=resume,
+                             epochs=epochs, max_steps=max_steps, time_budget=time_budget,
+                             progress=not quiet, device=dev, tf32=tf32,
+                             log=lambda line: console.print(line, highlight=False, markup=False))
     state = "finished" if result.finished else "stopped (resume with --resume)"
     ppl = f", dev ppl {result.dev_ppl:.4f}" if result.dev_ppl else ""
     console.print(f"wrote {result.path}: {state} at step {result.steps} ({result.epochs_done:.2f} epochs"

@@ -94,14 +94,16 @@ def refuse_overwriting_data(output, data, data_dir=None, label: str = "data",
         refuse_overwriting_inputs(output, [(label, data)], option)
 
 
-def load_dataset(name: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
-    """Load a named data set (see module doc), or a data file or folder, as an example table."""
+def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
+                 fields: Fields | None = None) -> pl.DataFrame:
+    """Load a named data set (see module doc), or a data file or folder (read with
+    ``fields``), as an example table."""
     task = task_of(name)
     head, rest = task.family, task.split
     if not task.named:
         path = Path(name)
         if path.exists() or "/" in name or "." in name:
-            return read_data_path(path)
+            return read_data_path(path, fields)
         raise UserError(f"unknown data set '{name}' (valid: {', '.join(dataset_names())})")
     root = resolve_data_dir(data_dir)
     if head == "scan":

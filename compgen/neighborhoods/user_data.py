@@ -10,8 +10,6 @@ it, so neither needs the data file or ``--data-dir`` again.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import polars as pl
 
@@ -27,22 +25,6 @@ SNAPSHOT_KEY = "data_snapshot"
 
 def has_snapshot(config: dict) -> bool:
     return isinstance(config.get(SNAPSHOT_KEY), dict)
-
-
-def read_user_pairs(data: str, data_dir: str | os.PathLike | None = None) -> pl.DataFrame:
-    """The training rows of a user data set (file or folder): the one place generators
-    read the user's data, so a new reader only changes this function."""
-    table = load_dataset(data, data_dir)
-    if "train" in table["split"].unique().to_list():
-        table = table.filter(pl.col("split") == "train")
-    empty = table.filter((pl.col("x").list.len() == 0) | (pl.col("y").list.len() == 0)).height
-    if empty:
-        raise SettingError(f"`data` {data}: {empty} of {table.height} rows have an empty input "
-                           "or output; a generator trains on x<TAB>y pairs")
-    if table.height < 3:
-        raise SettingError(f"`data` {data}: {table.height} training pairs; a generator needs "
-                           "at least 3 to retrieve prototypes")
-    return table
 
 
 def make_snapshot(train: pl.DataFrame, triples: pl.DataFrame, neighborhood: str,

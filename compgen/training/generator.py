@@ -28,6 +28,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compgen.configs import GeneratorTrainConfig, read_section
+from compgen.data.dataset import Dataset
 from compgen.device import (
     CPU,
     Device,
@@ -409,14 +410,16 @@ def check_stops(max_steps, time_budget) -> None:
                            "seconds > 0")
 
 
-def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool = False,
+def train_generator(config: dict, data: Dataset | str, out, *, data_dir=None,
+                    resume: bool = False,
                     max_steps: int | None = None, time_budget: float | None = None,
                     epochs: int | None = None, progress: bool = True,
                     log: Callable[[str], None] = print,
                     prepared: GeneratorData | None = None, device: str | Device | None = None,
                     tf32: bool = False) -> TrainResult:
-    """Train a Recombine generator on neighbourhoods of ``data``; write ``out``
-    (checkpoint) and ``out``.loss.csv. ``time_budget`` is in seconds of this run.
+    """Train a Recombine generator on neighbourhoods of ``data`` (a Dataset, or a name or
+    path read here); write ``out`` (checkpoint) and ``out``.loss.csv. ``time_budget`` is in
+    seconds of this run.
 
     ``epochs`` matters when resuming: the run then trains until this many epochs instead of
     the saved run's count, which also reopens a finished run to train it longer (it goes on
@@ -435,7 +438,8 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
     torch.set_num_threads(given.threads or len(os.sched_getaffinity(0)))
     training_precision(given.precision, device, "[train] precision")  # refused before any work
 
-    saved = _saved_run(out, config, data) if resume and out.is_file() else None
+    name = data.name if isinstance(data, Dataset) else str(data)
+    saved = _saved_run(out, config, name) if resume and out.is_file() else None
     if saved:
         config = saved.config  # keep the original run's settings (lr, epochs, ...)
     settings = read_section(GeneratorTrainConfig, config.get("train", {}), "[train]")
@@ -450,14 +454,14 @@ def train_generator(config: dict, data: str, out, *, data_dir=None, resume: bool
                                           settings.dev_fraction, data_dir, settings.neighborhood,
                                           settings.similarity, settings.max_missing)
     config = {**config, "train": {**config.get("train", {}), "epochs": settings.epochs},
-              "kind": "recombine", "data": data}
+              "kind": "recombine", "data": name}
     if prepared.snapshot is not None:  # user data: what sampling needs, in the checkpoint
         config["data_snapshot"] = prepared.snapshot
     config["model"] = {**config["model"], "variant": prepared.task}
 
     run = _GeneratorRun(config, settings, prepared, saved.vocab if saved else prepared.vocab, out,
                         given.seed, given.batch_size, saved, log, device)
-    log(run.describe(data))
+    log(run.describe(name))
     state = run.state
     examples0 = state["examples"]
     bar = _Progress(run) if progress and not state["done"] else None

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from compgen.data import load_dataset
-from compgen.data.task import task_of
+from compgen.data.dataset import Dataset, open_dataset
 from compgen.data.vocab import Vocab
 from compgen.errors import SettingError, UserError
 from compgen.models.recombine import collate_prototypes, collate_targets
@@ -27,7 +26,7 @@ from compgen.neighborhoods import (
     unique_generative_data,
 )
 from compgen.neighborhoods.generic import generic_neighborhood
-from compgen.neighborhoods.user_data import make_snapshot, read_user_pairs
+from compgen.neighborhoods.user_data import make_snapshot
 
 
 @dataclass
@@ -85,39 +84,56 @@ def _split_items(items: list, seed: int, dev_fraction: float) -> tuple[list, lis
             [items[i] for i in order[n_train:n_train + n_dev]])
 
 
-def _user_generator_data(data: str, nproto: int, seed: int, dev_fraction: float, data_dir,
+def user_training_rows(dataset: Dataset) -> pl.DataFrame:
+    """The training rows of a user's data set (all rows when it has no ``train`` split)."""
+    table = dataset.table
+    if "train" in table["split"].unique().to_list():
+        table = table.filter(pl.col("split") == "train")
+    empty = table.filter((pl.col("x").list.len() == 0) | (pl.col("y").list.len() == 0)).height
+    if empty:
+        raise SettingError(f"`data` {dataset.name}: {empty} of {table.height} rows have an "
+                           "empty input or output; a generator trains on x<TAB>y pairs")
+    if table.height < 3:
+        raise SettingError(f"`data` {dataset.name}: {table.height} training pairs; a generator "
+                           "needs at least 3 to retrieve prototypes")
+    return table
+
+
+def _user_generator_data(dataset: Dataset, nproto: int, seed: int, dev_fraction: float,
                          neighborhood: str, similarity: str, max_missing: int) -> GeneratorData:
-    train_rows = read_user_pairs(data, data_dir)
+    train_rows = user_training_rows(dataset)
     try:
         triples = generic_neighborhood(unique_generative_data(train_rows), seed, neighborhood,
                                        similarity, max_missing)
     except ValueError as exc:
         raise UserError(f"[train] {exc}") from None
     if triples.height == 0:
-        raise SettingError(f"`data` {data}: no datum has a prototype with similarity > 0.5 "
-                           f"({neighborhood}, {similarity}); the data are too unlike each other "
-                           "for the recombination recipe")
+        raise SettingError(f"`data` {dataset.name}: no datum has a prototype with similarity "
+                           f"> 0.5 ({neighborhood}, {similarity}); the data are too unlike each "
+                           "other for the recombination recipe")
     sets = prototype_sets(triples, nproto)
     train, dev = _split_items(list(zip(sets["x"].to_list(), sets["protos"].to_list())), seed,
                               dev_fraction)
-    return GeneratorData(Vocab.from_table(train_rows), train, dev, "scan", data, train_rows,
+    return GeneratorData(Vocab.from_table(train_rows), train, dev, "scan", dataset.name,
+                         train_rows,
                          make_snapshot(train_rows, triples, neighborhood, similarity, max_missing))
 
 
-def generator_data(data: str, nproto: int, seed: int, dev_fraction: float = 0.1,
+def generator_data(data: Dataset | str, nproto: int, seed: int, dev_fraction: float = 0.1,
                    data_dir=None, neighborhood: str = "long-short",
                    similarity: str = "levenshtein", max_missing: int = 2) -> GeneratorData:
-    """Training items of ``data``: SCAN and SIGMORPHON by the reference's procedures,
-    anything else (a file or folder of x<TAB>y pairs) by the generic recipe
-    (``neighborhood``, ``similarity``, ``max_missing``: ``compgen.neighborhoods.generic``)."""
-    task = task_of(data)
+    """Training items of ``data`` (a Dataset, or a name or path read here): SCAN and
+    SIGMORPHON by the reference's procedures, anything else (the user's x, y pairs) by the
+    generic recipe (``neighborhood``, ``similarity``, ``max_missing``:
+    ``compgen.neighborhoods.generic``)."""
+    dataset = open_dataset(data, data_dir)
+    task = dataset.task
     if task.generator_recipe == "generic":
-        return _user_generator_data(data, nproto, seed, dev_fraction, data_dir, neighborhood,
+        return _user_generator_data(dataset, nproto, seed, dev_fraction, neighborhood,
                                     similarity, max_missing)
-    table = load_dataset(data, data_dir)
     if task.scan:
-        return _scan_generator_data(table, task.split, nproto, seed, dev_fraction)
-    return _sig_generator_data(table, data, nproto)
+        return _scan_generator_data(dataset.table, task.split, nproto, seed, dev_fraction)
+    return _sig_generator_data(dataset.table, dataset.name, nproto)
 
 
 def encode_items(items: list, vocab: Vocab) -> list:
