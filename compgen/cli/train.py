@@ -109,12 +109,8 @@ def train_generator_cmd(
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
     # start-up: `compgen --help` loads no torch or polars
     from compgen.data.dataset import open_dataset
-    from compgen.training.checkpoint import (
-        apply_overrides,
-        default_preset,
-        load_checkpoint,
-        load_preset,
-    )
+    from compgen.data.task import task_of
+    from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
     from compgen.training.generator import train_generator
 
     # numeric options: checked before the command starts (compgen.cli.common
@@ -137,7 +133,7 @@ def train_generator_cmd(
         preset = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.config.items()}
         config = str(output)
     else:
-        config = config or default_preset("generator", data)
+        config = config or task_of(data).default_preset("generator")
         preset = load_preset(config)
     if preset.get("kind", "recombine") != "recombine":
         raise UserError(f"--config {config}: a {preset.get('kind')} (predictor) preset; a generator "
