@@ -17,7 +17,7 @@ from dataclasses import InitVar, dataclass, fields
 
 from compgen.decoding.contract import BEAM_WIDTH, check_strategy
 from compgen.decoding.random_stream import check_seed
-from compgen.device import DEVICE_ENV, check_threads
+from compgen.device import DEVICE_ENV, Device, check_threads
 from compgen.errors import SettingError
 from compgen.system.precision import SAMPLE_PRECISIONS
 
@@ -90,7 +90,7 @@ class SampleOptions:
     seed: int | None = None
     threads: int | None = None
     precision: str | None = None          # exports: fp32 | bf16 | int8
-    device: str | None = None             # resolved by compgen.device
+    device: str | Device | None = None    # the sampling entry resolves it to a Device
 
     def __post_init__(self, preset: Mapping | None) -> None:
         preset = preset or {}

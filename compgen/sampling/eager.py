@@ -86,8 +86,8 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
         options = SampleOptions(preset.get("sample", {}), n=n, **{"device": "cpu", **asked})
     model, vocab, config = loaded or load_generator(checkpoint)
     tally = tally or Tally()
-    if options.device != "cpu":
-        device = resolve_device(options.device)
+    device = resolve_device(options.device)
+    if device.cuda:
         use_tf32(device, False)   # fp32 on CUDA is full fp32: the CPU's greedy samples
         model.to(device.torch)
     if options.threads:
@@ -117,6 +117,6 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
     return SampleRun(samples, seconds, str(out) if out else None, config["data"],
-                     decoded=tally.decoded, device=options.device)
+                     decoded=tally.decoded, device=str(device))
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.data.vocab import Vocab
+from compgen.device import Device
 from compgen.errors import SettingError
 from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.manifest import Manifest
@@ -127,8 +128,8 @@ class RayDecoderFactory:
         files = ray.put(export_files(Path(folder)))
         shard = ray.remote(num_cpus=1, num_gpus=actor_gpus(ray, options.device, self.workers))(
             _Shard)
-        if options.device != "cpu":   # Ray shows each actor its share as GPU 0
-            options = dataclasses.replace(options, device="cuda:0")
+        if options.device.cuda:   # Ray shows each actor its share as GPU 0
+            options = dataclasses.replace(options, device=Device("cuda", 0))
         options = dataclasses.replace(options, threads=self.threads)
         actors = [shard.remote(files, backend, options) for _ in range(self.workers)]
         decoder = RayDecoder(ray, actors, selection, self.lookahead)
@@ -136,10 +137,10 @@ class RayDecoderFactory:
         return decoder
 
 
-def actor_gpus(ray, device: str, workers: int) -> float:
+def actor_gpus(ray, device: Device | str, workers: int) -> float:
     """The GPUs each actor asks Ray for: none on the CPU; on CUDA the cluster's GPUs shared
     by the actors (at most one each), so that all of them start."""
-    if device == "cpu":
+    if str(device) == "cpu":
         return 0
     gpus = ray.cluster_resources().get("GPU", 0)
     if gpus < 1:

@@ -139,8 +139,7 @@ class ExportDecoder:
         self.known_inputs = known_inputs   # --novel-inputs: <sep> masked after these
         self.stored = stored_array(folder, manifest)
         self.new_stepper, self.where = stepper_factory_on(
-            folder, manifest, backend, options.threads, options.precision,
-            resolve_device(options.device))
+            folder, manifest, backend, options.threads, options.precision, options.device)
         self.seed = options.seed
         self.seconds = 0.0
 
@@ -194,8 +193,8 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     backend = backend or ("onnx" if exported else "torch")
     _refuse_overwriting(out, source, lm)
     # the device first: a CUDA device that is not there stops before anything loads
-    options = replace(options, device=str(resolve_device(options.device, auto_cpu=(
-        backend == "cpp" or options.precision != "fp32"))))
+    options = replace(options, device=resolve_device(options.device, auto_cpu=(
+        backend == "cpp" or options.precision != "fp32")))
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if not exported and backend != "torch":
@@ -264,7 +263,11 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
     if resume and out is None:
         raise SettingError("`resume`: needs an output file (the journal is kept beside it)")
-    if backend == "cpp" and options.device != "cpu":
+    # resolved once here (a no-op check when ``sample`` did it): what runs below gets the
+    # Device itself
+    options = replace(options, device=resolve_device(options.device, auto_cpu=(
+        backend == "cpp" or options.precision != "fp32")))
+    if backend == "cpp" and options.device.cuda:
         raise SettingError(f"`device` {options.device}: `backend` cpp runs on the CPU; use "
                            "`backend` onnx, torchscript or torch (or `device` cpu)")
     folder = Path(folder)
