@@ -49,8 +49,13 @@ def write_model(source: Path, output: Path) -> Path:
         while chunk := src.read(cache.CHUNK):
             digest.update(chunk)
             out.write(chunk)
-    with atomic_open(record_path(output), "w", encoding="utf-8") as out:
-        json.dump({"sha256": digest.hexdigest(), "written_by": WRITER}, out)
+    try:
+        with atomic_open(record_path(output), "w", encoding="utf-8") as out:
+            json.dump({"sha256": digest.hexdigest(), "written_by": WRITER}, out)
+    except BaseException:   # the two together or neither (a full disk, a signal)
+        with contextlib.suppress(FileNotFoundError):
+            output.unlink()
+        raise
     return output
 
 
