@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ WRITER = "compgen lm train"
 COPY_PREFIX = "compgen-lm-"
 
 _copies: dict[tuple, Path] = {}
+_copy_numbers = itertools.count()
 _folder: Path | None = None
 
 
@@ -75,7 +77,7 @@ def checked_model_file(path: str | os.PathLike) -> Path:
     if data is None:
         raise UserError(f"{path}: its digest record {record.name} is unreadable; train the "
                         f"model again, or remove {record.name} to use the model as it is")
-    copy = _private_folder() / f"{len(_copies)}-{path.name}"
+    copy = _private_folder() / f"{next(_copy_numbers)}-{path.name}"
     if cache.copy_hashing(path, copy).hexdigest() != data["sha256"]:
         copy.unlink()
         raise UserError(f"{path}: does not match its digest record {record.name} (written by "
