@@ -174,3 +174,12 @@ def test_a_spill_killed_by_sigkill_is_swept_by_the_next(tmp_path):
     with spill_folder(tmp_path) as folder:
         assert [p.name for p in tmp_path.iterdir()] == [folder.name]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_record_that_would_overwrite_the_corpus_is_refused(tmp_path):
+    corpus = tmp_path / "c.txt.sha256"
+    corpus.write_text("a b c\nb c d\n")
+    one_error_line(compgen("lm", "train", corpus, "-o", tmp_path / "c.txt", "--discount_fallback"),
+                   "digest record", "is also an input")
+    assert corpus.read_text() == "a b c\nb c d\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt.sha256"]

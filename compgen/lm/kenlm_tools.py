@@ -36,7 +36,7 @@ from compgen.io import (
     refuse_overwriting_inputs,
     user_cache,
 )
-from compgen.lm.model_file import write_model
+from compgen.lm.model_file import record_path, write_model
 from compgen.system import cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
@@ -237,9 +237,10 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
     check_order(order)
     corpus_path = resolve_corpus(corpus, "train", data_dir)
-    refuse_overwriting_inputs(output, [("corpus", corpus_path)], "`output`",
-                              kept_folders=[resolve_data_dir(data_dir)]
-                              if task_of(corpus).family == "lm" else [])
+    kept = [resolve_data_dir(data_dir)] if task_of(corpus).family == "lm" else []
+    for written, option in ((output, "`output`"),
+                            (record_path(output), f"`output` {output}'s digest record")):
+        refuse_overwriting_inputs(written, [("corpus", corpus_path)], option, kept_folders=kept)
     sentences = corpus_sentences(corpus_path)
     find_kenlm_binaries()
     output = Path(output)
