@@ -77,6 +77,30 @@ def remove_stale_staging(path: Path) -> list[Path]:
     return removed
 
 
+def process_temp_folder(prefix: str, parent: str | os.PathLike | None = None) -> Path:
+    """A new private folder ``PREFIX<pid>-XXXX`` in ``parent`` (None: TMPDIR), made after
+    removing the ``PREFIX<pid>-*`` folders there whose process is gone (a run killed while
+    it worked, e.g. by SIGKILL, which no cleanup code survives). The caller removes it."""
+    parent = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    remove_stale_temp_folders(prefix, parent)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def remove_stale_temp_folders(prefix: str, parent: Path) -> list[Path]:
+    """Remove ``process_temp_folder``'s folders in ``parent`` whose process is gone; never
+    a live process's, nor another user's, nor a name without a process id."""
+    removed = []
+    for leftover in Path(parent).glob(f"{glob.escape(prefix)}*-*"):
+        pid = leftover.name[len(prefix):].split("-", 1)[0]
+        if (not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid))
+                or leftover.is_symlink() or not leftover.is_dir()
+                or leftover.stat().st_uid != os.getuid()):
+            continue
+        shutil.rmtree(leftover, ignore_errors=True)
+        removed.append(leftover)
+    return removed
+
+
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

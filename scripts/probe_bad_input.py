@@ -531,6 +531,26 @@ def edited_named_corpus(work: Path, names: dict) -> None:
     (work / "data" / "FETCHED").write_text("lm/kin/train.txt\nlm/kin/val.txt\nlm/kin/test.txt\n")
 
 
+def flipped_kenlm_model(suffix: str):
+    """``m.SUFFIX`` as `compgen lm train` writes it (with ``m.SUFFIX.sha256``), then one bit
+    flipped: a byte in the middle of a binary, a digit of a probability in an ARPA file."""
+    def setup(work: Path, names: dict) -> None:
+        from compgen.lm.kenlm_tools import train_lm
+
+        words = ["I_JUMP", "I_WALK", "I_LOOK", "I_RUN", "I_TURN_LEFT", "I_TURN_RIGHT"]
+        lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 2 + i % 5))
+                 for i in range(60)]
+        (work / "c.txt").write_text("\n".join(lines) + "\n")
+        model = train_lm(work / "c.txt", work / f"m.{suffix}", order=3, discount_fallback=True)
+        data = bytearray(model.read_bytes())
+        at = len(data) // 2
+        if suffix == "arpa":
+            at = next(i for i in range(at, len(data)) if chr(data[i]).isdigit())
+        data[at] ^= 1
+        model.write_bytes(bytes(data))
+    return setup
+
+
 def with_files(**files: bytes):
     def setup(work: Path, names: dict):
         for name, content in files.items():
@@ -562,6 +582,18 @@ def trust_probes() -> list[Probe]:
                      ["lm", "train", "lm/kin", "--data-dir", "{work}/data", "-o",
                       "{work}/m.arpa"], message="does not match the sha256",
                      setup=edited_named_corpus))
+    for suffix in ("bin", "arpa"):   # a bit flipped in a model lm train wrote
+        model = f"{{work}}/m.{suffix}"
+        for name, args in (("eval", ["lm", "eval", "--base", model, "--val", "{work}/c.txt",
+                                     "--test", "{work}/c.txt"]),
+                           ("sample", ["sample", "{shipped}", "--n", "2", "--lm", model, "-o",
+                                       "{work}/s.tsv"]),
+                           ("rerank-cpp", ["sample", "{shipped}", "--n", "2", "--lm", model,
+                                           "--rerank", "lm", "--backend", "cpp", "-o",
+                                           "{work}/s.tsv"])):
+            out.append(Probe("unverified", f"kenlm-flipped-{suffix}-{name}", args,
+                             message="does not match its digest record",
+                             setup=flipped_kenlm_model(suffix)))
     # a command destroys its input: refused before any work
     same = {"geca": ["augment", "geca", "{work}/d.tsv", "-o", "{work}/d.tsv"],
             "geca-link": ["augment", "geca", "{work}/d.tsv", "-o", "{work}/link.tsv"],
@@ -679,6 +711,57 @@ def killed_writer_probe(base: Path) -> dict:
             "seconds": 0.0}
 
 
+def killed_temp_folder_probes(base: Path) -> list[dict]:
+    """kill -9 `compgen lm train` while lmplz works, and a GECA spill while it spills, then
+    run each again: the killed run's temp folder is swept, nothing is left."""
+    from compgen.augment.geca.partitions import SPILL_PREFIX
+    from compgen.lm.kenlm_tools import LMPLZ_PREFIX
+
+    results = []
+    work = base / "leaks-killed-lm-train"
+    temp = work / ".system-temp"
+    temp.mkdir(parents=True)
+    (work / "c.txt").write_text("".join(f"w{i % 97} w{i % 89} w{i % 83} w{i % 79}\n"
+                                        for i in range(200_000)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temp), "OMP_NUM_THREADS": "1"}
+    train = [sys.executable, "-m", "compgen", "lm", "train", work / "c.txt", "-o",
+             work / "m.arpa", "--order", "3", "--discount_fallback"]
+    proc = subprocess.Popen(train, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(temp.glob(f"{LMPLZ_PREFIX}*")) and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    killed = [p.name for p in temp.glob(f"{LMPLZ_PREFIX}*")]
+    again = compgen(train[3:], work, temp, {})
+    left = [f".system-temp/{p}" for p in snapshot(temp)]
+    results.append({"group": "leaks", "probe": "killed-lm-train", "command": "kill -9 while "
+                    "lmplz runs, then compgen lm train again", "exit": again.returncode,
+                    "stderr": again.stderr.splitlines()[-3:], "left_behind": left,
+                    "traceback": "Traceback" in again.stderr, "killed_left": killed,
+                    "as_expected": again.returncode == 0 and not left and len(killed) == 1,
+                    "seconds": 0.0})
+    work = base / "leaks-killed-geca-spill"
+    work.mkdir(parents=True)
+    code = ("import os, signal, sys\nfrom compgen.augment.geca.partitions import spill_folder\n"
+            "with spill_folder(sys.argv[1]) as folder:\n"
+            "    (folder / 'part-0.parquet').write_bytes(b'x')\n"
+            "    if sys.argv[2] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n")
+    subprocess.run([sys.executable, "-c", code, work, "kill"], env=env, check=False)
+    killed = [p.name for p in work.glob(f"{SPILL_PREFIX}*")]
+    again = subprocess.run([sys.executable, "-c", code, work, "run"], env=env, check=False,
+                           capture_output=True, text=True)
+    left = sorted(p.name for p in work.iterdir())
+    results.append({"group": "leaks", "probe": "killed-geca-spill", "command": "kill -9 while "
+                    "GECA spills, then spill again", "exit": again.returncode,
+                    "stderr": again.stderr.splitlines()[-3:], "left_behind": left,
+                    "traceback": "Traceback" in again.stderr, "killed_left": killed,
+                    "as_expected": again.returncode == 0 and not left and len(killed) == 1,
+                    "seconds": 0.0})
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="probe groups to run (repeatable)")
@@ -699,6 +782,7 @@ def main(argv=None) -> int:
                   f"{result['exit']}, {result['seconds']} s) {result['stderr'][-1:]}", flush=True)
         if not args.only or "leaks" in args.only:
             results.append(killed_writer_probe(base))
+            results.extend(killed_temp_folder_probes(base))
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -187,4 +187,6 @@ def test_train_on_one_side_of_a_samples_tsv(tmp_path):
                               cwd=root, check=False)
         assert proc.returncode == 0, proc.stderr
         assert model_vocabulary(out) == words | {"</s>"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "xy.arpa", "y.arpa"]
+    # each model with its digest record, nothing else
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "xy.arpa", "xy.arpa.sha256",
+                                                          "y.arpa", "y.arpa.sha256"]

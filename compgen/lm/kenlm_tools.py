@@ -31,14 +31,17 @@ from compgen.errors import SettingError, UserError, not_a_file, read_text
 from compgen.io import (
     atomic_open,
     die_with_parent,
+    process_temp_folder,
     quiet_native_stderr,
     refuse_overwriting_inputs,
     user_cache,
 )
+from compgen.lm.model_file import record_path, write_model
 from compgen.system import cache
 
 INSTALL_HINT = "build them with: bash scripts/install_kenlm.sh"
 SPLITS = ("train", "val", "test")
+LMPLZ_PREFIX = "compgen-lmplz-"
 
 
 def kenlm_version() -> str:
@@ -229,19 +232,25 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
     (``corpus_sentences``); words split on any whitespace, tabs included, so the samples
     TSV of ``compgen augment geca --concat`` on an LM corpus (empty x column) is read as the
     plain corpus. ``output`` ending in ``.bin`` is converted with
-    build_binary, anything else is written as ARPA; written atomically either way.
+    build_binary, anything else is written as ARPA; written atomically either way, with a
+    digest record beside it (``MODEL.sha256``, see ``model_file``).
     ``memory`` is lmplz's sorting memory (``-S``); it does not change the model."""
     check_order(order)
     corpus_path = resolve_corpus(corpus, "train", data_dir)
-    refuse_overwriting_inputs(output, [("corpus", corpus_path)], "`output`",
-                              kept_folders=[resolve_data_dir(data_dir)]
-                              if task_of(corpus).family == "lm" else [])
+    kept = [resolve_data_dir(data_dir)] if task_of(corpus).family == "lm" else []
+    for written, option in ((output, "`output`"),
+                            (record_path(output), f"`output` {output}'s digest record")):
+        refuse_overwriting_inputs(written, [("corpus", corpus_path)], option, kept_folders=kept)
     sentences = corpus_sentences(corpus_path)
     find_kenlm_binaries()
     output = Path(output)
     binary = output.suffix == ".bin"
-    with tempfile.TemporaryDirectory(prefix="compgen-lmplz-") as tmp:
-        lmplz, build_binary = checked_binaries(Path(tmp))
+    # named by process id: the next `lm train` sweeps a killed run's folder (15 MB of sort
+    # files), which no cleanup code of a SIGKILLed process removes
+    work = process_temp_folder(LMPLZ_PREFIX)
+    try:
+        tmp = str(work)
+        lmplz, build_binary = checked_binaries(work)
         cmd = [str(lmplz), "-o", str(order), "-S", memory, "-T", tmp]
         if discount_fallback:
             cmd.append("--discount_fallback")
@@ -264,6 +273,8 @@ def train_lm(corpus: str | os.PathLike, output: str | os.PathLike, order: int = 
                                   capture_output=True, check=False, preexec_fn=die_with_parent)
             if proc.returncode != 0:
                 raise _tool_error("build_binary", corpus_path, proc.stderr.decode(errors="replace"))
-        with atomic_open(output, "wb") as out, open(result, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+        # with its digest record: a model changed after this is refused when loaded
+        write_model(result, output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return output

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from compgen.decoding.contract import rank_key
 from compgen.errors import SettingError
+from compgen.lm.model_file import checked_model_file
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
 from compgen.lm.scores import read_sentences
 
@@ -94,11 +95,12 @@ class LmRanking:
 
     def runner_job(self) -> dict:
         """The sampling runner's job lines for the same scores, floor and order
-        (cpp_runner/src/lm_ranking.hpp); the weight is the one chosen here."""
+        (cpp_runner/src/lm_ranking.hpp); the weight is the one chosen here. The runner
+        opens the files the scorer loaded: a recorded model's checked private copy."""
         scorer = self.scorer
-        job = {"lm_base": scorer.base_path.resolve()}
+        job = {"lm_base": checked_model_file(scorer.base_path).resolve()}
         if scorer.aug is not None:
-            job["lm_aug"] = scorer.aug_path.resolve()
+            job["lm_aug"] = checked_model_file(scorer.aug_path).resolve()
         job.update(lm_mix=scorer.mix, lm_weight=repr(scorer.weight), lm_side=self.side,
                    lm_shared_by=scorer.shared_by, rerank=self.rerank)
         if self.min_logprob is not None:

@@ -14,6 +14,7 @@ import numpy as np
 from compgen.data.lm import parse_corpus
 from compgen.errors import SettingError, UserError, not_a_file, read_text
 from compgen.io import quiet_native_stderr
+from compgen.lm.model_file import checked_model_file
 
 LN10 = math.log(10.0)
 MIXES = ("token", "sentence", "geca")
@@ -33,18 +34,20 @@ def model_name(path, setting: str | None = None) -> str:
 
 def load_model(path: str | os.PathLike, setting: str | None = None):
     """A ``kenlm.Model`` (ARPA or binary), or a SettingError naming the file (and the
-    ``setting`` that gave it)."""
+    ``setting`` that gave it). A model with a digest record (``compgen lm train``'s) is
+    checked against it and loaded from the checked copy (``model_file``)."""
     # optional: kenlm's Python module builds from source and may be missing
     import kenlm
 
     path = Path(path)
     if not path.is_file():
         raise SettingError(f"{model_name(path, setting)}: {not_a_file(path)}")
+    checked = checked_model_file(path)
     config = kenlm.Config()
     config.show_progress = False
     try:
         with quiet_native_stderr():   # KenLM's C++ loader prints ARPA advice straight to fd 2
-            model = kenlm.Model(str(path), config)
+            model = kenlm.Model(str(checked), config)
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: an undecodable message
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise SettingError(f"{model_name(path, setting)}: not a KenLM model ({reason})") from None

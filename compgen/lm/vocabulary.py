@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from compgen.errors import SettingError
+from compgen.lm.model_file import checked_model_file
 from compgen.lm.scores import model_name
 
 SPECIAL = ("<unk>", "<s>", "</s>")
@@ -42,13 +43,14 @@ def model_vocabulary(path: str | os.PathLike, model=None,
     """The words of a KenLM model (ARPA: its unigrams; binary: the word list build_binary
     stores at the end of the file), without ``<unk>`` and ``<s>``."""
     path = Path(path)
-    with open(path, "rb") as handle:
+    checked = checked_model_file(path)   # the bytes the model was loaded from
+    with open(checked, "rb") as handle:
         head = handle.read(64)
     words: list[str]
     if head.lstrip().startswith(b"\\data\\"):
-        words = _arpa_unigrams(path)
+        words = _arpa_unigrams(checked)
     else:
-        data = path.read_bytes()
+        data = checked.read_bytes()
         start = data.rfind(b"<unk>\x00")
         if start < 0:
             raise SettingError(f"{model_name(path, setting)}: no word list in this KenLM "

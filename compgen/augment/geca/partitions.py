@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import polars as pl
 
 from compgen.augment.geca.candidates import JoinTables, draw, partition_candidates, proposal_order
 from compgen.errors import SettingError, UserError
+from compgen.io import process_temp_folder
 from compgen.system.ray_cluster import import_ray, start_ray
 
 # bytes the joins of one partition need per template of it (measured on documentation
@@ -118,11 +118,13 @@ class _Terminated(BaseException):
 @contextlib.contextmanager
 def spill_folder(parent: str | os.PathLike | None = None):
     """A temporary folder removed on success, on error, on Ctrl-C and on SIGTERM (turned
-    into an exception while the folder exists, then re-raised as exit status 143)."""
+    into an exception while the folder exists, then re-raised as exit status 143); one
+    left by a SIGKILL is removed by the next spill in the same parent folder."""
     parent = Path(parent) if parent is not None else None
     if parent is not None:
         parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=parent))
+    # named by process id: the next spill sweeps a killed run's folder (process_temp_folder)
+    folder = process_temp_folder(SPILL_PREFIX, parent)
     previous = None
     main = threading.current_thread() is threading.main_thread()
     if main:
