@@ -5,29 +5,15 @@ whose rules all hold a nonterminal, an unreachable `--ray` head."""
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_subprocess import compgen, one_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
 NO_SPACE = "no space left on the device"
-
-
-def compgen(*args, cwd=None, env=None):
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], capture_output=True,
-                          text=True, env=full_env, cwd=cwd, check=False, timeout=900)
-
-
-def one_error_line(proc, *needles):
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from cli_subprocess import compgen, one_error_line
 
 from compgen.augment.geca.partitions import SPILL_PREFIX, spill_folder
 from compgen.errors import UserError
@@ -25,20 +26,6 @@ from compgen.lm.scores import load_model, score_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
-
-
-def compgen(*args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, check=False)
-
-
-def one_error_line(proc, *needles):
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_subprocess import compgen, one_error_line
 
 from compgen.errors import UserError
 from compgen.lm import perplexity as ppl
@@ -20,21 +21,6 @@ from compgen.lm.scores import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
-
-
-def compgen(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "compgen", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=cwd, check=False)
-
-
-def one_error_line(proc, *needles):
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
