@@ -711,6 +711,16 @@ def killed_writer_probe(base: Path) -> dict:
             "seconds": 0.0}
 
 
+def killed_outcome(probe: str, command: str, again, left: list, killed: list) -> dict:
+    """A kill -9 probe's record: the killed run left exactly one temp folder, and the run
+    after it succeeded and left nothing (the killed one swept)."""
+    return {"group": "leaks", "probe": probe, "command": command, "exit": again.returncode,
+            "stderr": again.stderr.splitlines()[-3:], "left_behind": left,
+            "traceback": "Traceback" in again.stderr, "killed_left": killed,
+            "as_expected": again.returncode == 0 and not left and len(killed) == 1,
+            "seconds": 0.0}
+
+
 def killed_temp_folder_probes(base: Path) -> list[dict]:
     """kill -9 `compgen lm train` while lmplz works, and a GECA spill while it spills, then
     run each again: the killed run's temp folder is swept, nothing is left."""
@@ -736,12 +746,9 @@ def killed_temp_folder_probes(base: Path) -> list[dict]:
     killed = [p.name for p in temp.glob(f"{LMPLZ_PREFIX}*")]
     again = compgen(train[3:], work, temp, {})
     left = [f".system-temp/{p}" for p in snapshot(temp)]
-    results.append({"group": "leaks", "probe": "killed-lm-train", "command": "kill -9 while "
-                    "lmplz runs, then compgen lm train again", "exit": again.returncode,
-                    "stderr": again.stderr.splitlines()[-3:], "left_behind": left,
-                    "traceback": "Traceback" in again.stderr, "killed_left": killed,
-                    "as_expected": again.returncode == 0 and not left and len(killed) == 1,
-                    "seconds": 0.0})
+    results.append(killed_outcome("killed-lm-train",
+                                  "kill -9 while lmplz runs, then compgen lm train again",
+                                  again, left, killed))
     work = base / "leaks-killed-geca-spill"
     work.mkdir(parents=True)
     code = ("import os, signal, sys\nfrom compgen.augment.geca.partitions import spill_folder\n"
@@ -753,12 +760,9 @@ def killed_temp_folder_probes(base: Path) -> list[dict]:
     again = subprocess.run([sys.executable, "-c", code, work, "run"], env=env, check=False,
                            capture_output=True, text=True)
     left = sorted(p.name for p in work.iterdir())
-    results.append({"group": "leaks", "probe": "killed-geca-spill", "command": "kill -9 while "
-                    "GECA spills, then spill again", "exit": again.returncode,
-                    "stderr": again.stderr.splitlines()[-3:], "left_behind": left,
-                    "traceback": "Traceback" in again.stderr, "killed_left": killed,
-                    "as_expected": again.returncode == 0 and not left and len(killed) == 1,
-                    "seconds": 0.0})
+    results.append(killed_outcome("killed-geca-spill",
+                                  "kill -9 while GECA spills, then spill again", again, left,
+                                  killed))
     return results
 
 
