@@ -195,6 +195,47 @@ def refuse_overwriting_inputs(output: str | os.PathLike, inputs, option: str = "
 SPACE_TOKEN = "\u2581"
 
 
+# What a token cannot hold and still read back from a samples TSV as itself: white space
+# of any kind (str.split and str.splitlines break at all of it, U+001C..U+001F included),
+# NUL (a file holding one is binary) and U+2581 (the stand-in for a space token). The token
+# " " itself is fine: it is written as U+2581.
+UNWRITABLE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+              "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\x00\u2581")
+_UNWRITABLE_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in UNWRITABLE) + "]"
+
+
+def unwritable_token(table, columns: Sequence[str] = ("x", "y")) -> tuple[int, str, str, str] | None:
+    """(row, column, token, what is wrong) of the first token of ``table``'s token-list
+    columns that a samples TSV would not read back as itself, else None (vectorised: only
+    the offending row is looked at in Python)."""
+    import polars as pl  # start-up: `import compgen` loads no polars; the call does
+
+    for column in columns:
+        bad = pl.element().is_null() | (pl.element() == "") | (
+            (pl.element() != " ") & pl.element().str.contains(_UNWRITABLE_CLASS))
+        hits = table[column].list.eval(bad).list.any().fill_null(False)
+        if not hits.any():
+            continue
+        row = int(hits.arg_true()[0])
+        for token in table[column][row]:
+            if token is None or token == "":
+                return row, column, "" if token is None else token, "is empty"
+            char = next((c for c in token if c in UNWRITABLE), None)
+            if token != " " and char is not None:
+                return row, column, token, f"holds U+{ord(char):04X}"
+    return None
+
+
+def refuse_unwritable(table, path, columns: Sequence[str] = ("x", "y")) -> None:
+    """A UserError before ``path`` is written if a token would not read back as written."""
+    found = unwritable_token(table, columns)
+    if found is not None:
+        row, column, token, what = found
+        raise UserError(f"{path}: the {column} token {token!r} of row {row + 1} {what}; "
+                        "tokens are written space-separated in tab-separated lines, so it "
+                        "would not read back as written: remove or replace it")
+
+
 def token_field(tokens: Sequence[str]) -> str:
     """Tokens as one samples-TSV field (``field_tokens`` reads it back)."""
     return " ".join(SPACE_TOKEN if t == " " else t for t in tokens)
@@ -212,6 +253,11 @@ def write_samples_tsv(
     """Write ``x<TAB>y[<TAB>score...]`` lines (tokens space-joined, a space token as
     U+2581); returns the row count."""
     pairs = list(pairs)
+    import polars as pl  # start-up: `import compgen` loads no polars; the call does
+
+    check = pl.DataFrame({"x": [list(x) for x, _ in pairs], "y": [list(y) for _, y in pairs]},
+                         schema={"x": pl.List(pl.String), "y": pl.List(pl.String)})
+    refuse_unwritable(check, path)
     scores = scores or {}
     for name, column in scores.items():
         if len(column) != len(pairs):

@@ -43,7 +43,7 @@ from compgen.data import cogs, lm, scan, sigmorphon
 from compgen.data.table import SCHEMA, make_table
 from compgen.data.vocab import SPECIALS
 from compgen.errors import SettingError, UserError, not_a_file, read_text, where
-from compgen.io import parse_samples_tsv
+from compgen.io import parse_samples_tsv, unwritable_token
 
 X_NAMES = ("x", "input", "source", "src")
 Y_NAMES = ("y", "output", "target", "tgt")
@@ -125,7 +125,27 @@ def read_data_file(path: Path, fields: Fields | None = None, split: str = "train
     else:
         table = _read_text_file(path, data_text(path), fields, split)
     _refuse_special_words(table, path, kind)
+    _refuse_unwritable_tokens(table, path, kind)
     return table
+
+
+def _refuse_unwritable_tokens(table: pl.DataFrame, path: Path, kind: str | None) -> None:
+    """A token holding white space, NUL or U+2581 (or an empty one) would be written by
+    GECA and the samplers as something else than read: refused where the data is read,
+    naming the line where its row sits (a row number where that is not known)."""
+    found = unwritable_token(table)
+    if found is None:
+        return
+    row, side, token, what = found
+    place = f"{path} (row {row + 1})"
+    if kind not in ("parquet", "arrow"):
+        lines = data_text(path).splitlines()
+        shown = json.dumps(token)[1:-1] if kind in ("jsonl", "json") else token
+        line = next((n for n, line in enumerate(lines, 1) if token and shown in line), None)
+        place = where(path, line) if line is not None else place
+    raise UserError(f"{place}: the {side} token {token!r} {what}; compgen writes tokens "
+                    "space-separated in tab-separated lines, where it would not read back "
+                    "as itself: remove or replace it")
 
 
 def _refuse_special_words(table: pl.DataFrame, path: Path, kind: str | None) -> None:

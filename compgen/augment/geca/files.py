@@ -12,7 +12,7 @@ from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
 from compgen.data import load_dataset, refuse_overwriting_data, select_split
 from compgen.errors import UserError
-from compgen.io import SPACE_TOKEN, atomic_open
+from compgen.io import SPACE_TOKEN, atomic_open, refuse_unwritable
 
 
 def load_training(data: str, data_dir=None) -> pl.DataFrame:
@@ -54,6 +54,8 @@ def write_tables_tsv(output, tables: list[pl.DataFrame], chunk: int = 100_000) -
     """The x, y columns of ``tables`` as ``x<TAB>y`` lines (what ``write_samples_tsv``
     writes for those rows), atomically, a chunk of rows at a time: a million
     synthesized examples as Python lists of strings would take gigabytes."""
+    for table in tables:
+        refuse_unwritable(table, output)
     n = 0
     with atomic_open(output, "w", encoding="utf-8") as out:
         for table in tables:
