@@ -425,6 +425,13 @@ def numeric_probes() -> list[Probe]:
                                                             "{work}/exp"],
                      expect="ok", outputs=("{work}/exp",)))
     train = ["train", "generator", "--data", "{work}/d.tsv", "-o", "{work}/g.pt"]
+    for name, token in (("tab", "a\tb"), ("newline", "a\nb"), ("u001f", "a\x1fb"),
+                        ("nul", "a\x00b"), ("space", "a b"), ("u2581", "a\u2581b")):
+        rows = json.dumps({"x": ["walk"], "y": ["W"]}) + "\n" + json.dumps(
+            {"x": ["jump", token], "y": ["J"]}) + "\n"
+        out.append(Probe("silent", f"token-read-back-{name}",
+                         ["augment", "geca", "{work}/d.jsonl", "-o", "{work}/g.tsv"],
+                         message="d.jsonl:2:", setup=with_files(**{"d.jsonl": rows.encode()})))
     for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
                           ("--lr", "-1"), ("--max-steps", "-5"), ("--hidden", str(10**20)),
                           ("--nproto", "3"), ("--batch-size", "0")):
