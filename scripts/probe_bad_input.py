@@ -425,13 +425,6 @@ def numeric_probes() -> list[Probe]:
                                                             "{work}/exp"],
                      expect="ok", outputs=("{work}/exp",)))
     train = ["train", "generator", "--data", "{work}/d.tsv", "-o", "{work}/g.pt"]
-    for name, token in (("tab", "a\tb"), ("newline", "a\nb"), ("u001f", "a\x1fb"),
-                        ("nul", "a\x00b"), ("space", "a b"), ("u2581", "a\u2581b")):
-        rows = json.dumps({"x": ["walk"], "y": ["W"]}) + "\n" + json.dumps(
-            {"x": ["jump", token], "y": ["J"]}) + "\n"
-        out.append(Probe("silent", f"token-read-back-{name}",
-                         ["augment", "geca", "{work}/d.jsonl", "-o", "{work}/g.tsv"],
-                         message="d.jsonl:2:", setup=with_files(**{"d.jsonl": rows.encode()})))
     for option, value in (("--time-budget", "nan"), ("--time-budget", "-1"), ("--lr", "nan"),
                           ("--lr", "-1"), ("--max-steps", "-5"), ("--hidden", str(10**20)),
                           ("--nproto", "3"), ("--batch-size", "0")):
@@ -571,8 +564,37 @@ def cuda_is_absent() -> bool:
     return not torch.cuda.is_available()
 
 
-def trust_probes() -> list[Probe]:
+# record files whose table would not say what the file says (compgen.data.record_checks)
+READER_CASES = {
+    "list-then-text.jsonl": (b'{"x": ["a", "b"], "y": "c"}\n{"x": "d e", "y": "f"}\n', ":2:"),
+    "number-after-text.jsonl": (b'{"x": "a", "y": "c"}\n{"x": 5, "y": "f"}\n', ":2:"),
+    "null-token.jsonl": (b'{"x": ["a", null], "y": "c"}\n', ":1:"),
+    "repeated-key.jsonl": (b'{"x": "a", "x": "b", "y": "c"}\n', ":1:"),
+    "repeated-column.csv": (b"input,input,output\na,b,c\n", ":1:"),
+    "quoted-empty.csv": (b'input,output\na,b\n"",x\n', ":3:"),
+    "quoted-newline.csv": (b'input,output\n"a\nb",x\nc,\n', ":4:"),
+}
+
+
+def reader_probes() -> list[Probe]:
+    """Tokens a samples TSV would not read back as written (refused where GECA reads them),
+    and record files whose table would differ from the file."""
     out: list[Probe] = []
+    for name, token in (("tab", "a\tb"), ("newline", "a\nb"), ("u001f", "a\x1fb"),
+                        ("nul", "a\x00b"), ("space", "a b"), ("u2581", "a\u2581b")):
+        rows = json.dumps({"x": ["walk"], "y": ["W"]}) + "\n" + json.dumps(
+            {"x": ["jump", token], "y": ["J"]}) + "\n"
+        out.append(Probe("silent", f"token-read-back-{name}",
+                         ["augment", "geca", "{work}/d.jsonl", "-o", "{work}/g.tsv"],
+                         message="d.jsonl:2:", setup=with_files(**{"d.jsonl": rows.encode()})))
+    for name, (text, line) in READER_CASES.items():
+        out.append(Probe("silent", f"reader-{name}", ["data", "stats", f"{{work}}/{name}"],
+                         message=name + line, setup=with_files(**{name: text})))
+    return out
+
+
+def trust_probes() -> list[Probe]:
+    out: list[Probe] = reader_probes()
     # unverified loads: nothing from a cache, a data folder or an edited manifest is used
     out.append(Probe("unverified", "manifest-redirected", ["sample", "{work}/export", "--n",
                                                            "2", "-o", "{work}/s.tsv"],

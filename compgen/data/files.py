@@ -40,6 +40,13 @@ from pathlib import Path
 import polars as pl
 
 from compgen.data import cogs, lm, scan, sigmorphon
+from compgen.data.record_checks import (
+    check_csv_header,
+    check_header,
+    check_records,
+    csv_row_lines,
+    load_json,
+)
 from compgen.data.table import SCHEMA, make_table
 from compgen.data.vocab import SPECIALS
 from compgen.errors import SettingError, UserError, not_a_file, read_text, where
@@ -224,11 +231,13 @@ def _record_frame(path: Path, kind: str) -> tuple[pl.DataFrame, dict]:
         return frame, {"lines": lines}
     if kind == "json":
         return _read_json_array(text, path), {"first_line": None}
+    check_csv_header(text, path)
     try:
         frame = pl.read_csv(io.BytesIO(text.encode()), infer_schema=False)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise UserError(f"{path}: not a CSV file with a header line ({str(exc).splitlines()[0]})") from None
-    return frame, {"first_line": 2}
+    lines = csv_row_lines(text, frame.height)
+    return frame, ({"lines": lines} if lines is not None else {"first_line": 2})
 
 
 def _read_binary(path: Path, kind: str) -> pl.DataFrame:
@@ -264,12 +273,14 @@ def _read_jsonl(text: str, path: Path) -> tuple[pl.DataFrame, list[int]]:
                                 "an object such as {\"input\": ..., \"output\": ...}")
         raise UserError(f"{path}: the JSON objects do not form one table (fields of "
                         "differing types)")
+    check_records([load_json(line, where(path, n)) for n, line in lines],
+                  lambda i: where(path, lines[i][0]))
     return frame, [n for n, _ in lines]
 
 
 def _read_json_array(text: str, path: Path) -> pl.DataFrame:
     try:
-        value = json.loads(text)
+        value = load_json(text, str(path))
     except json.JSONDecodeError as exc:
         raise UserError(f"{where(path, exc.lineno)}: not JSON ({exc.msg})") from None
     except RecursionError:
@@ -277,6 +288,7 @@ def _read_json_array(text: str, path: Path) -> pl.DataFrame:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise UserError(f"{path}: a .json data file is an array of objects "
                         "(for one object a line, name it .jsonl)")
+    check_records(value, lambda i: f"{path} (object {i + 1})")
     try:
         return pl.DataFrame(value, infer_schema_length=None)
     except (pl.exceptions.PolarsError, TypeError, ValueError) as exc:
@@ -333,6 +345,14 @@ def _tokens(frame: pl.DataFrame, name: str, side: str, source: str,
         row = int(nulls.arg_true()[0])
         raise UserError(f"{_row_place(source, row, first_line, lines)}: no value for the "
                         f"{side} field '{name}'")
+    if column.dtype in (pl.String, pl.List(pl.String)):
+        # `""` (or `[]`) is as empty as a missing value, which is refused above
+        empty = (column.str.strip_chars() == "" if column.dtype == pl.String
+                 else column.list.len() == 0)
+        if empty.any():
+            row = int(empty.arg_true()[0])
+            raise UserError(f"{_row_place(source, row, first_line, lines)}: the {side} field "
+                            f"'{name}' is empty")
     if column.dtype == pl.String:
         return pl.col(name).str.normalize("NFC").str.extract_all(r"\S+").alias(side)
     if column.dtype == pl.List(pl.String):
@@ -482,6 +502,8 @@ def _read_tsv_records(path: Path, text: str, fields: Fields, split: str,
     """A TSV read by column name: its header line, or ``fields.columns``."""
     body = "\n".join(row for row in text.splitlines()[lineno - 1:] if row.strip())
     header = fields.columns is None
+    if header:
+        check_header(text.splitlines()[lineno - 1].split("\t"), where(path, lineno))
     try:
         frame = pl.read_csv(io.BytesIO(body.encode()), separator="\t", quote_char=None,
                             has_header=header, new_columns=None if header else list(fields.columns),
