@@ -139,7 +139,8 @@ class ExportDecoder:
         self.known_inputs = known_inputs   # --novel-inputs: <sep> masked after these
         self.stored = stored_array(folder, manifest)
         self.new_stepper, self.where = stepper_factory_on(
-            folder, manifest, backend, options.threads, options.precision, options.device)
+            folder, manifest, backend, options.threads, options.precision,
+            resolve_device(options.device))   # a Device from ``sample_export``: checked only
         self.seed = options.seed
         self.seconds = 0.0
 
