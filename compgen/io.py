@@ -65,8 +65,7 @@ def remove_stale_staging(path: Path) -> list[Path]:
     if not path.parent.is_dir():
         return removed
     for leftover in path.parent.glob(f".{glob.escape(path.name)}.*"):
-        pid = leftover.name[len(path.name) + 2:].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
+        if not _left_by_dead_process(leftover.name[len(path.name) + 2:], "."):
             continue
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
@@ -91,14 +90,20 @@ def remove_stale_temp_folders(prefix: str, parent: Path) -> list[Path]:
     a live process's, nor another user's, nor a name without a process id."""
     removed = []
     for leftover in Path(parent).glob(f"{glob.escape(prefix)}*-*"):
-        pid = leftover.name[len(prefix):].split("-", 1)[0]
-        if (not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid))
+        if (not _left_by_dead_process(leftover.name[len(prefix):], "-")
                 or leftover.is_symlink() or not leftover.is_dir()
                 or leftover.stat().st_uid != os.getuid()):
             continue
         shutil.rmtree(leftover, ignore_errors=True)
         removed.append(leftover)
     return removed
+
+
+def _left_by_dead_process(rest: str, separator: str) -> bool:
+    """Whether a leftover's name, from its process id on (``PID<separator>...``), names a
+    process that is gone (not this one, not a live one, not a name without a pid)."""
+    pid = rest.split(separator, 1)[0]
+    return pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid))
 
 
 def _process_alive(pid: int) -> bool:
