@@ -93,9 +93,10 @@ def state_layout(sig: bool, hidden: int, feed_dim: int, max_len: int) -> dict:
             "past_tok": ([slots], "int64")}
 
 
-@dataclass(frozen=True)
-class Contract:
-    vocab_size: int
+@dataclass(frozen=True, kw_only=True)
+class Contract(StepRules):
+    """A generator's step rules and what else an export's runtimes must agree on: the
+    shapes, the beam width, the latent prior, the stored prototypes, the random stream."""
     max_len: int
     latent: int
     state: dict = field(default_factory=dict)   # name -> (per-row shape, dtype)
@@ -103,12 +104,6 @@ class Contract:
     vae_max_norm: float = 0.0                   # 0: the latent is zeros
     prototypes: int = 0                          # tuples stored in prototypes.txt
     prototype_width: int = 0                     # every tuple padded to it (0: the batch's)
-    bos: int = BOS_ID
-    eos: int = EOS_ID
-    pad: int = PAD_ID
-    sep: int = SEP_ID
-    first_step_masked: tuple = FIRST_STEP_MASKED
-    later_steps_masked: tuple = LATER_STEPS_MASKED
     modes: dict = field(default_factory=lambda: dict(MODES))
     random_stream: str = STREAM_NAME
     prototype_encoding: str = PROTOTYPE_ENCODING
@@ -117,12 +112,14 @@ class Contract:
     def for_model(cls, model, *, beam_width: int = BEAM_WIDTH, prototypes: int = 0,
                   prototype_width: int = 0) -> Contract:
         cfg = model.cfg
-        return cls(model.vocab_size, cfg.max_len, model.latent,
-                   state_layout(not model.scan, model.hidden, model.feed_dim, cfg.max_len),
-                   beam_width, cfg.max_norm if cfg.vae else 0.0, prototypes, prototype_width)
+        return cls(vocab_size=model.vocab_size, max_len=cfg.max_len, latent=model.latent,
+                   state=state_layout(not model.scan, model.hidden, model.feed_dim, cfg.max_len),
+                   beam_width=beam_width, vae_max_norm=cfg.max_norm if cfg.vae else 0.0,
+                   prototypes=prototypes, prototype_width=prototype_width)
 
     def to_manifest(self) -> dict:
         out = asdict(self)
+        del out["masked_value"]     # -inf: the contract says so, JSON cannot
         out["state"] = {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.state.items()}
         out["state_order"] = list(STATE_NAMES)
         for key in ("first_step_masked", "later_steps_masked"):
@@ -141,13 +138,6 @@ class Contract:
         for key in ("first_step_masked", "later_steps_masked"):
             known[key] = tuple(known[key])
         return cls(**known)
-
-    def rules(self) -> StepRules:
-        return StepRules(self.vocab_size, self.bos, self.eos, self.pad, self.sep,
-                         self.first_step_masked, self.later_steps_masked)
-
-    def masked(self, first: bool) -> np.ndarray:
-        return self.rules().masked(first)
 
     def initial_state(self, h: np.ndarray, c: np.ndarray) -> dict:
         """The decoder state before the first step (h, c from the encoder)."""

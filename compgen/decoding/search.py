@@ -214,5 +214,5 @@ def decode(stepper, contract: Contract, protos: np.ndarray, z: np.ndarray,
     ``(B, Z)``, then the best hypothesis of ``search`` per row - tokens ``(B, L)``
     (``<pad>`` after ``</s>``) and each token's log p ``(B, L)`` float32."""
     stepper.start(protos, z)
-    return search.best(stepper, contract.rules(), protos.shape[0], max_len or contract.max_len,
+    return search.best(stepper, contract, protos.shape[0], max_len or contract.max_len,
                        sample_ids)

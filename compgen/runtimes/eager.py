@@ -132,7 +132,7 @@ def beam_search(model, protos: Tensor, width: int = BEAM_WIDTH, max_len: int = 4
     latent = _latent(model, contract, z, 0, np.arange(B))
     stepper = EagerStepper(model, max_len)
     stepper.start(protos.numpy(), latent)
-    tokens, _, scores = BeamSearch(width).hypotheses(stepper, contract.rules(), B, max_len)
+    tokens, _, scores = BeamSearch(width).hypotheses(stepper, contract, B, max_len)
     pad = np.full((B, width, max_len), contract.pad, np.int64)
     pad[:, :, :tokens.shape[2]] = tokens
     return torch.from_numpy(pad), torch.from_numpy(scores).float()
