@@ -20,6 +20,8 @@ import functools
 import torch
 from torch import Tensor
 
+from compgen.models.native import loop_for
+
 
 def explicit_dtypes(method):
     """For the forward and backward of an autograd function that chooses the dtype of
@@ -117,7 +119,7 @@ class _PackedLSTM(torch.autograd.Function):
         w = w_hh.detach().to(gemm).transpose(1, 2)  # (D, H, 4H): a view, cast once
         ctx.w, ctx.batch_sizes, ctx.native = w, batch_sizes, native
         if native is not None:  # reads the gates' input part in the products' dtype
-            acts, hs, cs, tanh_cs = native.lstm_forward(
+            acts, hs, cs, tanh_cs = loop_for(native, "lstm_forward", gemm)(
                 gates_in.detach().to(gemm), w.transpose(1, 2), h0, c0, batch_sizes)
             ctx.save_for_backward(acts, hs, cs, tanh_cs, h0, c0)
             return hs, cs
@@ -145,7 +147,7 @@ class _PackedLSTM(torch.autograd.Function):
         if ctx.native is not None:
             d_hs = torch.zeros_like(hs) if d_hs is None else d_hs.to(hs.dtype).contiguous()
             d_cs = None if d_cs is None else d_cs.float().contiguous()
-            d_gates, h_prev, d_h, d_c = ctx.native.lstm_backward(
+            d_gates, h_prev, d_h, d_c = loop_for(ctx.native, "lstm_backward", w_t.dtype)(
                 acts, hs, cs, tanh_cs, h0, c0, d_hs, d_cs, w_t, batch_sizes)
             d_w = rows_gradient(d_gates, h_prev).float()  # (D, 4H, H)
             return d_gates, d_w, d_h, d_c, None, None, None

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from compgen.models.attention import MASKED, relative_positions
+from compgen.models.native import loop_for
 from compgen.models.packed_lstm import (
     explicit_dtypes,
     gate_activations,
@@ -107,7 +108,7 @@ class _FusedDecoder(torch.autograd.Function):
         mask = mask.contiguous()
         if native is not None:
             weights = [w.detach().to(gemm).contiguous() for w in (w_feed_h, w_q_h_feed, w_out)]
-            ys, scores, *buffers = native.decoder_forward(
+            ys, scores, *buffers = loop_for(native, "decoder_forward", gemm)(
                 gates_ez.detach().to(gemm).contiguous(), query_ez.detach().to(gemm).contiguous(),
                 *weights, b_out, keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop,
                 batch_sizes)
@@ -175,7 +176,8 @@ class _FusedDecoder(torch.autograd.Function):
         scale = 1 / math.sqrt(A)
         d_ys = x_out.new_zeros(P, E, dtype=torch.float32) if d_ys is None else d_ys.float()
         d_scores = alphas.new_zeros(P, K, T) if d_scores is None else d_scores.float()
-        steps = _backward_steps if ctx.native is None else ctx.native.decoder_backward
+        steps = (_backward_steps if ctx.native is None
+                 else loop_for(ctx.native, "decoder_backward", weights[0].dtype))
         d_gates, d_query, d_y, d_context, d_s = steps(
             d_ys.contiguous(), d_scores.contiguous(), x_fh, acts, cs, tanh_cs, qs, alphas, *weights,
             keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop, batch_sizes)
@@ -205,7 +207,7 @@ class _FusedDecoder(torch.autograd.Function):
 
 def _backward_steps(d_ys, d_scores, x_fh, acts, cs, tanh_cs, qs, alphas, w_fh, w_qhf, w_o,
                     keys_t, values, pos_keys, pos_values, mask, h_drop, feed_drop, batch_sizes):
-    """The backward loop of ``_FusedDecoder`` in Python (``native.decoder_backward`` in
+    """The backward loop of ``_FusedDecoder`` in Python (``decoder_backward`` in
     C++): the gradients of the gates, queries and outputs before their products (in the
     products' dtype), of the contexts and of the scores before masking and scaling."""
     P, gemm = x_fh.size(0), x_fh.dtype

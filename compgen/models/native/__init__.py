@@ -57,7 +57,7 @@ def _key() -> str:
 
 
 def loops():
-    """The compiled module (``lstm_forward``, ``lstm_backward``), building it on first use
+    """The compiled module (its loops: ``loop_for``), building it on first use
     (~30 s); None when it cannot be built or ``COMPGEN_NATIVE=0``."""
     if "module" in _loaded:
         return _loaded["module"]
@@ -71,6 +71,14 @@ def loops():
                   "training runs the Python loops", file=sys.stderr)
     _loaded["module"] = module
     return module
+
+
+def loop_for(module, name: str, dtype: torch.dtype):
+    """The compiled entry ``name`` (``lstm_forward``, ``decoder_backward``, ...) whose
+    products run in ``dtype`` (fp32 or bf16): each loop is compiled once per dtype."""
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"{name}: fp32 or bf16 products expected, not {dtype}")
+    return getattr(module, f"{name}_{'bf16' if dtype == torch.bfloat16 else 'fp32'}")
 
 
 @contextmanager

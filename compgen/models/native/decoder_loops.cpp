@@ -7,10 +7,11 @@
 #include "linear.h"
 #include "pointwise.h"
 
-#include <ATen/ATen.h>
+#include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -106,15 +107,36 @@ void attend_backward(const float* __restrict d_context, const float* __restrict 
   }
 }
 
+// The products' dtype of a loop over Gemm (uint16_t holds bf16).
 template <typename Gemm>
-std::vector<at::Tensor> forward_impl(const at::Tensor& gates_ez, const at::Tensor& query_ez,
-                                     const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
-                                     const at::Tensor& w_out, const at::Tensor& b_out,
-                                     const at::Tensor& keys_t, const at::Tensor& values,
-                                     const at::Tensor& pos_keys, const at::Tensor& pos_values,
-                                     const at::Tensor& mask, const at::Tensor& h_drop,
-                                     const at::Tensor& feed_drop,
-                                     const std::vector<int64_t>& batch_sizes) {
+constexpr at::ScalarType kGemmDtype = std::is_same_v<Gemm, float> ? at::kFloat : at::kBFloat16;
+
+// The forward loop of _FusedDecoder: gates_ez (P, 4H) and query_ez (P, K*A) in the
+// products' dtype, the weights (out, in) in that dtype, b_out (E,) fp32, keys_t (B, K, A, T)
+// (scaled), values (B, K, T, A), pos_keys (steps, K, A, T), pos_values (steps, K, T, A)
+// fp32, mask (B, K, T) bool (true = a real position), the dropout masks (P, H) / (P, Fd)
+// fp32 or None -> ys, scores and the buffers the backward pass reads.
+template <typename Gemm>
+std::vector<at::Tensor> decoder_forward(const at::Tensor& gates_ez, const at::Tensor& query_ez,
+                                        const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
+                                        const at::Tensor& w_out, const at::Tensor& b_out,
+                                        const at::Tensor& keys_t, const at::Tensor& values,
+                                        const at::Tensor& pos_keys, const at::Tensor& pos_values,
+                                        const at::Tensor& mask,
+                                        const c10::optional<at::Tensor>& h_drop_or_none,
+                                        const c10::optional<at::Tensor>& feed_drop_or_none,
+                                        const std::vector<int64_t>& batch_sizes) {
+  for (const auto& x : {gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys_t, values,
+                        pos_keys, pos_values, mask})
+    TORCH_CHECK(x.is_contiguous(), "decoder_forward: contiguous tensors expected");
+  constexpr auto dtype = kGemmDtype<Gemm>;
+  TORCH_CHECK(gates_ez.scalar_type() == dtype && query_ez.scalar_type() == dtype &&
+              w_feed_h.scalar_type() == dtype && w_q_h_feed.scalar_type() == dtype &&
+              w_out.scalar_type() == dtype && mask.scalar_type() == at::kBool &&
+              b_out.scalar_type() == at::kFloat,
+              "decoder_forward: products' inputs in the loop's dtype, the bias fp32, a bool mask");
+  const at::Tensor h_drop = h_drop_or_none.value_or(at::Tensor());
+  const at::Tensor feed_drop = feed_drop_or_none.value_or(at::Tensor());
   const int64_t P = gates_ez.size(0), H = gates_ez.size(1) / 4, B = keys_t.size(0),
                 K = keys_t.size(1), A = keys_t.size(2), T = keys_t.size(3),
                 Fd = w_feed_h.size(1) - H, E = w_out.size(0), KA = K * A;
@@ -215,17 +237,28 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& gates_ez, const at::Tenso
 }
 
 
+// Its backward loop: d_ys (P, E), d_scores (P, K, T) fp32 and what decoder_forward
+// returned -> the gradients of the gates, queries and outputs before their products (in
+// the products' dtype), of the contexts, and of the scores before masking and scaling.
 template <typename Gemm>
-std::vector<at::Tensor> backward_impl(const at::Tensor& d_ys, const at::Tensor& d_scores,
-                                      const at::Tensor& x_fh, const at::Tensor& acts,
-                                      const at::Tensor& cs, const at::Tensor& tanh_cs,
-                                      const at::Tensor& qs, const at::Tensor& alphas,
-                                      const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
-                                      const at::Tensor& w_out, const at::Tensor& keys_t,
-                                      const at::Tensor& values, const at::Tensor& pos_keys,
-                                      const at::Tensor& pos_values, const at::Tensor& mask,
-                                      const at::Tensor& h_drop, const at::Tensor& feed_drop,
-                                      const std::vector<int64_t>& batch_sizes) {
+std::vector<at::Tensor> decoder_backward(const at::Tensor& d_ys, const at::Tensor& d_scores,
+                                         const at::Tensor& x_fh, const at::Tensor& acts,
+                                         const at::Tensor& cs, const at::Tensor& tanh_cs,
+                                         const at::Tensor& qs, const at::Tensor& alphas,
+                                         const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
+                                         const at::Tensor& w_out, const at::Tensor& keys_t,
+                                         const at::Tensor& values, const at::Tensor& pos_keys,
+                                         const at::Tensor& pos_values, const at::Tensor& mask,
+                                         const c10::optional<at::Tensor>& h_drop_or_none,
+                                         const c10::optional<at::Tensor>& feed_drop_or_none,
+                                         const std::vector<int64_t>& batch_sizes) {
+  for (const auto& x : {d_ys, d_scores, acts, cs, tanh_cs, qs, alphas})
+    TORCH_CHECK(x.is_contiguous() && x.scalar_type() == at::kFloat,
+                "decoder_backward: contiguous fp32 gradients and buffers expected");
+  TORCH_CHECK(w_feed_h.scalar_type() == kGemmDtype<Gemm>,
+              "decoder_backward: the weights in the loop's dtype");
+  const at::Tensor h_drop = h_drop_or_none.value_or(at::Tensor());
+  const at::Tensor feed_drop = feed_drop_or_none.value_or(at::Tensor());
   const int64_t P = acts.size(0), H = acts.size(1) / 4, B = keys_t.size(0), K = keys_t.size(1),
                 A = keys_t.size(2), T = keys_t.size(3), Fd = w_feed_h.size(1) - H,
                 E = w_out.size(0), KA = K * A;
@@ -314,59 +347,11 @@ std::vector<at::Tensor> backward_impl(const at::Tensor& d_ys, const at::Tensor& 
 
 }  // namespace
 
-// The forward loop of _FusedDecoder: gates_ez (P, 4H) and query_ez (P, K*A) in the
-// products' dtype, the weights (out, in) in that dtype, b_out (E,) fp32, keys_t (B, K, A, T)
-// (scaled), values (B, K, T, A), pos_keys (steps, K, A, T), pos_values (steps, K, T, A)
-// fp32, mask (B, K, T) bool (true = a real position), the dropout masks (P, H) / (P, Fd)
-// fp32 or undefined -> ys, scores and the buffers the backward pass reads.
-std::vector<at::Tensor> decoder_forward(const at::Tensor& gates_ez, const at::Tensor& query_ez,
-                                        const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
-                                        const at::Tensor& w_out, const at::Tensor& b_out,
-                                        const at::Tensor& keys_t, const at::Tensor& values,
-                                        const at::Tensor& pos_keys, const at::Tensor& pos_values,
-                                        const at::Tensor& mask, const c10::optional<at::Tensor>& h_drop,
-                                        const c10::optional<at::Tensor>& feed_drop,
-                                        const std::vector<int64_t>& batch_sizes) {
-  for (const auto& x : {gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys_t, values,
-                        pos_keys, pos_values, mask})
-    TORCH_CHECK(x.is_contiguous(), "decoder_forward: contiguous tensors expected");
-  const auto dtype = w_feed_h.scalar_type();
-  TORCH_CHECK(gates_ez.scalar_type() == dtype && query_ez.scalar_type() == dtype &&
-              w_q_h_feed.scalar_type() == dtype && w_out.scalar_type() == dtype &&
-              mask.scalar_type() == at::kBool && b_out.scalar_type() == at::kFloat,
-              "decoder_forward: products' inputs in one dtype, the bias fp32, a bool mask");
-  const at::Tensor hd = h_drop.value_or(at::Tensor()), fd = feed_drop.value_or(at::Tensor());
-  if (dtype == at::kBFloat16)
-    return forward_impl<uint16_t>(gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys_t,
-                                  values, pos_keys, pos_values, mask, hd, fd, batch_sizes);
-  TORCH_CHECK(dtype == at::kFloat, "decoder_forward: fp32 or bf16 products expected");
-  return forward_impl<float>(gates_ez, query_ez, w_feed_h, w_q_h_feed, w_out, b_out, keys_t,
-                             values, pos_keys, pos_values, mask, hd, fd, batch_sizes);
-}
-
-// Its backward loop: d_ys (P, E), d_scores (P, K, T) fp32 and what decoder_forward
-// returned -> the gradients of the gates, queries and outputs before their products (in
-// the products' dtype), of the contexts, and of the scores before masking and scaling.
-std::vector<at::Tensor> decoder_backward(const at::Tensor& d_ys, const at::Tensor& d_scores,
-                                         const at::Tensor& x_fh, const at::Tensor& acts,
-                                         const at::Tensor& cs, const at::Tensor& tanh_cs,
-                                         const at::Tensor& qs, const at::Tensor& alphas,
-                                         const at::Tensor& w_feed_h, const at::Tensor& w_q_h_feed,
-                                         const at::Tensor& w_out, const at::Tensor& keys_t,
-                                         const at::Tensor& values, const at::Tensor& pos_keys,
-                                         const at::Tensor& pos_values, const at::Tensor& mask,
-                                         const c10::optional<at::Tensor>& h_drop,
-                                         const c10::optional<at::Tensor>& feed_drop,
-                                         const std::vector<int64_t>& batch_sizes) {
-  for (const auto& x : {d_ys, d_scores, acts, cs, tanh_cs, qs, alphas})
-    TORCH_CHECK(x.is_contiguous() && x.scalar_type() == at::kFloat,
-                "decoder_backward: contiguous fp32 gradients and buffers expected");
-  const at::Tensor hd = h_drop.value_or(at::Tensor()), fd = feed_drop.value_or(at::Tensor());
-  if (w_feed_h.scalar_type() == at::kBFloat16)
-    return backward_impl<uint16_t>(d_ys, d_scores, x_fh, acts, cs, tanh_cs, qs, alphas, w_feed_h,
-                                   w_q_h_feed, w_out, keys_t, values, pos_keys, pos_values, mask,
-                                   hd, fd, batch_sizes);
-  return backward_impl<float>(d_ys, d_scores, x_fh, acts, cs, tanh_cs, qs, alphas, w_feed_h,
-                              w_q_h_feed, w_out, keys_t, values, pos_keys, pos_values, mask, hd,
-                              fd, batch_sizes);
+void bind_decoder_loops(pybind11::module_& m) {
+  // one entry per products' dtype: the caller picks by its weights' dtype
+  m.def("decoder_forward_fp32", &decoder_forward<float>,
+        "the scan decoder's teacher-forced steps (training), fp32 products");
+  m.def("decoder_forward_bf16", &decoder_forward<uint16_t>, "the same, bf16 products");
+  m.def("decoder_backward_fp32", &decoder_backward<float>, "their backward pass, fp32 products");
+  m.def("decoder_backward_bf16", &decoder_backward<uint16_t>, "the same, bf16 products");
 }

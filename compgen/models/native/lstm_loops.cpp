@@ -6,10 +6,11 @@
 #include "linear.h"
 #include "pointwise.h"
 
-#include <ATen/ATen.h>
+#include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -87,10 +88,21 @@ void by_direction(int64_t D, const Run& run) {
   }
 }
 
+// The products' dtype of a loop over Gemm (uint16_t holds bf16).
 template <typename Gemm>
-std::vector<at::Tensor> forward_impl(const at::Tensor& gates_in, const at::Tensor& w,
+constexpr at::ScalarType kGemmDtype = std::is_same_v<Gemm, float> ? at::kFloat : at::kBFloat16;
+
+// gates_in (D, P, 4H) (the input part of the gates) and w (D, 4H, H) = W_hh in the product
+// dtype, h0, c0 (D, n_0, H) fp32 -> acts (D, P, 4H), hs (D, P, H) in the product dtype,
+// cs, tanh(cs).
+template <typename Gemm>
+std::vector<at::Tensor> lstm_forward(const at::Tensor& gates_in, const at::Tensor& w,
                                      const at::Tensor& h0, const at::Tensor& c0,
                                      const std::vector<int64_t>& batch_sizes) {
+  TORCH_CHECK(w.scalar_type() == kGemmDtype<Gemm> && gates_in.scalar_type() == w.scalar_type() &&
+              h0.scalar_type() == at::kFloat && c0.scalar_type() == at::kFloat,
+              "lstm_forward: fp32 states, gates and weights in the loop's dtype");
+  TORCH_CHECK(gates_in.stride(2) == 1 && c0.stride(2) == 1, "lstm_forward: rows must be contiguous");
   const int64_t D = gates_in.size(0), P = gates_in.size(1), H = w.size(2);
   std::vector<std::optional<Linear>> w_hh(D);  // packed by the thread of its direction
   const auto fp32 = gates_in.options().dtype(at::kFloat);
@@ -129,12 +141,24 @@ std::vector<at::Tensor> forward_impl(const at::Tensor& gates_in, const at::Tenso
   return {acts, hs, cs, tanh_cs};
 }
 
+// d_hs (D, P, H) in the product dtype, d_cs fp32 or None (no gradient) -> d_gates
+// (D, P, 4H) in the product dtype, the packed previous states (for the weight gradient),
+// and the gradients of h0 and c0.
 template <typename Gemm>
-std::vector<at::Tensor> backward_impl(const at::Tensor& acts, const at::Tensor& hs,
+std::vector<at::Tensor> lstm_backward(const at::Tensor& acts, const at::Tensor& hs,
                                       const at::Tensor& cs, const at::Tensor& tanh_cs,
                                       const at::Tensor& h0, const at::Tensor& c0,
-                                      const at::Tensor& d_hs, const at::Tensor& d_cs,
+                                      const at::Tensor& d_hs,
+                                      const c10::optional<at::Tensor>& d_cs_or_none,
                                       const at::Tensor& w, const std::vector<int64_t>& batch_sizes) {
+  const at::Tensor d_cs = d_cs_or_none.value_or(at::Tensor());
+  for (const auto& x : {acts, cs, tanh_cs, h0, c0})
+    TORCH_CHECK(x.scalar_type() == at::kFloat && x.stride(-1) == 1,
+                "lstm_backward: contiguous fp32 rows expected");
+  TORCH_CHECK(w.scalar_type() == kGemmDtype<Gemm> && d_hs.scalar_type() == w.scalar_type() &&
+              d_hs.stride(-1) == 1 &&
+              (!d_cs.defined() || (d_cs.scalar_type() == at::kFloat && d_cs.stride(-1) == 1)),
+              "lstm_backward: weights and output gradients in the loop's dtype, cell gradients fp32");
   const int64_t D = acts.size(0), H = w.size(2);
   // d_gates (n, 4H) -> (n, H): the weight (4H, H) read as (H, 4H)^T, transposed and packed
   // by the thread of its direction
@@ -173,37 +197,10 @@ std::vector<at::Tensor> backward_impl(const at::Tensor& acts, const at::Tensor& 
 
 }  // namespace
 
-// gates_in (D, P, 4H) (the input part of the gates) and w (D, 4H, H) = W_hh in the product
-// dtype, h0, c0 (D, n_0, H) fp32 -> acts (D, P, 4H), hs (D, P, H) in the product dtype,
-// cs, tanh(cs).
-std::vector<at::Tensor> lstm_forward(const at::Tensor& gates_in, const at::Tensor& w,
-                                     const at::Tensor& h0, const at::Tensor& c0,
-                                     const std::vector<int64_t>& batch_sizes) {
-  TORCH_CHECK(gates_in.scalar_type() == w.scalar_type() && h0.scalar_type() == at::kFloat &&
-              c0.scalar_type() == at::kFloat, "lstm_forward: fp32 states, gates in the weights' dtype");
-  TORCH_CHECK(gates_in.stride(2) == 1 && c0.stride(2) == 1, "lstm_forward: rows must be contiguous");
-  if (w.scalar_type() == at::kBFloat16)
-    return forward_impl<uint16_t>(gates_in, w, h0, c0, batch_sizes);
-  TORCH_CHECK(w.scalar_type() == at::kFloat, "lstm_forward: fp32 or bf16 weights expected");
-  return forward_impl<float>(gates_in, w, h0, c0, batch_sizes);
-}
-
-// d_hs (D, P, H) in the product dtype, d_cs fp32 or undefined (no gradient) -> d_gates
-// (D, P, 4H) in the product dtype, the packed previous states (for the weight gradient),
-// and the gradients of h0 and c0.
-std::vector<at::Tensor> lstm_backward(const at::Tensor& acts, const at::Tensor& hs,
-                                      const at::Tensor& cs, const at::Tensor& tanh_cs,
-                                      const at::Tensor& h0, const at::Tensor& c0,
-                                      const at::Tensor& d_hs, const c10::optional<at::Tensor>& d_cs_,
-                                      const at::Tensor& w, const std::vector<int64_t>& batch_sizes) {
-  const at::Tensor d_cs = d_cs_.value_or(at::Tensor());
-  for (const auto& x : {acts, cs, tanh_cs, h0, c0})
-    TORCH_CHECK(x.scalar_type() == at::kFloat && x.stride(-1) == 1,
-                "lstm_backward: contiguous fp32 rows expected");
-  TORCH_CHECK(d_hs.scalar_type() == w.scalar_type() && d_hs.stride(-1) == 1 &&
-              (!d_cs.defined() || (d_cs.scalar_type() == at::kFloat && d_cs.stride(-1) == 1)),
-              "lstm_backward: output gradients in the products' dtype, cell gradients fp32");
-  if (w.scalar_type() == at::kBFloat16)
-    return backward_impl<uint16_t>(acts, hs, cs, tanh_cs, h0, c0, d_hs, d_cs, w, batch_sizes);
-  return backward_impl<float>(acts, hs, cs, tanh_cs, h0, c0, d_hs, d_cs, w, batch_sizes);
+void bind_lstm_loops(pybind11::module_& m) {
+  // one entry per products' dtype: the caller picks by its weights' dtype
+  m.def("lstm_forward_fp32", &lstm_forward<float>, "LSTM directions over packed steps (training)");
+  m.def("lstm_forward_bf16", &lstm_forward<uint16_t>, "the same, bf16 products");
+  m.def("lstm_backward_fp32", &lstm_backward<float>, "their backward pass");
+  m.def("lstm_backward_bf16", &lstm_backward<uint16_t>, "the same, bf16 products");
 }
