@@ -16,11 +16,7 @@
 
 namespace {
 
-using compgen::Linear;
-using compgen::load;
-using compgen::sigmoid;
-using compgen::store;
-using compgen::tanh_;
+using namespace compgen;  // Linear (linear.h); load, store, sigmoid, tanh_ (pointwise.h)
 
 constexpr float MASKED = -1e18f;  // compgen.models.attention.MASKED
 

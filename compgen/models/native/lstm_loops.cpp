@@ -15,11 +15,7 @@
 
 namespace {
 
-using compgen::Linear;
-using compgen::load;
-using compgen::sigmoid;
-using compgen::store;
-using compgen::tanh_;
+using namespace compgen;  // Linear (linear.h); load, store, sigmoid, tanh_ (pointwise.h)
 
 // One LSTM step for the rows of one direction: gates = gates_in + hw -> acts (i, f, g, o),
 // c = f * c_prev + i * g, h = o * tanh(c).
