@@ -16,7 +16,7 @@ from compgen.errors import Interrupted, UserError
 from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import Tally
 from compgen.sampling.journal import MAGIC, journal_path
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 # as tests/test_sampling_journal.py: temperature sampling without a rare rule keeps about
@@ -44,7 +44,7 @@ def runner():
 @pytest.fixture(scope="module")
 def full_run(runner, tmp_path_factory):
     out = tmp_path_factory.mktemp("full") / "samples.tsv"
-    run = sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, **JOB)
+    run = sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, **JOB)
     assert not journal_path(out).exists()   # a finished job leaves only its output
     return out.read_bytes(), run.decoded
 
@@ -103,7 +103,7 @@ def interrupted_on_cpp(out: Path) -> Path:
     journal = journal_path(out)
     watcher = kill_runner_after(journal, 2, os.getpid())
     with pytest.raises(Interrupted, match="killed by signal SIGTERM"):
-        sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, **JOB)
+        sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, **JOB)
     watcher.join()
     assert not out.exists() and rounds_in(journal) >= 2
     assert sorted(os.listdir(out.parent)) == [journal.name]   # no staging file
@@ -137,7 +137,7 @@ def test_a_runner_killed_mid_job_resumes_to_the_same_file(full_run, tmp_path):
         assert [g[:2] for g in got] == [w[:2] for w in want]
         assert all(abs(float(g[2]) - float(w[2])) <= 1e-4 for g, w in zip(got, want))
     assert any(samples for samples, _ in cpp_rounds)
-    run = sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
+    run = sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
     assert out.read_bytes() == uninterrupted
     assert run.decoded == decoded   # went on from the journal's row, none decoded twice
     assert sorted(os.listdir(out.parent)) == ["samples.tsv"]
@@ -151,14 +151,14 @@ def test_the_journal_samples_are_taken_as_written(uninterrupted, tmp_path):
     x, y, _ = lines[at].split("\t")
     lines[at] = f"{x}\t{y}\t-0.000123\n"   # now the most probable of all
     journal.write_text("".join(lines))
-    sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
     assert out.read_text().splitlines()[1] == f"{x}\t{y}\t-0.000123"
 
 
 def test_a_cpp_journal_goes_on_on_onnx(uninterrupted, tmp_path):
     out = tmp_path / "samples.tsv"
     interrupted_on_cpp(out)
-    sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
     same_samples(out.read_text(), uninterrupted.decode())
 
 
@@ -168,8 +168,8 @@ def interrupted_on_onnx(out: Path, rounds: int = 6) -> Path:
         if tally.rounds == rounds:
             raise Stop("stopped")
     with pytest.raises(Stop):
-        sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet,
-                        tally=Tally(on_round=on_round), **JOB)
+        sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet,
+                      tally=Tally(on_round=on_round), **JOB)
     assert rounds_in(journal_path(out)) == rounds - 1
     return journal_path(out)
 
@@ -178,7 +178,7 @@ def test_an_onnx_journal_goes_on_on_cpp(uninterrupted, tmp_path):
     out = tmp_path / "samples.tsv"
     journal = interrupted_on_onnx(out)
     lines = journal.read_text().splitlines()
-    sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
     same_samples(out.read_text(), uninterrupted.decode())
     assert not journal.exists()
     assert len(lines) > 6   # samples were accepted before the interruption
@@ -189,7 +189,7 @@ def test_a_cut_off_round_is_decoded_again_by_the_runner(uninterrupted, tmp_path)
     journal = interrupted_on_cpp(out)
     with open(journal, "a", encoding="utf-8") as f:
         f.write("jump twice\tI_JUMP I_JUMP\t-1.5\njump thrice\tI_JU")   # a round never ended
-    sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
     assert out.read_bytes() == uninterrupted
 
 
@@ -200,7 +200,7 @@ def test_a_sample_the_filter_rejects_is_refused(runner, tmp_path):
     sample = next(line for line in text[1:] if not line.startswith("#"))
     journal.write_text(text[0] + sample + sample + "".join(text[1:]))   # a duplicate
     with pytest.raises(UserError, match="filter does not accept"):
-        sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
+        sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, resume=True, **JOB)
     assert list(tmp_path.iterdir()) == []   # an error a rerun meets again: the journal goes
 
 
@@ -256,7 +256,7 @@ def test_the_runner_reports_every_round_as_it_goes(runner, full_run, tmp_path):
                      journal_path(out).read_text().count("\n#round")))
 
     tally = Tally(on_round=on_round)
-    run = sample_exported(SHIPPED, N, backend="cpp", out=out, log=quiet, tally=tally, **JOB)
+    run = sample_export(SHIPPED, n=N, backend="cpp", out=out, log=quiet, tally=tally, **JOB)
     assert [r for r, *_ in seen] == list(range(1, len(seen) + 1))
     assert [d for _, d, *_ in seen] == [32 * r for r, *_ in seen]
     assert [j for *_, j in seen] == [r for r, *_ in seen]

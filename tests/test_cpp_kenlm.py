@@ -18,7 +18,7 @@ from compgen.lm.rerank import LmRanking
 from compgen.lm.scorer import NgramScorer, side_text
 from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.cpp import build_runner, job_text, score_with_cpp
-from compgen.sampling.run import read_scored_samples, sample_exported
+from compgen.sampling.run import read_scored_samples, sample_export
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 
@@ -96,9 +96,9 @@ def sample_with_lm(backend, spec, tmp_path, weight=None, **options):
     """(samples as written, the LmRanking used) from the shipped export with ``backend``."""
     ranking = LmRanking.from_options(spec, weight, **options)
     out = tmp_path / f"{backend}.tsv"
-    sample_exported(SHIPPED, 12, backend=backend, strategy="temperature", temperature=0.7,
-                    nsamples=40, batch_size=32, seed=3, out=out, threads=1,
-                    log=lambda m: None, lm=ranking)
+    sample_export(SHIPPED, n=12, backend=backend, strategy="temperature", temperature=0.7,
+                  nsamples=40, batch_size=32, seed=3, out=out, threads=1,
+                  log=lambda m: None, lm=ranking)
     return read_scored_samples(out.read_text(encoding="utf-8"), str(out)), ranking
 
 

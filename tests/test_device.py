@@ -118,13 +118,13 @@ def test_the_sample_summary_names_the_device_and_the_providers_in_use(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "samples in" in proc.stdout
     assert "on cpu (CPUExecutionProvider), fp32 (" in proc.stdout
-    from compgen.sampling.run import sample_exported
+    from compgen.sampling.run import sample_export
 
-    run = sample_exported(SHIPPED, 2, nsamples=2, batch_size=8, threads=1, device="cpu",
-                          log=lambda m: None)
+    run = sample_export(SHIPPED, n=2, nsamples=2, batch_size=8, threads=1, device="cpu",
+                        log=lambda m: None)
     assert run.device == "cpu (CPUExecutionProvider)"
-    eager = sample_exported(SHIPPED, 2, backend="torch", nsamples=2, batch_size=8, threads=1,
-                            log=lambda m: None)
+    eager = sample_export(SHIPPED, n=2, backend="torch", nsamples=2, batch_size=8, threads=1,
+                          log=lambda m: None)
     assert eager.device == "cpu"
 
 

@@ -185,7 +185,7 @@ def test_generator_attention_figure(tmp_path, data_dir):
     from compgen.data.vocab import SEP, Vocab
     from compgen.evaluation.plots import plot_generator_attention
     from compgen.models.recombine import collate_prototypes, is_real
-    from compgen.runtimes.eager import greedy_with_weights, sample_batch
+    from compgen.runtimes.eager import decode_batch, greedy_with_weights
     from compgen.training.checkpoint import build_recombine, load_preset, save_checkpoint
 
     table = load_dataset("scan/jump", data_dir)
@@ -198,7 +198,7 @@ def test_generator_attention_figure(tmp_path, data_dir):
     data = [vocab.encode(x + [SEP] + y) for x, y in zip(train["x"].to_list(), train["y"].to_list())]
     protos = collate_prototypes([data[0:2], data[2:4], data[4:6]], "scan", 45)
     decoded, weights = greedy_with_weights(model, protos, 45)
-    plain = sample_batch(model, protos, "greedy", max_len=45)
+    plain = decode_batch(model, protos, "greedy", max_len=45)
     steps = decoded.tokens.size(1)
     assert torch.equal(decoded.tokens, plain.tokens[:, :steps])
     assert torch.allclose(decoded.scores, plain.scores)

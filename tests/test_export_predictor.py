@@ -189,10 +189,10 @@ def test_failed_validation_leaves_no_artifact(exported, tmp_path, small_scan, mo
 
 
 def test_predictor_exports_do_not_sample(exported):
-    from compgen.sampling.run import sample_exported
+    from compgen.sampling.run import sample_export
 
     with pytest.raises(UserError, match="only generator exports sample"):
-        sample_exported(exported[1], 5)
+        sample_export(exported[1], n=5)
 
 
 def test_export_cli_on_a_predictor(exported, small_scan, tmp_path):

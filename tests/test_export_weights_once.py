@@ -9,7 +9,7 @@ from compgen.data.vocab import Vocab
 from compgen.errors import UserError
 from compgen.export.kinds import export_checkpoint
 from compgen.runtimes.artifact import load_manifest, read_prototypes
-from compgen.sampling.run import eager_model, sample_exported
+from compgen.sampling.run import eager_model, sample_export
 from compgen.training.checkpoint import (
     build_recombine,
     load_generator,
@@ -53,8 +53,8 @@ def test_eager_model_from_model_ts_equals_the_checkpoint(capped, small_scan, tmp
     want, got = original.state_dict(), rebuilt.state_dict()
     assert want.keys() == got.keys()
     assert all(torch.equal(want[k], got[k]) for k in want)
-    run = sample_exported(folder, 3, backend="torch", strategy="temperature", nsamples=3,
-                          data_dir=small_scan, max_rounds=5, log=lambda m: None)
+    run = sample_export(folder, n=3, backend="torch", strategy="temperature", nsamples=3,
+                        max_rounds=5, log=lambda m: None)
     assert len(run.samples) <= 3 and config["data"] == "scan/jump" and len(vocab) > 10
 
 

@@ -272,7 +272,7 @@ def test_no_accepted_sample_stops_at_the_sample_step(tmp_path, data_dir, monkeyp
         out.write_text("#x\ty\tlogprob\n")
         return SampleRun([], 0.0, str(out))
 
-    monkeypatch.setattr(compgen.sampling.eager, "sample_generator", sample_nothing)
+    monkeypatch.setattr(compgen.sampling.eager, "sample_checkpoint", sample_nothing)
     opts = PipelineOptions(root=tmp_path, data_dir=data_dir, threads=1, log=lambda line: None)
     with pytest.raises(UserError, match="no sample that passes the filter"):
         make_samples(find_run("around_right-recomb2"), 0, tmp_path / "generator.pt", tmp_path,
@@ -390,7 +390,7 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
     from compgen.data import load_dataset
     from compgen.neighborhoods.omega_sig import rare_tags
     from compgen.pipelines.runs import Timer, make_samples
-    from compgen.sampling.eager import sample_generator
+    from compgen.sampling.eager import sample_checkpoint
 
     run = find_run("swahili-h8-recomb1")
     opts, generator = tiny_generator(run, TINY_SIG_GENERATOR, tmp_path, data_dir, "gen")
@@ -407,7 +407,7 @@ def test_sig_rare_tags_reach_the_sampler(tmp_path, data_dir):
     assert all(carried["auto"]) and any(not tags & {"PST", "FUT"} for tags in carried["auto"])
     with pytest.raises(SettingError, match="^rare PST,XYZ: XYZ is not a tag of sigmorphon/swahili"
                        ) as refused:
-        sample_generator(generator, 5, data_dir=data_dir, rare="PST,XYZ", resample="rare")
+        sample_checkpoint(generator, 5, data_dir=data_dir, rare="PST,XYZ", resample="rare")
     assert refused.value.text(flag_of).startswith("--rare PST,XYZ: ")
     for argv, message in ((["swahili-h8-recomb1", "--rare", "XYZ"], "XYZ is not a tag"),
                           (["swahili-h8-baseline", "--rare", "fixed"], "not a SIGMORPHON row"),

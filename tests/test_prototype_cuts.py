@@ -19,7 +19,7 @@ from compgen.export.kinds import export_checkpoint
 from compgen.runtimes.artifact import load_manifest, read_prototypes
 from compgen.runtimes.cpp import build_runner
 from compgen.runtimes.manifest_file import write_manifest_json
-from compgen.sampling.run import ExportDecoder, sample_exported
+from compgen.sampling.run import ExportDecoder, sample_export
 from compgen.sampling.tuple_selection import read_prototype_array
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
@@ -70,9 +70,9 @@ def test_every_backend_keeps_the_same_samples_for_a_cut(exported, tmp_path, cut)
     pairs = {}
     for backend in BACKENDS:
         out = tmp_path / f"{backend}.tsv"
-        run = sample_exported(exported, n=30, backend=backend, strategy="temperature",
-                              temperature=1.0, resample="none", max_rounds=2,
-                              prototype_cut=cut, log=lambda m: None, out=out)
+        run = sample_export(exported, n=30, backend=backend, strategy="temperature",
+                            temperature=1.0, resample="none", max_rounds=2,
+                            prototype_cut=cut, log=lambda m: None, out=out)
         assert run.tuples.endswith(" prototype tuples")
         pairs[backend] = [line.split("\t")[:2] for line in out.read_text().splitlines()
                           if not line.startswith("#")]
@@ -80,8 +80,8 @@ def test_every_backend_keeps_the_same_samples_for_a_cut(exported, tmp_path, cut)
     for backend in BACKENDS[1:]:
         assert pairs[backend] == pairs["onnx"], backend
     # the rare rule and the tuple selection work on the cut's tuples too
-    run = sample_exported(exported, n=5, strategy="greedy", resample="rare",
-                          prototype_cut=cut, log=lambda m: None)
+    run = sample_export(exported, n=5, strategy="greedy", resample="rare",
+                        prototype_cut=cut, log=lambda m: None)
     assert run.samples and all("jump" in s.x for s in run.samples)
     assert run.tuples.split(" of ")[1].startswith("25,600 ")
 
@@ -98,7 +98,7 @@ def test_an_export_without_the_cut_is_one_error_line(tmp_path):
                                                    "cut only"), proc.stderr
     assert not (tmp_path / "s.tsv").exists()
     with pytest.raises(SettingError, match="prototype_cut mean\\+std: this export stores"):
-        sample_exported(SHIPPED, n=3, prototype_cut="mean+std", log=lambda m: None)
+        sample_export(SHIPPED, n=3, prototype_cut="mean+std", log=lambda m: None)
 
 
 def test_a_cut_file_outside_the_checked_files_is_refused(exported, tmp_path):
@@ -108,4 +108,4 @@ def test_a_cut_file_outside_the_checked_files_is_refused(exported, tmp_path):
     manifest["decoding"]["prototype_cuts"]["none"]["file"] = "../prototypes.txt"
     write_manifest_json(moved, manifest)
     with pytest.raises(UserError, match=r"prototype_cuts.none.file = '../prototypes.txt'"):
-        sample_exported(moved, n=3, prototype_cut="none", log=lambda m: None)
+        sample_export(moved, n=3, prototype_cut="none", log=lambda m: None)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from compgen.errors import UserError
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'compgen[ray]')")
 from compgen.sampling.ray import ray_decoder_factory
@@ -33,9 +33,9 @@ def test_two_ray_workers_write_the_single_process_file(local_cluster, actors_tmp
                                                       strategy):
     options = {"backend": "onnx", "strategy": strategy, "nsamples": 50, "batch_size": 16,
                "seed": 3, "threads": 1, "log": lambda m: None}
-    one = sample_exported(SHIPPED, 40, out=tmp_path / "one.tsv", **options)
-    two = sample_exported(SHIPPED, 40, out=tmp_path / "ray.tsv",
-                          decoder_factory=ray_decoder_factory(None, 2, lookahead=3), **options)
+    one = sample_export(SHIPPED, n=40, out=tmp_path / "one.tsv", **options)
+    two = sample_export(SHIPPED, n=40, out=tmp_path / "ray.tsv",
+                        decoder_factory=ray_decoder_factory(None, 2, lookahead=3), **options)
     assert len(one.samples) == 40
     assert (tmp_path / "ray.tsv").read_bytes() == (tmp_path / "one.tsv").read_bytes()
     assert [s.logprob for s in two.samples] == [s.logprob for s in one.samples]
@@ -44,5 +44,5 @@ def test_two_ray_workers_write_the_single_process_file(local_cluster, actors_tmp
 
 def test_the_c_plus_plus_backend_is_not_sharded(local_cluster, tmp_path):
     with pytest.raises(UserError, match="backend cpp is not sharded"):
-        sample_exported(SHIPPED, 4, backend="cpp", strategy="greedy", seed=0,
-                        decoder_factory=ray_decoder_factory(None, 2), log=lambda m: None)
+        sample_export(SHIPPED, n=4, backend="cpp", strategy="greedy", seed=0,
+                      decoder_factory=ray_decoder_factory(None, 2), log=lambda m: None)

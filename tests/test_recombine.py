@@ -13,7 +13,7 @@ from compgen.models.recombine import (
     collate_targets,
 )
 from compgen.models.vmf import vmf_kl
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 
 torch.set_num_threads(1)
 
@@ -116,7 +116,7 @@ def test_overfit_copy_task_and_copy_of_unseen_token():
         if copy:
             assert per_token < 0.05, per_token
         torch.manual_seed(0)
-        dec = sample_batch(model, protos, "greedy", max_len=8)
+        dec = decode_batch(model, protos, "greedy", max_len=8)
         emitted[copy] = bool((dec.tokens == 14).any())
         if copy:  # copies the whole prototype, unseen token included
             for row, src in zip(dec.tokens.tolist(), unseen):

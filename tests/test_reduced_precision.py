@@ -15,7 +15,7 @@ from compgen.errors import SettingError, UserError
 from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.cpp import build_runner, job_text, run_harness
 from compgen.runtimes.reduced import bf16_sampler
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 from compgen.system.precision import cpu_computes_bf16, cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,9 +24,9 @@ SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
 
 def samples(backend: str, precision: str, tmp_path: Path) -> tuple[str, dict]:
     out = tmp_path / f"{backend}-{precision}.tsv"
-    run = sample_exported(SHIPPED, 12, backend=backend, precision=precision,
-                          strategy="temperature", temperature=0.7, nsamples=12, batch_size=16,
-                          seed=5, threads=1, out=out, log=lambda m: None)
+    run = sample_export(SHIPPED, n=12, backend=backend, precision=precision,
+                        strategy="temperature", temperature=0.7, nsamples=12, batch_size=16,
+                        seed=5, threads=1, out=out, log=lambda m: None)
     assert len(run.samples) == 12
     return out.read_text(encoding="utf-8"), {(tuple(s.x), tuple(s.y)): s.logprob
                                              for s in run.samples}
@@ -126,7 +126,7 @@ def test_int8_samples_come_from_the_int8_graphs(tmp_path, one_torch_thread):
 ])
 def test_a_precision_the_backend_cannot_run_is_refused(backend, precision, message):
     with pytest.raises(SettingError) as refused:
-        sample_exported(SHIPPED, 3, backend=backend, precision=precision, log=lambda m: None)
+        sample_export(SHIPPED, n=3, backend=backend, precision=precision, log=lambda m: None)
     # the library names the settings, the command line their flags
     assert str(refused.value) == message.replace("--", "")
     assert refused.value.text(flag_of) == message

@@ -11,7 +11,7 @@ import kenlm
 import pytest
 
 from compgen.lm.rerank import LmRanking
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
@@ -34,9 +34,9 @@ def scan_lm(tmp_path_factory):
 def sample(lm, rerank="model", min_lm=None, side="y", tmp=None):
     ranking = LmRanking.from_options(str(lm), side=side, rerank=rerank, min_logprob=min_lm)
     out = tmp / f"{rerank}-{side}-{min_lm}.tsv"
-    run = sample_exported(SHIPPED, 12, backend="onnx", strategy="greedy", nsamples=30,
-                          batch_size=32, seed=0, out=out, threads=1, log=lambda m: None,
-                          lm=ranking)
+    run = sample_export(SHIPPED, n=12, backend="onnx", strategy="greedy", nsamples=30,
+                        batch_size=32, seed=0, out=out, threads=1, log=lambda m: None,
+                        lm=ranking)
     return run, out
 
 

@@ -16,7 +16,7 @@ from compgen.cli.common import flag_of
 from compgen.decoding.options import SampleOptions
 from compgen.decoding.random_stream import SEED_MAX, SEED_MIN, check_seed, uniform
 from compgen.errors import SettingError
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "exported" / "scan-jump-recomb2"
@@ -82,8 +82,8 @@ def test_extreme_seeds_give_the_same_samples_on_every_backend(seed, tmp_path):
     outputs = {}
     for backend in ("onnx", "cpp"):
         out = tmp_path / f"{backend}.tsv"
-        sample_exported(SHIPPED, 12, backend=backend, out=out, strategy="temperature",
-                        temperature=1.5, seed=seed, threads=1, log=lambda m: None)
+        sample_export(SHIPPED, n=12, backend=backend, out=out, strategy="temperature",
+                      temperature=1.5, seed=seed, threads=1, log=lambda m: None)
         # the pairs; the scores differ between backends in their last printed digit
         outputs[backend] = [line.split("\t")[:2] for line in out.read_text().splitlines()]
     assert outputs["onnx"] == outputs["cpp"]

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from compgen.data.vocab import SEP, Vocab
+from compgen.decoding.options import SampleOptions
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 from compgen.sampling.collection import collect_decoded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,7 @@ def eager_decoder(model, vocab, calls):
     def decode(tuples, strategy, temperature, first):
         calls.append((strategy, temperature))
         protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples], "scan", 45)
-        out = sample_batch(model, protos, strategy, temperature, 45,
+        out = decode_batch(model, protos, strategy, temperature, 45,
                            sample_ids=first + np.arange(len(tuples)))
         return out.tokens.tolist(), out.scores.tolist()
     return decode
@@ -48,8 +49,9 @@ def test_nothing_accepted_is_an_error_and_the_temperature_stays(one_torch_thread
     torch.manual_seed(0)
     with pytest.raises(UserError, match=r"no sample passed the filter in 12 rounds.*max_rounds"):
         collect_decoded(eager_decoder(model, vocab, calls), vocab, lambda k: [PROTOTYPES] * k,
-                        n=5, strategy="temperature", temperature=1.0, accept=lambda toks: None,
-                        batch_size=4, max_rounds=12, log=lines.append)
+                        SampleOptions(n=5, strategy="temperature", temperature=1.0, batch_size=4,
+                                      max_rounds=12),
+                        lambda toks: None, log=lines.append)
     assert len(calls) == 12 and set(calls) == {("temperature", 1.0)}
     assert lines == []
 
@@ -60,8 +62,9 @@ def test_temperature_rises_only_when_asked(one_torch_thread):
     torch.manual_seed(0)
     with pytest.raises(UserError, match="raised to"):
         collect_decoded(eager_decoder(model, vocab, calls), vocab, lambda k: [PROTOTYPES] * k,
-                        n=5, strategy="greedy", accept=lambda toks: None, batch_size=4,
-                        max_rounds=12, log=lambda line: None, raise_temperature=True)
+                        SampleOptions(n=5, strategy="greedy", batch_size=4, max_rounds=12,
+                                      raise_temperature=True),
+                        lambda toks: None, log=lambda line: None)
     assert calls[0] == ("greedy", 1.0) and calls[-1][0] == "mixed" and calls[-1][1] > 1.0
 
 
@@ -78,9 +81,9 @@ def test_fewer_samples_than_asked_is_a_warning_with_the_count(one_torch_thread):
 
     torch.manual_seed(0)
     samples = collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
-                              n=50, strategy="temperature", temperature=2.0,
-                              accept=accept_first_two, batch_size=8, max_rounds=5,
-                              log=lines.append)
+                              SampleOptions(n=50, strategy="temperature", temperature=2.0,
+                                            batch_size=8, max_rounds=5),
+                              accept_first_two, log=lines.append)
     assert len(samples) == 2
     (warning,) = lines
     assert warning.startswith("warning: 2 of the 50 samples asked for (`n`)")
@@ -101,8 +104,9 @@ def test_the_warning_names_the_search_that_ran_without_a_temperature(one_torch_t
 
     torch.manual_seed(0)
     collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
-                    n=10, strategy="beam", temperature=0.4, accept=accept_first, batch_size=4,
-                    max_rounds=3, log=lines.append)
+                    SampleOptions(n=10, strategy="beam", temperature=0.4, batch_size=4,
+                                  max_rounds=3),
+                    accept_first, log=lines.append)
     (warning,) = lines
     assert "rounds (beam search);" in warning and "0.4" not in warning
 
@@ -132,9 +136,10 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
         return tokens, []
 
     torch.manual_seed(0)
-    collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k, n=3,
-                    strategy="temperature", temperature=2.0, accept=accept_one, batch_size=2,
-                    max_rounds=10, log=lines.append)
+    collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
+                    SampleOptions(n=3, strategy="temperature", temperature=2.0, batch_size=2,
+                                  max_rounds=10),
+                    accept_one, log=lines.append)
     assert lines[:2] == ["sampling: 1 of 3 accepted after 4 rounds (at most 10)",
                          "sampling: 1 of 3 accepted after 8 rounds (at most 10)"]
     assert len(lines) == 3 and lines[2].startswith("warning: 1 of the 3 samples asked for")
@@ -143,7 +148,7 @@ def test_a_long_run_reports_its_progress(one_torch_thread, monkeypatch):
 def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monkeypatch):
     """--max-rounds 0 (the reference's loop): rounds go past the default cap of 200 and
     stop at the round that brings the accepted count to --nsamples, not one later."""
-    from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP, SampleOptions
+    from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP
     from compgen.sampling import collection
 
     monkeypatch.setattr(collection, "PROGRESS_ROUNDS", 100)
@@ -159,10 +164,11 @@ def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monk
     torch.manual_seed(0)
     lines, calls = [], []
     samples = collect_decoded(eager_decoder(model, vocab, calls), vocab,
-                              lambda k: [PROTOTYPES] * k, n=3, nsamples=5,
-                              strategy="temperature", temperature=1.0,
-                              accept=accept_every_hundredth_row, batch_size=2,
-                              max_rounds=NO_ROUND_CAP, log=lines.append)
+                              lambda k: [PROTOTYPES] * k,
+                              SampleOptions(n=3, nsamples=5, strategy="temperature",
+                                            temperature=1.0, batch_size=2,
+                                            max_rounds=NO_ROUND_CAP),
+                              accept_every_hundredth_row, log=lines.append)
     # 2 rows a round, one in 100 accepted: the 5th comes with row 500, in round 250
     assert len(calls) == 250 > MAX_ROUNDS and len(rows_seen) == 500
     assert len(samples) == 3
@@ -172,9 +178,9 @@ def test_no_round_cap_decodes_until_nsamples_are_accepted(one_torch_thread, monk
     # the default cap stops the same loop at 200 rounds, short of --nsamples
     rows_seen.clear()
     capped = collect_decoded(eager_decoder(model, vocab, []), vocab, lambda k: [PROTOTYPES] * k,
-                             n=5, nsamples=5, strategy="temperature", temperature=1.0,
-                             accept=accept_every_hundredth_row, batch_size=2,
-                             log=lines.append)
+                             SampleOptions(n=5, nsamples=5, strategy="temperature",
+                                           temperature=1.0, batch_size=2),
+                             accept_every_hundredth_row, log=lines.append)
     assert len(capped) == 4 and len(rows_seen) == 2 * MAX_ROUNDS
     options = SampleOptions.resolve({}, max_rounds=0)
     assert options.max_rounds == NO_ROUND_CAP

@@ -21,10 +21,11 @@ from compgen.data.resample import (
 )
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP, Vocab
 from compgen.decoding.contract import rank_key
+from compgen.decoding.options import SampleOptions
 from compgen.errors import UserError
 from compgen.models.recombine import Recombine, RecombineConfig, collate_prototypes
-from compgen.runtimes.eager import beam_search, sample_batch
-from compgen.sampling.eager import collect_samples, sample_generator
+from compgen.runtimes.eager import beam_search, decode_batch
+from compgen.sampling.eager import collect_eager, sample_checkpoint
 from compgen.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,7 @@ def test_same_seed_same_samples(strategy):
     runs = []
     for _ in range(2):
         torch.manual_seed(123)
-        dec = sample_batch(model, protos, strategy, temperature=1.0, max_len=12)
+        dec = decode_batch(model, protos, strategy, temperature=1.0, max_len=12)
         runs.append((dec.tokens.clone(), dec.scores.clone()))
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
 
@@ -63,7 +64,7 @@ def test_same_seed_same_samples(strategy):
 def test_greedy_is_stepwise_argmax_and_scores_add_up():
     model, vocab = model_and_vocab(outdrop_test=False)
     protos = protos_tensor(vocab, 3)
-    dec = sample_batch(model, protos, "greedy", max_len=10)
+    dec = decode_batch(model, protos, "greedy", max_len=10)
     # replay the decoder on the chosen tokens: each is the argmax among allowed tokens
     memory, state = model.encode(protos, model.prior_z(3), 10)
     token = torch.full((3,), 1)
@@ -92,7 +93,7 @@ def test_beam_returns_sorted_hypotheses_and_beats_greedy():
     assert hyps.shape == (4, 4, 10) and scores.shape == (4, 4)
     assert (scores[:, :-1] >= scores[:, 1:]).all()
     assert torch.isfinite(scores).all()
-    greedy = sample_batch(model, protos, "greedy", max_len=10)
+    greedy = decode_batch(model, protos, "greedy", max_len=10)
     finished = (greedy.tokens == EOS_ID).any(1)
     assert (scores[finished, 0] >= greedy.scores[finished] - 1e-4).all()
     # the four hypotheses of one example are distinct
@@ -104,7 +105,7 @@ def test_mixed_is_greedy_after_separator():
     model, vocab = model_and_vocab(outdrop_test=False, variant="sig", nproto=1)
     protos = collate_prototypes([[vocab.encode(["walk", "twice", SEP, "I_WALK"])]] * 16, "sig", 45)
     torch.manual_seed(0)
-    dec = sample_batch(model, protos, "mixed", temperature=5.0, max_len=12)
+    dec = decode_batch(model, protos, "mixed", temperature=5.0, max_len=12)
     # replay: every token after the first <sep> is the argmax
     memory, state = model.encode(protos, model.prior_z(16), 12)
     from compgen.runtimes.eager import banned_mask
@@ -127,9 +128,10 @@ def test_collect_samples_unique_novel_and_ranked():
     filt = SampleFilter.from_pairs(train, novel=True)
     draw = lambda k: [(["walk", "twice", SEP, "I_WALK", "I_WALK"], ["jump", SEP, "I_JUMP"])] * k
     torch.manual_seed(0)
-    samples = collect_samples(model, vocab, draw, n=5, nsamples=8, strategy="temperature",
-                              temperature=2.0, accept=filt.accept, batch_size=32, max_rounds=30,
-                              log=lambda s: None)
+    samples = collect_eager(model, vocab, draw,
+                            SampleOptions(n=5, nsamples=8, strategy="temperature", temperature=2.0,
+                                          batch_size=32, max_rounds=30),
+                            filt.accept, log=lambda s: None)
     assert 0 < len(samples) <= 5
     keys = [(tuple(s.x), tuple(s.y)) for s in samples]
     assert len(set(keys)) == len(keys)
@@ -181,12 +183,12 @@ def test_sample_cli_bad_input(tmp_path):
     r = run(wrong)
     assert r.returncode == 2 and "'seq2seq' checkpoint" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(UserError, match="no such checkpoint"):
-        sample_generator(tmp_path / "missing.pt", 5)
+        sample_checkpoint(tmp_path / "missing.pt", 5)
     good = tmp_path / "good.pt"
     save_checkpoint(good, model, {"model": {"variant": "scan", "nproto": 2}, "data": "scan/jump"},
                     vocab, kind="recombine")
     with pytest.raises(UserError, match="strategy nucleus"):
-        sample_generator(good, 5, strategy="nucleus")
+        sample_checkpoint(good, 5, strategy="nucleus")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint at all")
     with pytest.raises(UserError, match="not a compgen checkpoint"):
-        sample_generator(tmp_path / "junk.pt", 5)
+        sample_checkpoint(tmp_path / "junk.pt", 5)

@@ -11,7 +11,7 @@ import pytest
 
 from compgen.io import parse_samples_tsv
 from compgen.runtimes.cpp import build_runner
-from compgen.sampling.run import BACKENDS, sample_exported
+from compgen.sampling.run import BACKENDS, sample_export
 from compgen.system.precision import cpu_has_bf16
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
@@ -35,9 +35,9 @@ def test_every_backend_keeps_the_same_samples(strategy, runner, tmp_path, one_to
     rows = {}
     for backend in BACKENDS:
         out = tmp_path / f"{backend}.tsv"
-        sample_exported(SHIPPED, 12, backend=backend, strategy=strategy, temperature=0.7,
-                        nsamples=12, batch_size=16, seed=5, out=out, threads=1,
-                        log=lambda m: None)
+        sample_export(SHIPPED, n=12, backend=backend, strategy=strategy, temperature=0.7,
+                      nsamples=12, batch_size=16, seed=5, out=out, threads=1,
+                      log=lambda m: None)
         rows[backend] = read_rows(out)
     reference = rows["torch"]
     assert len(reference) == 12
@@ -49,8 +49,8 @@ def test_every_backend_keeps_the_same_samples(strategy, runner, tmp_path, one_to
 def test_the_seed_decides_the_temperature_samples(runner, tmp_path):
     found = []
     for seed in (1, 1, 2):
-        run = sample_exported(SHIPPED, 8, backend="onnx", strategy="temperature", nsamples=8,
-                              batch_size=16, seed=seed, threads=1, log=lambda m: None)
+        run = sample_export(SHIPPED, n=8, backend="onnx", strategy="temperature", nsamples=8,
+                            batch_size=16, seed=seed, threads=1, log=lambda m: None)
         found.append([(s.x, s.y) for s in run.samples])
     assert found[0] == found[1] and found[0] != found[2]
 
@@ -66,9 +66,9 @@ def test_cpp_sample_is_one_runner_process(runner, tmp_path, monkeypatch):
             super().__init__(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", CountingPopen)
-    run = sample_exported(SHIPPED, 40, backend="cpp", strategy="temperature", nsamples=40,
-                          batch_size=8, seed=0, threads=1, out=tmp_path / "s.tsv",
-                          log=lambda m: None)
+    run = sample_export(SHIPPED, n=40, backend="cpp", strategy="temperature", nsamples=40,
+                        batch_size=8, seed=0, threads=1, out=tmp_path / "s.tsv",
+                        log=lambda m: None)
     assert len(run.samples) == 40
     assert [cmd[0] for cmd in started] == [str(runner)]
     # the runner's setup (here: checking the built binary) is timed apart from sampling
@@ -139,8 +139,8 @@ def test_options_are_resolved_once_from_the_preset_and_the_caller():
 
 def test_beam_width_one_is_greedy_and_the_width_is_used(runner):
     def kept(**options):
-        run = sample_exported(SHIPPED, 10, backend="onnx", nsamples=10, batch_size=16,
-                              seed=0, threads=1, log=lambda m: None, **options)
+        run = sample_export(SHIPPED, n=10, backend="onnx", nsamples=10, batch_size=16,
+                            seed=0, threads=1, log=lambda m: None, **options)
         return [(s.x, s.y, round(s.logprob, 4)) for s in run.samples]
 
     greedy = kept(strategy="greedy")
@@ -189,10 +189,10 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
 def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):
     """The backend check of a folder is recorded once passed; after it, ``--backend cpp``
     does its job without importing torch (a second of the process otherwise)."""
-    sample_exported(SHIPPED, 4, backend="cpp", nsamples=4, batch_size=8, threads=1,
-                    log=lambda m: None)
-    code = ("import sys\nfrom compgen.sampling.run import sample_exported\n"
-            f"run = sample_exported({str(SHIPPED)!r}, 4, backend='cpp', nsamples=4, "
+    sample_export(SHIPPED, n=4, backend="cpp", nsamples=4, batch_size=8, threads=1,
+                  log=lambda m: None)
+    code = ("import sys\nfrom compgen.sampling.run import sample_export\n"
+            f"run = sample_export({str(SHIPPED)!r}, n=4, backend='cpp', nsamples=4, "
             "batch_size=8, threads=1, log=lambda m: None)\n"
             "print(len(run.samples), 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -13,7 +13,7 @@ import pytest
 from compgen.errors import SettingError, UserError
 from compgen.sampling.collection import Tally
 from compgen.sampling.journal import journal_path
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 # temperature sampling without a rare rule: about 7 % of the candidates are kept, so 60
@@ -41,15 +41,15 @@ def quiet(_line):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("full") / "samples.tsv"
-    sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet, **JOB)
+    sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet, **JOB)
     assert not journal_path(out).exists()   # a finished job leaves only its output
     return out.read_bytes()
 
 
 def interrupted(out: Path, rounds: int = 6, **changes) -> Path:
     with pytest.raises(Stop):
-        sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet,
-                        tally=stop_after(rounds), **{**JOB, **changes})
+        sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet,
+                      tally=stop_after(rounds), **{**JOB, **changes})
     assert not out.exists()
     journal = journal_path(out)
     assert journal.read_text().count("#round") == rounds - 1   # the interrupted round is not
@@ -61,7 +61,7 @@ def test_an_interrupted_job_resumes_to_the_same_file(uninterrupted, tmp_path):
     journal = interrupted(out)
     kept_so_far = [line for line in journal.read_text().splitlines()[1:]
                    if not line.startswith("#")]
-    sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
     assert out.read_bytes() == uninterrupted
     assert not journal.exists()
     # what the journal held is in the file (the file is the N most probable, so some of
@@ -72,7 +72,7 @@ def test_an_interrupted_job_resumes_to_the_same_file(uninterrupted, tmp_path):
 def test_another_backend_goes_on_with_the_same_samples(uninterrupted, tmp_path):
     out = tmp_path / "samples.tsv"
     interrupted(out)
-    sample_exported(SHIPPED, N, backend="torchscript", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="torchscript", out=out, log=quiet, resume=True, **JOB)
     got = [line.split("\t") for line in out.read_text().splitlines()]
     want = [line.split("\t") for line in uninterrupted.decode().splitlines()]
     assert [g[:2] for g in got] == [w[:2] for w in want]
@@ -84,7 +84,7 @@ def test_a_line_cut_off_mid_write_is_decoded_again(uninterrupted, tmp_path):
     journal = interrupted(out)
     with open(journal, "a", encoding="utf-8") as f:
         f.write("jump twice\tI_JUMP I_JU")          # a write that never ended
-    sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
+    sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet, resume=True, **JOB)
     assert out.read_bytes() == uninterrupted
 
 
@@ -93,22 +93,22 @@ def test_the_journal_of_another_job_is_refused(tmp_path):
     journal = interrupted(out)
     before = journal.read_bytes()
     with pytest.raises(UserError, match="another job"):
-        sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet, resume=True,
-                        **{**JOB, "seed": 4})
+        sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet, resume=True,
+                      **{**JOB, "seed": 4})
     assert journal.read_bytes() == before and not out.exists()
 
 
 def test_resume_without_a_journal_is_an_error(tmp_path):
     with pytest.raises(SettingError, match="nothing to resume"):
-        sample_exported(SHIPPED, N, backend="onnx", out=tmp_path / "s.tsv", log=quiet,
-                        resume=True, **JOB)
+        sample_export(SHIPPED, n=N, backend="onnx", out=tmp_path / "s.tsv", log=quiet,
+                      resume=True, **JOB)
 
 
 def test_a_job_that_fails_leaves_no_journal(tmp_path):
     out = tmp_path / "samples.tsv"
     with pytest.raises(RuntimeError):
-        sample_exported(SHIPPED, N, backend="onnx", out=out, log=quiet,
-                        tally=stop_after(3, RuntimeError), **JOB)
+        sample_export(SHIPPED, n=N, backend="onnx", out=out, log=quiet,
+                      tally=stop_after(3, RuntimeError), **JOB)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -158,13 +158,13 @@ def test_a_job_stopped_right_after_raising_its_temperature_goes_on_raised(tmp_pa
            "max_rounds": 200}
     raised, tally = [], Tally()
     full = tmp_path / "full.tsv"
-    sample_exported(SHIPPED, 4, backend="onnx", out=full, tally=tally, **job,
-                    log=lambda line: raised.append(tally.rounds) if "no new" in line else None)
+    sample_export(SHIPPED, n=4, backend="onnx", out=full, tally=tally, **job,
+                  log=lambda line: raised.append(tally.rounds) if "no new" in line else None)
     assert raised
     out = tmp_path / "samples.tsv"
     with pytest.raises(Stop):
-        sample_exported(SHIPPED, 4, backend="onnx", out=out, log=quiet,
-                        tally=stop_after(raised[0] + 1), **job)
+        sample_export(SHIPPED, n=4, backend="onnx", out=out, log=quiet,
+                      tally=stop_after(raised[0] + 1), **job)
     assert journal_path(out).read_text().splitlines()[-1].split("\t")[4] == "mixed"
-    sample_exported(SHIPPED, 4, backend="onnx", out=out, log=quiet, resume=True, **job)
+    sample_export(SHIPPED, n=4, backend="onnx", out=out, log=quiet, resume=True, **job)
     assert out.read_bytes() == full.read_bytes()

@@ -11,7 +11,7 @@ from compgen.errors import UserError
 from compgen.runtimes.artifact import load_manifest
 from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import scan_quality
-from compgen.sampling.run import BACKENDS, sample_exported
+from compgen.sampling.run import BACKENDS, sample_export
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
 N = 24  # one or two rounds of 32 beams per backend: the test stays short
@@ -40,8 +40,8 @@ def test_every_backend_samples_correct_scan_pairs(backend, tmp_path):
         build_runner(log=lambda m: None)  # once per checkout (~1 min), then cached
     empty = tmp_path / "no-data"  # the export must not need a data folder
     empty.mkdir()
-    run = sample_exported(SHIPPED, N, backend=backend, nsamples=N, batch_size=32, seed=0,
-                          data_dir=empty, threads=1, log=lambda m: None)
+    run = sample_export(SHIPPED, n=N, backend=backend, nsamples=N, batch_size=32, seed=0,
+                        threads=1, log=lambda m: None)
     quality = scan_quality(run, empty)
     assert len(run.samples) == N
     assert quality["novel_share"] == 1.0

@@ -11,7 +11,7 @@ from compgen.data import load_dataset
 from compgen.data.vocab import SEP, Vocab
 from compgen.errors import UserError
 from compgen.models.recombine import collate_prototypes
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 from compgen.training.checkpoint import (
     apply_overrides,
     build_recombine,
@@ -119,8 +119,8 @@ def test_checkpoint_round_trip_same_outputs(tmp_path, prepared):
     loaded, vocab, _ = load_generator(path)
     protos = collate_prototypes([[vocab.encode(p) for p in ps] for _, ps in prepared.train[:5]],
                                 "scan", 45)
-    a = sample_batch(model, protos, "greedy", max_len=20)
-    b = sample_batch(loaded, protos, "greedy", max_len=20)
+    a = decode_batch(model, protos, "greedy", max_len=20)
+    b = decode_batch(loaded, protos, "greedy", max_len=20)
     assert torch.equal(a.tokens, b.tokens) and torch.allclose(a.scores, b.scores)
     with pytest.raises(UserError, match="expected 'seq2seq'"):
         load_checkpoint(path, kind="seq2seq")

@@ -14,7 +14,7 @@ import pytest
 from compgen.errors import UserError
 from compgen.runtimes.cpp import build_runner
 from compgen.sampling.collection import Tally
-from compgen.sampling.run import sample_exported
+from compgen.sampling.run import sample_export
 from compgen.sampling.tuple_selection import read_prototype_array, select_tuples
 
 SHIPPED = Path(__file__).resolve().parents[1] / "exported" / "scan-jump-recomb2"
@@ -92,16 +92,16 @@ def test_rare_resampling_on_an_export_decodes_only_covering_tuples(tmp_path):
     """Every decoded row comes from a stored tuple that holds 'jump'; with
     --all-prototypes every stored tuple is in the cycle again."""
     tally = Tally()
-    run = sample_exported(SHIPPED, 8, backend="onnx", resample="rare", nsamples=8,
-                          batch_size=16, seed=0, threads=1, log=lambda m: None, tally=tally)
+    run = sample_export(SHIPPED, n=8, backend="onnx", resample="rare", nsamples=8,
+                        batch_size=16, seed=0, threads=1, log=lambda m: None, tally=tally)
     stored = (SHIPPED / "prototypes.txt").read_text().splitlines()
     jump = "6"  # the id of 'jump' in the shipped vocabulary
     covering = sum(jump in line.replace("\t", " ").split() for line in stored)
     assert run.tuples == f"{covering:,} of {len(stored):,} prototype tuples"
     assert tally.decoded == 16 * tally.rounds and len(run.samples) == 8
-    every = sample_exported(SHIPPED, 1, backend="onnx", resample="rare", nsamples=1,
-                            batch_size=128, seed=0, threads=1, log=lambda m: None,
-                            rare_prototypes=False, max_rounds=3)
+    every = sample_export(SHIPPED, n=1, backend="onnx", resample="rare", nsamples=1,
+                          batch_size=128, seed=0, threads=1, log=lambda m: None,
+                          rare_prototypes=False, max_rounds=3)
     assert every.tuples == f"{len(stored):,} prototype tuples"
 
 
@@ -116,9 +116,9 @@ def test_a_deterministic_job_stops_after_one_pass(tmp_path):
     for backend in ("onnx", "cpp"):
         logged, tally = [], Tally()
         out = tmp_path / f"{backend}.tsv"
-        run = sample_exported(SHIPPED, 3000, backend=backend, strategy="greedy",
-                              resample="rare", nsamples=3000, batch_size=512, seed=0,
-                              threads=1, out=out, log=logged.append, tally=tally)
+        run = sample_export(SHIPPED, n=3000, backend=backend, strategy="greedy",
+                            resample="rare", nsamples=3000, batch_size=512, seed=0,
+                            threads=1, out=out, log=logged.append, tally=tally)
         assert tally.decoded == covering, backend
         assert tally.rounds == -(-covering // 512), backend
         assert 0 < len(run.samples) < 3000

@@ -57,7 +57,7 @@ from compgen.runtimes.artifact import (
     write_vocab,
 )
 from compgen.runtimes.cpp import decode_with_runner
-from compgen.runtimes.eager import BEAM_WIDTH, beam_search, sample_batch
+from compgen.runtimes.eager import BEAM_WIDTH, beam_search, decode_batch
 from compgen.runtimes.graphs import deterministic
 from compgen.runtimes.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
 from compgen.runtimes.manifest import PROTOTYPE_FILE, Manifest, cut_file
@@ -105,7 +105,7 @@ def _eager_parity(model, protos: torch.Tensor, z: torch.Tensor, width: int, max_
     """The eager model's greedy and beam outputs, and its per-step log-probs teacher-forced
     on the greedy rows: (outputs, target, the steps compared)."""
     with torch.no_grad():
-        greedy = _trim(sample_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
+        greedy = _trim(decode_batch(model, protos, "greedy", 1.0, max_len, z).tokens.numpy())
         best = _trim(beam_search(model, protos, width, max_len, z)[0][:, 0].numpy())
     # teacher-force the eager greedy outputs (padded) through every backend
     target = torch.from_numpy(rows_target(greedy))

@@ -91,7 +91,7 @@ def _latent(model, contract: Contract, z, seed: int, ids: np.ndarray) -> np.ndar
     return prior_z(contract, seed, ids)
 
 
-def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
+def decode_batch(model, protos: Tensor, strategy: str = "greedy", temperature: float = 1.0,
                  max_len: int = 45, z: Tensor | None = None, record: list | None = None,
                  seed: int = 0, sample_ids=None, beam_width: int = BEAM_WIDTH,
                  known_inputs: InputTrie | None = None) -> Decoded:
@@ -114,10 +114,10 @@ def sample_batch(model, protos: Tensor, strategy: str = "greedy", temperature: f
 
 def greedy_with_weights(model, protos: Tensor, max_len: int = 45,
                         z: Tensor | None = None) -> tuple[Decoded, StepWeights]:
-    """Greedy decoding (``sample_batch``) that also keeps what every step attended to, for
+    """Greedy decoding (``decode_batch``) that also keeps what every step attended to, for
     figures: StepWeights with attention and copy ``(B, L, K, T)``."""
     steps: list[StepWeights] = []
-    decoded = sample_batch(model, protos, "greedy", max_len=max_len, z=z, record=steps)
+    decoded = decode_batch(model, protos, "greedy", max_len=max_len, z=z, record=steps)
     return (Decoded(decoded.tokens[:, :len(steps)], decoded.scores),
             StepWeights(torch.stack([w.attention for w in steps], 1),
                         torch.stack([w.copy for w in steps], 1)))

@@ -25,7 +25,7 @@ from compgen.data.task import task_of
 from compgen.data.vocab import SEP, Vocab
 from compgen.decoding.contract import rank_key
 from compgen.decoding.input_trie import InputTrie
-from compgen.decoding.options import MAX_ROUNDS, NO_ROUND_CAP
+from compgen.decoding.options import NO_ROUND_CAP, SampleOptions
 from compgen.errors import SettingError, UserError
 from compgen.neighborhoods.user_data import user_filter
 from compgen.sampling.journal import Journal, Position
@@ -69,16 +69,14 @@ class Tally:
 
 
 def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[int], list],
-                    n: int, nsamples: int | None = None, strategy: str = "greedy",
-                    temperature: float = 1.0, accept: Callable | None = None,
-                    batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
-                    log: Callable[[str], None] = print,
-                    raise_temperature: bool = False, keep: Callable | None = None,
-                    max_rows: int | None = None, tally: Tally | None = None,
-                    journal: Journal | None = None) -> list[Sample]:
-    """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++):
-    ``decode(prototypes, strategy, temperature, first)`` -> (rows of token ids, scores) for
-    what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
+                    options: SampleOptions, accept: Callable | None = None, *,
+                    patience: int = 3, log: Callable[[str], None] = print,
+                    keep: Callable | None = None, max_rows: int | None = None,
+                    tally: Tally | None = None, journal: Journal | None = None) -> list[Sample]:
+    """The sampling loop shared by every backend (eager, TorchScript, ONNX Runtime, C++),
+    for the job ``options`` (its n, nsamples, strategy, temperature, batch size, rounds and
+    raise_temperature): ``decode(prototypes, strategy, temperature, first)`` -> (rows of
+    token ids, scores) for what ``draw_prototypes(batch_size)`` returned (``first``: the sample index of the
     round's first row, which keys the random stream); rows are filtered with ``accept``. When a
     round accepts nothing new for ``patience`` rounds and ``raise_temperature`` is set, the
     temperature rises by 0.1 (greedy and beam switch to the mixed sampler first).
@@ -95,8 +93,9 @@ def collect_decoded(decode: Callable, vocab: Vocab, draw_prototypes: Callable[[i
     for ``--resume`` starts the loop where it stopped (``draw_prototypes`` is then
     already at its first row).
     Nothing accepted is a UserError; fewer than ``n`` a logged warning."""
-    asked = (strategy, temperature)
-    nsamples = max(nsamples or n, n)
+    n, nsamples, batch_size = options.n, options.nsamples, options.batch_size
+    strategy, temperature = asked = (options.strategy, options.temperature)
+    max_rounds, raise_temperature = options.max_rounds, options.raise_temperature
     accept = accept or (lambda toks: None)
     tally = tally or Tally()
     tally.wanted = nsamples

@@ -1,6 +1,6 @@
 """Sampling from the eager model: the loop that collects augmentation data.
 
-``collect_samples`` draws prototype tuples from Omega in batches, decodes (``sample_batch``
+``collect_eager`` draws prototype tuples from Omega in batches, decodes (``decode_batch``
 of ``compgen.runtimes.eager``), filters (``compgen.data.resample.SampleFilter``) until
 ``nsamples`` are accepted, then keeps the ``n`` most probable. Only when asked
 (``raise_temperature``, the CLI's ``--raise-temperature``; the reference did this by hand,
@@ -19,16 +19,15 @@ import torch
 
 from compgen.data.task import task_of
 from compgen.data.vocab import Vocab
-from compgen.decoding.contract import BEAM_WIDTH
 from compgen.decoding.input_trie import InputTrie
-from compgen.decoding.options import MAX_ROUNDS, SampleOptions
+from compgen.decoding.options import SampleOptions
 from compgen.device import resolve_device, use_tf32
 from compgen.io import write_samples_tsv
 from compgen.lm.rerank import sample_columns
 from compgen.models.recombine import collate_prototypes
 from compgen.neighborhoods.omega_source import prototype_source
 from compgen.neighborhoods.user_data import has_snapshot, training_table
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, make_filter: re-exported)
     NoSamples,
     Sample,
@@ -42,38 +41,33 @@ from compgen.sampling.collection import (  # noqa: F401 (NoSamples, SampleRun, m
 from compgen.training.checkpoint import checkpoint_config, load_generator
 
 
-def collect_samples(model, vocab: Vocab, draw_prototypes: Callable[[int], list], n: int,
-                    nsamples: int | None = None, strategy: str = "greedy",
-                    temperature: float = 1.0, accept: Callable | None = None,
-                    batch_size: int = 128, max_rounds: int = MAX_ROUNDS, patience: int = 3,
-                    max_len: int = 45, log: Callable[[str], None] = print,
-                    raise_temperature: bool = False, seed: int = 0,
-                    beam_width: int = BEAM_WIDTH, keep: Callable | None = None,
-                    tally: Tally | None = None,
-                    known_inputs: InputTrie | None = None) -> list[Sample]:
-    """Decode batches of prototype tuples with the eager model until ``nsamples`` samples
-    are accepted (or ``max_rounds``), then return the ``n`` best (``keep``, see
-    ``collect_decoded``). ``draw_prototypes(k)`` returns k prototype tuples (token lists);
-    ``accept(tokens)`` -> (x, y) or None."""
-    variant = "scan" if model.scan else "sig"
+def collect_eager(model, vocab: Vocab, draw_prototypes: Callable[[int], list],
+                  options: SampleOptions, accept: Callable | None = None, *,
+                  log: Callable[[str], None] = print, keep: Callable | None = None,
+                  tally: Tally | None = None, known_inputs: InputTrie | None = None
+                  ) -> list[Sample]:
+    """Decode batches of prototype tuples with the eager model until ``options.nsamples``
+    samples are accepted (or ``options.max_rounds``), then return the ``options.n`` best
+    (``keep``, see ``collect_decoded``). ``draw_prototypes(k)`` returns k prototype tuples
+    (token lists); ``accept(tokens)`` -> (x, y) or None."""
+    variant, max_len = ("scan" if model.scan else "sig"), model.cfg.max_len
 
     def decode(tuples, strategy, temperature, first):
         ids = [[vocab.encode(p) for p in tup] for tup in tuples]
         protos = collate_prototypes(ids, variant, max_len)
-        dec = sample_batch(model, protos, strategy, temperature, max_len, seed=seed,
-                           sample_ids=first + np.arange(len(tuples)), beam_width=beam_width,
-                           known_inputs=known_inputs)
+        dec = decode_batch(model, protos, strategy, temperature, max_len, seed=options.seed,
+                           sample_ids=first + np.arange(len(tuples)),
+                           beam_width=options.beam_width, known_inputs=known_inputs)
         return dec.tokens.tolist(), dec.scores.tolist()
 
-    return collect_decoded(decode, vocab, draw_prototypes, n, nsamples, strategy, temperature,
-                           accept, batch_size, max_rounds, patience, log, raise_temperature, keep,
+    return collect_decoded(decode, vocab, draw_prototypes, options, accept, log=log, keep=keep,
                            tally=tally)
 
 
-def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=None,
-                     log: Callable[[str], None] = print, loaded: tuple | None = None,
-                     options: SampleOptions | None = None, lm=None,
-                     tally: Tally | None = None, **asked) -> SampleRun:
+def sample_checkpoint(checkpoint, n: int | None = None, *, out=None, data_dir=None,
+                      log: Callable[[str], None] = print, loaded: tuple | None = None,
+                      options: SampleOptions | None = None, lm=None,
+                      tally: Tally | None = None, **asked) -> SampleRun:
     """Load a generator checkpoint (or take ``loaded`` = (model, vocab, config)), draw
     ``n`` unique (and, for SCAN, novel) samples, write them as a samples TSV (x, y,
     logprob) if ``out`` is given. ``options`` (else ``n`` and ``asked``, keywords of
@@ -107,12 +101,8 @@ def sample_generator(checkpoint, n: int | None = None, *, out=None, data_dir=Non
     draw = prototype_source(config, table, model.nproto, options.seed, options.resample,
                             options.rare, options.rare_prototypes, options.prototype_cut)
     start = time.perf_counter()
-    samples = collect_samples(model, vocab, draw, options.n, options.nsamples, options.strategy,
-                              options.temperature, accept, options.batch_size,
-                              max_rounds=options.max_rounds, max_len=model.cfg.max_len, log=log,
-                              raise_temperature=options.raise_temperature, seed=options.seed,
-                              beam_width=options.beam_width, keep=lm.keep if lm else None,
-                              tally=tally, known_inputs=known_inputs)
+    samples = collect_eager(model, vocab, draw, options, accept, log=log,
+                            keep=lm.keep if lm else None, tally=tally, known_inputs=known_inputs)
     seconds = time.perf_counter() - start
     if out is not None:
         write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))

@@ -2,7 +2,7 @@
 
 ``sample`` is what ``compgen sample`` and ``compgen pipeline`` call: the options are
 resolved once (``SampleOptions``) and a checkpoint goes to the eager sampler, an export
-folder to ``sample_exported``. On an export every backend follows the manifest's
+folder to ``sample_export``. On an export every backend follows the manifest's
 decoding contract: sample i takes the stored prototype tuple i (cycling), its random
 draws are keyed by i, and the filters use the training pairs shipped in the export, so
 torch, onnx, torchscript and cpp keep the same samples for the same seed. The Python
@@ -221,8 +221,8 @@ def sample(source, options: SampleOptions, backend: str | None = None, *, out=No
     # start-up: `compgen sample --backend onnx` loads no torch
     from compgen.sampling import eager
 
-    return eager.sample_generator(source, options=options, out=out, data_dir=data_dir, log=log,
-                                  lm=lm, tally=tally)
+    return eager.sample_checkpoint(source, options=options, out=out, data_dir=data_dir, log=log,
+                                   lm=lm, tally=tally)
 
 
 def _refuse_overwriting(out, source, lm) -> None:
@@ -234,31 +234,24 @@ def _refuse_overwriting(out, source, lm) -> None:
                                                             if path is not None], "`output`")
 
 
-def sample_exported(folder, n: int | None = None, *, backend: str = "onnx", out=None,
-                    data_dir=None, log: Callable[[str], None] = print, lm=None,
-                    decoder_factory: Callable | None = None, tally: Tally | None = None,
-                    resume: bool = False, **asked) -> SampleRun:
-    """``sample_export`` with options given as keywords (``SampleOptions``'s; unset: the
-    export's ``[sample]``, else the defaults; the device: the CPU). Exported graphs decode
-    the prototype tuples stored at export time, with the training pairs stored with them
-    (``data_dir`` is not read)."""
-    config = load_manifest(Path(folder)).config
-    options = SampleOptions(config.get("sample", {}), n=n, **{"device": "cpu", **asked})
-    return sample_export(folder, options, backend, out=out, log=log, lm=lm,
-                         decoder_factory=decoder_factory, tally=tally, resume=resume)
-
-
-def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=None,
-                  log: Callable[[str], None] = print, lm=None,
-                  decoder_factory: Callable | None = None,
-                  tally: Tally | None = None, resume: bool = False) -> SampleRun:
+def sample_export(folder, options: SampleOptions | None = None, backend: str = "onnx", *,
+                  n: int | None = None, out=None, log: Callable[[str], None] = print, lm=None,
+                  decoder_factory: Callable | None = None, tally: Tally | None = None,
+                  resume: bool = False, **asked) -> SampleRun:
     """Draw ``options.n`` unique (SCAN: novel) samples from an export folder with
-    ``backend``. ``lm`` (``compgen.lm.rerank.LmRanking``): n-gram filter, scores and rerank
-    (with ``cpp`` inside the runner, with its KenLM build); ``decoder_factory`` replaces
-    ``ExportDecoder`` (``compgen.sampling.ray.RayDecoderFactory``). With ``out``,
-    every backend journals the accepted samples as they come (``OUT.partial``);
-    ``resume`` goes on from the journal of an interrupted run of the same job, whichever
-    backend wrote it."""
+    ``backend``: the prototype tuples stored at export time, with the training pairs stored
+    with them. ``options`` (else ``n`` and ``asked``, keywords of ``SampleOptions`` over the
+    export's ``[sample]``; the device: the CPU). ``lm`` (``compgen.lm.rerank.LmRanking``):
+    n-gram filter, scores and rerank (with ``cpp`` inside the runner, with its KenLM build);
+    ``decoder_factory`` replaces ``ExportDecoder``
+    (``compgen.sampling.ray.RayDecoderFactory``). With ``out``, every backend journals the
+    accepted samples as they come (``OUT.partial``); ``resume`` goes on from the journal of
+    an interrupted run of the same job, whichever backend wrote it."""
+    if options is None:
+        options = SampleOptions(load_manifest(Path(folder)).config.get("sample", {}), n=n,
+                                **{"device": "cpu", **asked})
+    elif n is not None or asked:
+        raise TypeError("sample_export: give `options` or `n` and option keywords, not both")
     _refuse_overwriting(out, folder, lm)
     if backend not in BACKENDS:
         raise SettingError(f"`backend` {backend}: unknown (valid: {', '.join(BACKENDS)})")
@@ -317,14 +310,10 @@ def sample_export(folder, options: SampleOptions, backend: str = "onnx", *, out=
                            if decoder_factory is not None
                            else ExportDecoder(folder, manifest, backend, options,
                                               input_stop(filt, vocab), known_inputs))
-            samples = collect_decoded(decode_rows, vocab, cycle,
-                                      options.n, options.nsamples, options.strategy,
-                                      options.temperature,
+            samples = collect_decoded(decode_rows, vocab, cycle, options,
                                       lm.filtered(filt.accept) if lm else filt.accept,
-                                      options.batch_size, options.max_rounds, log=log,
-                                      raise_temperature=options.raise_temperature,
-                                      keep=lm.keep if lm else None, max_rows=max_rows,
-                                      tally=tally, journal=journal)
+                                      log=log, keep=lm.keep if lm else None,
+                                      max_rows=max_rows, tally=tally, journal=journal)
             if out is not None:
                 write_samples_tsv(out, [(s.x, s.y) for s in samples], sample_columns(samples))
             decode_seconds = getattr(decode_rows, "seconds", None)
@@ -495,4 +484,4 @@ def filter_spec(filt, vocab: Vocab) -> dict:
     return spec
 
 
-__all__ = ["BACKENDS", "NoSamples", "sample", "sample_export", "sample_exported", "source_config"]
+__all__ = ["BACKENDS", "NoSamples", "sample", "sample_export", "source_config"]

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from compgen.sampling.collection import Tally, scan_quality
-from compgen.sampling.run import BACKENDS, sample_exported
+from compgen.sampling.run import BACKENDS, sample_export
 
 
 def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | None,
@@ -28,8 +28,8 @@ def sample_every_backend(folder: Path, n: int, threads: int, out_dir: Path | Non
         out = out_dir / f"samples.{backend}.tsv" if out_dir else None
         start = time.perf_counter()
         tally = Tally()
-        run = sample_exported(folder, n, backend=backend, threads=threads, out=out, log=log,
-                              nsamples=nsamples, resample=resample, tally=tally)
+        run = sample_export(folder, n=n, backend=backend, threads=threads, out=out, log=log,
+                            nsamples=nsamples, resample=resample, tally=tally)
         wall = time.perf_counter() - start
         quality = scan_quality(run) or {}
         rows.append({

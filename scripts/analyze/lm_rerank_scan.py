@@ -104,9 +104,8 @@ def decode_candidates(export: Path, args):
     stored = manifest.prototypes   # every stored tuple, in order
     accepted = collect_decoded(recording, vocab,
                                PrototypeCycle(TupleSelection(np.arange(stored), stored)),
-                               options.nsamples, options.nsamples, options.strategy,
-                               options.temperature, filt.accept, options.batch_size,
-                               options.max_rounds, log=lambda m: None,
+                               replace(options, n=options.nsamples), filt.accept,
+                               log=lambda m: None,
                                keep=lambda samples, n: samples)   # all, in decoding order
     return accepted, rows, options
 

@@ -31,7 +31,7 @@ from compgen.data.vocab import EOS_ID
 from compgen.decoding.options import SampleOptions
 from compgen.models.recombine import collate_prototypes, collate_targets
 from compgen.neighborhoods.omega_source import prototype_source
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 from compgen.sampling.collection import make_filter
 from compgen.training.checkpoint import load_generator
 
@@ -63,7 +63,7 @@ def compare(checkpoint: str, rounds: int, seed: int, rare_prototypes: bool,
         protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples], "scan",
                                     model.cfg.max_len)
         model.outdrop_test = sampling_dropout
-        decoded = sample_batch(model, protos, options.strategy, options.temperature,
+        decoded = decode_batch(model, protos, options.strategy, options.temperature,
                                model.cfg.max_len, seed=seed, beam_width=options.beam_width,
                                sample_ids=r * len(tuples) + np.arange(len(tuples)))
         model.outdrop_test = False  # scored without it

@@ -18,7 +18,7 @@ import torch
 from compgen.data import load_dataset
 from compgen.models.recombine import collate_prototypes
 from compgen.neighborhoods.omega_source import prototype_source
-from compgen.runtimes.eager import sample_batch
+from compgen.runtimes.eager import decode_batch
 from compgen.training.checkpoint import build_recombine, load_generator
 from compgen.training.generator_data import encode_items, generator_data, make_batch
 
@@ -30,7 +30,7 @@ def bench_sampling(model, vocab, draw, batch: int, strategy: str, temperature: f
         tuples = draw(batch)
         protos = collate_prototypes([[vocab.encode(p) for p in t] for t in tuples],
                                     "scan" if model.scan else "sig", max_len)
-        sample_batch(model, protos, strategy, temperature, max_len)
+        decode_batch(model, protos, strategy, temperature, max_len)
         done += batch
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds and done >= batch * 2:

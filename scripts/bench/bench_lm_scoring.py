@@ -31,14 +31,14 @@ CPU_FLAGS = ("avx", "avx2", "avx512f", "fma", "sse4_2", "amx_bf16", "avx512_bf16
 def in_sampling(backend: str, args) -> dict:
     """One sampling run with the LM; the scorer's counts as that backend reports them."""
     from compgen.lm.rerank import LmRanking
-    from compgen.sampling.run import sample_exported
+    from compgen.sampling.run import sample_export
 
     spec = args.base + (f",{args.aug}" if args.aug else "")
     ranking = LmRanking.from_options(spec, args.weight, side=args.side, mix=args.mix,
                                      rerank=args.rerank)
-    run = sample_exported(args.export, args.n, backend=backend, strategy=args.strategy,
-                          nsamples=args.nsamples, batch_size=args.batch_size, seed=0,
-                          threads=1, log=lambda m: None, lm=ranking)
+    run = sample_export(args.export, n=args.n, backend=backend, strategy=args.strategy,
+                        nsamples=args.nsamples, batch_size=args.batch_size, seed=0,
+                        threads=1, log=lambda m: None, lm=ranking)
     scorer = ranking.scorer
     return {"backend": backend, "sentences": scorer.sentences,
             "lm_s": round(scorer.seconds, 6), "sampling_s": round(run.seconds, 3),

@@ -53,7 +53,7 @@ class CountingFactory:
 def main() -> None:
     import ray
 
-    from compgen.sampling.run import sample_exported
+    from compgen.sampling.run import sample_export
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -72,10 +72,10 @@ def main() -> None:
             factory = CountingFactory(workers, 2 * workers)
             out = Path(tmp) / f"w{workers}.tsv"
             tic = time.perf_counter()
-            run = sample_exported(SHIPPED, args.n, backend="onnx", strategy=args.strategy,
-                                  nsamples=args.n, batch_size=args.batch_size, seed=args.seed,
-                                  threads=1, out=out, log=lambda m: None,
-                                  decoder_factory=factory)
+            run = sample_export(SHIPPED, n=args.n, backend="onnx", strategy=args.strategy,
+                                nsamples=args.n, batch_size=args.batch_size, seed=args.seed,
+                                threads=1, out=out, log=lambda m: None,
+                                decoder_factory=factory)
             wall = time.perf_counter() - tic
             files[workers] = out.read_bytes()
             waited = factory.decoder.remote_seconds
