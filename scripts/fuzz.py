@@ -260,7 +260,7 @@ file_edits = st.tuples(st.sampled_from(["vocab.json", "prototypes.txt", "vocab.t
 def fuzz_exports(n: int, work: Path) -> dict:
     from compgen.export.kinds import export_checkpoint
     from compgen.runtimes.artifact import load_manifest, sha256
-    from compgen.runtimes.verify import check_generator_backends
+    from compgen.runtimes.backend_check import check_generator_backends
 
     source = work / "export"
     export_checkpoint(tiny_checkpoint(work), source, parity_sets=8, log=lambda m: None,

@@ -1,4 +1,4 @@
-"""Add the greedy rows of the load check (``load_check``, compgen/runtimes/load_check.py) to
+"""Add the greedy rows of the load check (``load_check``, compgen/runtimes/recorded_outputs.py) to
 the manifest of an export folder made before exports recorded them, after checking that
 its files match their checksums and that model.ts and the ONNX graphs agree. Only the
 manifest changes (sealed again with its own checksum; it is not among the checksummed
@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from compgen.runtimes.artifact import load_manifest
-from compgen.runtimes.load_check import as_manifest, greedy_rows
+from compgen.runtimes.backend_check import _agree
 from compgen.runtimes.manifest_file import write_manifest
-from compgen.runtimes.verify import _agree
+from compgen.runtimes.recorded_outputs import as_manifest, greedy_rows
 
 
 def main() -> None:

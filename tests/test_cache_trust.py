@@ -199,7 +199,7 @@ def noisy_copy(tmp_path: Path) -> Path:
 
 def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_record(
         private_cache, tmp_path):
-    from compgen.runtimes.verify import check_generator_backends, passed_record
+    from compgen.runtimes.backend_check import check_generator_backends, passed_record
 
     folder = noisy_copy(tmp_path)
     manifest = load_manifest(folder)   # the checksums hold
@@ -213,7 +213,7 @@ def test_noisy_weights_with_a_rehashed_manifest_are_refused_despite_a_planted_re
 
 
 def test_a_checkpoint_of_non_finite_weights_is_not_exported(tmp_path):
-    from compgen.runtimes.load_check import finite_weights
+    from compgen.runtimes.recorded_outputs import finite_weights
 
     model = torch.nn.Linear(3, 2)
     finite_weights(model, "ok.pt")

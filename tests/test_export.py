@@ -20,8 +20,8 @@ from compgen.runtimes.artifact import load_manifest, read_prototypes
 from compgen.runtimes.cpp import build_runner
 from compgen.runtimes.eager import banned_mask
 from compgen.runtimes.graphs import deterministic
-from compgen.runtimes.load_check import pad_tuples
 from compgen.runtimes.onnx import OnnxGenerator
+from compgen.runtimes.recorded_outputs import pad_tuples
 from compgen.runtimes.torchscript import TorchScriptGenerator
 from compgen.training.checkpoint import (
     build_recombine,

@@ -59,10 +59,10 @@ from compgen.runtimes.artifact import (
 from compgen.runtimes.cpp import decode_with_runner
 from compgen.runtimes.eager import BEAM_WIDTH, beam_search, decode_batch
 from compgen.runtimes.graphs import deterministic
-from compgen.runtimes.load_check import as_manifest, finite_weights, greedy_rows, pad_tuples
 from compgen.runtimes.manifest import PROTOTYPE_FILE, Manifest, cut_file
 from compgen.runtimes.onnx import OnnxGenerator
 from compgen.runtimes.onnx_export import GENERATOR_GRAPHS, OPSET, export_onnx
+from compgen.runtimes.recorded_outputs import as_manifest, finite_weights, greedy_rows, pad_tuples
 from compgen.runtimes.ties import compare_outputs, eager_logp
 from compgen.runtimes.torchscript import TorchScriptGenerator
 from compgen.runtimes.torchscript_trace import export_torchscript

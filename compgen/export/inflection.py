@@ -38,10 +38,10 @@ from compgen.models.inflection import (
     pad_batch,
 )
 from compgen.runtimes.inflection_graphs import EncoderGraph
-from compgen.runtimes.load_check import finite_weights
 from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import OPSET, export_inflection_onnx
 from compgen.runtimes.onnx_inflection import OnnxInflectionDecoder, onnx_beam_search
+from compgen.runtimes.recorded_outputs import finite_weights
 from compgen.training.inflection import load_inflection
 
 PARITY_BEAM = 5

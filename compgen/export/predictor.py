@@ -40,11 +40,11 @@ from compgen.models.seq2seq import (
     run_greedy,
 )
 from compgen.runtimes.artifact import LOGP_FLOOR, write_vocab
-from compgen.runtimes.load_check import finite_weights
 from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_export import OPSET, export_predictor_onnx
 from compgen.runtimes.onnx_predictor import OnnxPredictor
 from compgen.runtimes.predictor_graphs import STATE_NAMES
+from compgen.runtimes.recorded_outputs import finite_weights
 from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
 from compgen.training.predictor import (
     conditional_pairs,

@@ -19,10 +19,10 @@ from compgen.device import CPU, Device
 from compgen.errors import SettingError, UserError
 from compgen.models.seq2seq import PredictorStepper, predict_sources, search_rows
 from compgen.runtimes.artifact import load_manifest, load_torchscript
+from compgen.runtimes.backend_check import check_predictor_backends
 from compgen.runtimes.manifest import Manifest
 from compgen.runtimes.onnx_predictor import OnnxPredictor
 from compgen.runtimes.torchscript_predictor import TorchScriptPredictor
-from compgen.runtimes.verify import check_predictor_backends
 from compgen.training.predictor import load_predictor
 
 BACKENDS = ("onnx", "torchscript", "torch")

@@ -39,8 +39,8 @@ from compgen.runtimes.artifact import (
     eager_model,
     load_manifest,
 )
+from compgen.runtimes.backend_check import check_generator_backends
 from compgen.runtimes.manifest import Manifest
-from compgen.runtimes.verify import check_generator_backends
 from compgen.sampling.collection import (
     NoSamples,
     Sample,

@@ -93,7 +93,7 @@ MODES, Contract, decode = _contract.MODES, _contract.Contract, _search.decode
 load_manifest, read_prototypes = _artifact.load_manifest, _artifact.read_prototypes
 export_checkpoint = import_moved("compgen.export.kinds",
                                  "compgen.export.generator").export_checkpoint
-pad_tuples = import_moved("compgen.runtimes.load_check", "compgen.export.generator").pad_tuples
+pad_tuples = import_moved("compgen.runtimes.recorded_outputs", "compgen.export.generator").pad_tuples
 deterministic = import_moved("compgen.runtimes.graphs").deterministic
 bf16_libraries, bf16_sampler = _reduced.bf16_libraries, _reduced.bf16_sampler
 CompiledBf16Generator = import_moved("compgen.runtimes.compiled",

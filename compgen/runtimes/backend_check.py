@@ -22,8 +22,14 @@ from compgen.data.vocab import EOS_ID
 from compgen.errors import UserError
 from compgen.io import atomic_open
 from compgen.runtimes.artifact import TOLERANCE, load_torchscript
-from compgen.runtimes.load_check import CHECK_SETS, compare_recorded, greedy_rows, run, trimmed
 from compgen.runtimes.manifest import Manifest
+from compgen.runtimes.recorded_outputs import (
+    CHECK_SETS,
+    compare_recorded,
+    greedy_rows,
+    run,
+    trimmed,
+)
 from compgen.system import cache
 
 CHECK_VERSION = 2   # raise when the check itself changes: older records no longer count
