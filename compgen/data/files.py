@@ -78,6 +78,14 @@ class Fields:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if v is not None}
 
+    @classmethod
+    def of_source(cls, source: dict | None) -> Fields:
+        """The fields a checkpoint's ``data_source`` (``source_record``) says its data
+        file was read with; the usual names for a named set or an older checkpoint."""
+        recorded = (source or {}).get("fields") or {}
+        columns = recorded.get("columns")
+        return cls(recorded.get("x"), recorded.get("y"), tuple(columns) if columns else None)
+
 
 _FIELDS: ContextVar[Fields | None] = ContextVar("compgen_data_fields", default=None)
 
@@ -536,15 +544,14 @@ def _is_number(text: str) -> bool:
 
 # ------------------------------------------------------------------ augmented data
 
-def read_pairs_file(path: str | Path, option: str = "`augment`") -> list[tuple[list[str], list[str]]]:
+def read_pairs_file(path: str | Path, option: str, fields: Fields) -> list[tuple[list[str], list[str]]]:
     """The (x, y) pairs of an augmented-data file, in any format a data file comes in: the
     augmenters' samples TSV (``x<TAB>y[<TAB>score...]``), a headed TSV, JSONL, JSON, CSV,
-    Parquet or Arrow; every row counts, whatever its split. The data's ``x_field`` and
-    ``y_field`` apply where the file has those fields, else the default names."""
+    Parquet or Arrow; every row counts, whatever its split. The data's ``fields`` (x and
+    y) apply where the file has those fields, else the default names."""
     path = Path(path)
     if not path.is_file():
         raise SettingError(f"{option} {path}: {not_a_file(path)}")
-    fields = _FIELDS.get() or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
         frame, place = _record_frame(path, kind)
@@ -572,9 +579,9 @@ def _fields_present(fields: Fields, columns: Sequence[str]) -> Fields:
 
 # ------------------------------------------------------------------ provenance
 
-def source_record(name: str, data_dir=None) -> dict:
+def source_record(name: str, data_dir, fields: Fields) -> dict:
     """What a checkpoint records about its data: for a file or folder its absolute path,
-    the sha256 of its files and the fields read; a named set just by name."""
+    the sha256 of its files and the ``fields`` it was read with; a named set just by name."""
     path = Path(name)
     if not path.exists():
         return {"name": name}
@@ -584,4 +591,4 @@ def source_record(name: str, data_dir=None) -> dict:
         digest.update(file.relative_to(path if path.is_dir() else path.parent).as_posix().encode())
         digest.update(hashlib.sha256(file.read_bytes()).digest())
     return {"name": name, "path": str(path.resolve()), "sha256": digest.hexdigest(),
-            "fields": (_FIELDS.get() or Fields()).record()}
+            "fields": fields.record()}

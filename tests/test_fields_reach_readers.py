@@ -1,0 +1,65 @@
+"""``--x-field/--y-field`` reach the reader of every command that reads the user's pairs:
+a JSONL file whose fields have other names than the usual ones is one ``error:`` line
+without them and reads with them."""
+
+import json
+
+import polars as pl
+from cli_in_process import assert_one_error, run
+
+from compgen.training.checkpoint import load_checkpoint
+
+NUMBERS = "tests/data/numbers/jsonl"
+FIELDS = ("--x-field", "question", "--y-field", "answer")
+
+
+def renamed(folder, name: str = "numbers", rows: int | None = None):
+    """The numbers data set (train/dev/test JSONL) with its fields named question, answer."""
+    out = folder / name
+    out.mkdir()
+    for split in ("train", "dev", "test"):
+        table = pl.read_ndjson(f"{NUMBERS}/{split}.jsonl")
+        lines = table.rename({"input": "question", "output": "answer"}) \
+            .head(rows or table.height).write_ndjson()
+        (out / f"{split}.jsonl").write_text(lines)
+    return out
+
+
+def assert_missing_field(result):
+    assert_one_error(result, "no input (x) field", "--x-field")
+
+
+def test_train_predictor_reads_data_and_augment_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path, rows=60)
+    augment = tmp_path / "augment.jsonl"
+    augment.write_text("".join(json.dumps({"question": "9 9 9", "answer": "nine hundred ninety nine"})
+                               + "\n" for _ in range(3)))
+    model = tmp_path / "p.pt"
+    train = ("train", "predictor", "--data", data, "-o", model, "--epochs", "1", "--threads",
+             "1", "--hidden", "8")
+    assert_missing_field(run(capsys, monkeypatch, *train))
+    assert not model.exists()
+    code, lines, _ = run(capsys, monkeypatch, *train, "--augment", augment, *FIELDS)
+    assert code == 0, lines
+    recorded = load_checkpoint(model).config["run"]
+    assert recorded["n_train"] == 60 and recorded["n_augmented"] == 1
+    assert recorded["data_source"]["fields"] == {"x": "question", "y": "answer"}
+
+
+def test_evaluate_reads_data_with_the_fields_and_a_model_its_own(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path, rows=40)
+    model = tmp_path / "p.pt"
+    code, lines, _ = run(capsys, monkeypatch, "train", "predictor", "--data", data, "-o", model,
+                         "--epochs", "1", "--threads", "1", "--hidden", "8", *FIELDS)
+    assert code == 0, lines
+    evaluate = ("evaluate", model, "--data", data)
+    assert_missing_field(run(capsys, monkeypatch, *evaluate))
+    code, lines, out = run(capsys, monkeypatch, *evaluate, *FIELDS)
+    assert code == 0 and "test" in out, lines
+    # without --data: the model's data, read with the fields it was trained with
+    code, lines, again = run(capsys, monkeypatch, "evaluate", model)
+    assert code == 0 and again == out, lines
+    # so does the export's parity check on the test split
+    code, lines, _ = run(capsys, monkeypatch, "export", model, "-o", tmp_path / "exported",
+                         "--parity-sets", "4")
+    assert code == 0 and (tmp_path / "exported" / "manifest.json").is_file(), lines
