@@ -63,3 +63,29 @@ def test_evaluate_reads_data_with_the_fields_and_a_model_its_own(tmp_path, capsy
     code, lines, _ = run(capsys, monkeypatch, "export", model, "-o", tmp_path / "exported",
                          "--parity-sets", "4")
     assert code == 0 and (tmp_path / "exported" / "manifest.json").is_file(), lines
+
+
+def test_augment_geca_reads_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path)
+    out = tmp_path / "geca.tsv"
+    geca = ("augment", "geca", data, "-o", out, "--variants", "all", "--n-sample", "40")
+    assert_missing_field(run(capsys, monkeypatch, *geca))
+    assert not out.exists()
+    code, lines, _ = run(capsys, monkeypatch, *geca, *FIELDS)
+    assert code == 0, lines
+    reference = tmp_path / "reference.tsv"   # the same rows as from the usual field names
+    code, lines, _ = run(capsys, monkeypatch, "augment", "geca", NUMBERS, "-o", reference,
+                         "--variants", "all", "--n-sample", "40")
+    assert code == 0 and out.read_text() == reference.read_text() != "", lines
+
+
+def test_lm_train_side_reads_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path)
+    model = tmp_path / "y.arpa"
+    train = ("lm", "train", data, "--side", "y", "-o", model, "--order", "2",
+             "--discount-fallback")
+    assert_missing_field(run(capsys, monkeypatch, *train))
+    code, lines, out = run(capsys, monkeypatch, *train, *FIELDS)
+    assert code == 0 and "732 pairs" in out and model.is_file(), lines
+    assert_one_error(run(capsys, monkeypatch, "lm", "train", data / "train.jsonl", "-o", model,
+                         *FIELDS), "--side")

@@ -17,6 +17,7 @@ from compgen.cli.common import (
     console,
     data_fields,
     err_console,
+    fields_of,
     log_with_flags,
 )
 from compgen.errors import UserError
@@ -69,6 +70,7 @@ def augment_geca(
     # start-up: `compgen --help` loads no polars
     from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
     from compgen.augment.geca.arrays import peak_rss_mb
+    from compgen.data.dataset import open_dataset
     from compgen.data.task import task_of
 
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
@@ -87,9 +89,9 @@ def augment_geca(
             setattr(cfg, key, None)
     cfg.validate()
     start = time.perf_counter()
-    with data_fields(x_field, y_field, columns), \
-            console.status("GECA: extracting templates and fragments ...") as status:
-        result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
+    with console.status("GECA: extracting templates and fragments ...") as status:
+        dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+        result = augment_file(dataset, output, cfg, concat=concat, data_dir=data_dir,
                               progress=lambda msg: status.update(f"GECA: {msg}"),
                               execution=execution)
     s = result.stats
