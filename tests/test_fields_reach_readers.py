@@ -65,6 +65,13 @@ def test_evaluate_reads_data_with_the_fields_and_a_model_its_own(tmp_path, capsy
     assert code == 0 and (tmp_path / "exported" / "manifest.json").is_file(), lines
 
 
+def test_data_stats_reads_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path)
+    assert_missing_field(run(capsys, monkeypatch, "data", "stats", data))
+    code, lines, out = run(capsys, monkeypatch, "data", "stats", data, *FIELDS)
+    assert code == 0 and "732" in out, lines
+
+
 def test_augment_geca_reads_with_the_fields(tmp_path, capsys, monkeypatch):
     data = renamed(tmp_path)
     out = tmp_path / "geca.tsv"
@@ -77,6 +84,21 @@ def test_augment_geca_reads_with_the_fields(tmp_path, capsys, monkeypatch):
     code, lines, _ = run(capsys, monkeypatch, "augment", "geca", NUMBERS, "-o", reference,
                          "--variants", "all", "--n-sample", "40")
     assert code == 0 and out.read_text() == reference.read_text() != "", lines
+
+
+def test_augment_csl_and_evaluate_grammar_read_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path, rows=30)
+    out, grammar = tmp_path / "csl.tsv", tmp_path / "grammar.txt"
+    csl = ("augment", "csl", data, "-o", out, "--n", "20", "--steps", "2", "--grammar-out",
+           grammar, "--threads", "1")
+    assert_missing_field(run(capsys, monkeypatch, *csl))
+    assert not out.exists()
+    code, lines, _ = run(capsys, monkeypatch, *csl, *FIELDS)
+    assert code == 0 and out.read_text().count("\n") > 0, lines
+    evaluate = ("evaluate-grammar", grammar, "--data", data, "--steps", "2", "--threads", "1")
+    assert_missing_field(run(capsys, monkeypatch, *evaluate))
+    code, lines, report = run(capsys, monkeypatch, *evaluate, *FIELDS)
+    assert code == 0 and str(data) in report, lines
 
 
 def test_lm_train_side_reads_with_the_fields(tmp_path, capsys, monkeypatch):

@@ -15,7 +15,6 @@ from compgen.cli.common import (
     YField,
     app,
     console,
-    data_fields,
     err_console,
     fields_of,
     log_with_flags,
@@ -141,6 +140,7 @@ def augment_csl(
     # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
+    from compgen.data.dataset import open_dataset
     from compgen.data.task import task_of
 
     if threads is not None:
@@ -151,8 +151,9 @@ def augment_csl(
 
         torch.set_num_threads(threads)
     config = config or task_of(data).csl_preset()
-    with data_fields(x_field, y_field, columns), csl_progress() as progress:
-        done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
+    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    with csl_progress() as progress:
+        done = csl_augment_dataset(dataset, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
                                    temperature=temperature, refine=refine)
     print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''}"
