@@ -111,3 +111,20 @@ def test_lm_train_side_reads_with_the_fields(tmp_path, capsys, monkeypatch):
     assert code == 0 and "732 pairs" in out and model.is_file(), lines
     assert_one_error(run(capsys, monkeypatch, "lm", "train", data / "train.jsonl", "-o", model,
                          *FIELDS), "--side")
+
+
+def test_pipeline_own_reads_with_the_fields(tmp_path, capsys, monkeypatch):
+    data = renamed(tmp_path, rows=40)
+    own = ("pipeline", "own", "--data", data, "--rows", "baseline,geca", "--predictor-epochs",
+           "1", "--root", tmp_path / "runs", "--threads", "1")
+    assert_missing_field(run(capsys, monkeypatch, *own))
+    assert not (tmp_path / "runs").exists()
+    code, lines, _ = run(capsys, monkeypatch, *own, *FIELDS)
+    assert code == 0, lines
+    results = pl.read_csv(tmp_path / "runs" / "results.csv").filter(pl.col("set") == "test")
+    assert sorted(results["run"]) == ["own-baseline", "own-geca"]
+    assert (tmp_path / "runs" / "own-geca" / "seed0" / "augment.tsv").stat().st_size > 0
+    for row in ("own-baseline", "own-geca"):
+        recorded = load_checkpoint(tmp_path / "runs" / row / "seed0" / "predictor.pt").config["run"]
+        assert recorded["n_train"] == 40
+        assert recorded["data_source"]["fields"] == {"x": "question", "y": "answer"}
