@@ -45,7 +45,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
     import polars as pl
 
     from compgen.data import load_dataset
-    from compgen.data.files import Fields, parse_columns, reading_fields, records_table
+    from compgen.data.files import Fields, parse_columns, records_table
 
     _check_type("split", split, str)
     if split not in SPLITS:
@@ -57,8 +57,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
         if _is_example_table(source):
             return source   # already an example table (what the other functions return)
         return records_table(source, "<DataFrame>", fields, split, first_line=None)
-    with reading_fields(fields):
-        return load_dataset(str(source), data_dir)
+    return load_dataset(str(source), data_dir, fields)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from compgen.data import files, load_dataset
+from compgen.data import load_dataset
 from compgen.data.files import Fields
 from compgen.data.task import Task, task_of
 
@@ -32,6 +32,5 @@ def open_dataset(data: str | os.PathLike | Dataset, data_dir: str | os.PathLike 
     ``fields`` (default: the usual names); a Dataset is returned as it is."""
     if isinstance(data, Dataset):
         return data
-    # until every command passes its fields: those of an enclosing reading_fields block
-    fields = fields or files._FIELDS.get() or Fields()
+    fields = fields or Fields()
     return Dataset(str(data), load_dataset(str(data), data_dir, fields), fields)

@@ -26,14 +26,12 @@ Text is read as UTF-8; a byte-order mark is dropped and the text NFC-normalised.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -87,20 +85,6 @@ class Fields:
         return cls(recorded.get("x"), recorded.get("y"), tuple(columns) if columns else None)
 
 
-_FIELDS: ContextVar[Fields | None] = ContextVar("compgen_data_fields", default=None)
-
-
-@contextlib.contextmanager
-def reading_fields(fields: Fields | None) -> Iterator[None]:
-    """Read every data file opened inside the block with ``fields`` (the CLI's
-    ``--x-field/--y-field/--columns``, which reach readers deep inside a command)."""
-    token = _FIELDS.set(fields or Fields())
-    try:
-        yield
-    finally:
-        _FIELDS.reset(token)
-
-
 def parse_columns(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
@@ -121,7 +105,7 @@ def data_text(path: Path) -> str:
 def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
     """A data file (every row ``train`` unless it has a split field) or a folder of
     split files, as an example table."""
-    fields = fields or _FIELDS.get() or Fields()
+    fields = fields or Fields()
     if path.is_dir():
         return read_folder(path, fields)
     if path.exists() and not path.is_file():
@@ -133,7 +117,7 @@ def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
 
 
 def read_data_file(path: Path, fields: Fields | None = None, split: str = "train") -> pl.DataFrame:
-    fields = fields or _FIELDS.get() or Fields()
+    fields = fields or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
         table = _read_records(path, kind, fields, split)
