@@ -89,7 +89,8 @@ def augment_geca(
     cfg.validate()
     start = time.perf_counter()
     with console.status("GECA: extracting templates and fragments ...") as status:
-        dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(data, data_dir, fields)
         result = augment_file(dataset, output, cfg, concat=concat, data_dir=data_dir,
                               progress=lambda msg: status.update(f"GECA: {msg}"),
                               execution=execution)
@@ -151,7 +152,8 @@ def augment_csl(
 
         torch.set_num_threads(threads)
     config = config or task_of(data).csl_preset()
-    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields)
     with csl_progress() as progress:
         done = csl_augment_dataset(dataset, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,

@@ -47,7 +47,8 @@ def data_stats(name: str = typer.Argument(..., help="data set name, data file or
     from compgen.data.dataset import open_dataset
     from compgen.data.stats import table_stats
 
-    stats = table_stats(open_dataset(name, data_dir, fields_of(x_field, y_field, columns)).table)
+    fields = fields_of(x_field, y_field, columns)
+    stats = table_stats(open_dataset(name, data_dir, fields).table)
     table = Table(title=name)
     for col in stats.columns:
         table.add_column(col, justify="left" if col == "split" else "right")

@@ -63,7 +63,8 @@ def evaluate_cmd(
         torch.set_num_threads(max(1, threads))
     torch.manual_seed(seed)
     # --data read once, with the fields named here; without it each model reads its own
-    dataset = (open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    fields = fields_of(x_field, y_field, columns)
+    dataset = (open_dataset(data, data_dir, fields)
                if data else None)
     rows = _evaluate_models(models, dataset, plots, direct, limit, predictions, batch_size,
                             backend, beam, seed, data_dir, dev)

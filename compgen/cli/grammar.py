@@ -48,7 +48,8 @@ def evaluate_grammar_cmd(
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, seed=seed, training_steps=steps or cfg.model.training_steps))
     rules = read_grammar(grammar)
-    table = open_dataset(data, data_dir, fields_of(x_field, y_field, columns)).table
+    fields = fields_of(x_field, y_field, columns)
+    table = open_dataset(data, data_dir, fields).table
     train = table_pairs(split_of(table, "train", data))
     test = table_pairs(split_of(table, "test", data))
     with csl_progress() as progress:

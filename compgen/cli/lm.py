@@ -61,7 +61,8 @@ def lm_train(
     if side is None:
         train_lm(corpus, output, order, discount_fallback, memory, data_dir)
     else:
-        dataset = open_dataset(corpus, data_dir, fields_of(x_field, y_field, columns))
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(corpus, data_dir, fields)
         counts = train_side_lm(dataset, side, output, order, discount_fallback, memory, geca,
                                seed, data_dir)
         console.print(f"{corpus}: side {side}, {counts['original']} pairs"

@@ -133,7 +133,8 @@ def pipeline_cmd(
         chosen = parse_seeds(seeds)
         # read once, with the fields named: a file that cannot be read fails before any
         # training, and every step of every row trains on this table
-        dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(data, data_dir, fields)
         runs = own_runs(dataset, tuple(r.strip() for r in rows.split(",") if r.strip()))
         rows_done = [row for run in runs for row in run_pipeline(run, chosen, opts)]
         console.print(markdown_table(aggregate(rows_done)), highlight=False, markup=False)

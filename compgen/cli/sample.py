@@ -92,8 +92,9 @@ def sample_cmd(
     if lm_val is None and (x_field or y_field or columns):
         raise UserError("--x-field/--y-field/--columns read the pairs of --lm-val: they go "
                         "with it")
+    fields = fields_of(x_field, y_field, columns)
     ranking = LmRanking.from_options(lm, lm_weight, lm_side, lm_mix, rerank, min_lm_logprob,
-                                     lm_val, data_dir, fields_of(x_field, y_field, columns))
+                                     lm_val, data_dir, fields)
     if ranking is not None and ranking.weight_choice:
         err_console.print(ranking.weight_choice, highlight=False, markup=False, soft_wrap=True)
     factory = None

@@ -63,7 +63,8 @@ def train_predictor_cmd(
     if resume and not data:   # the checkpoint's data, read with the fields given here
         data = read_predictor(output).config.get("run", {}).get("data")
     # the data and the --augment file are read with the fields named here
-    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns)) if data else None
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields) if data else None
     summary = train_predictor(dataset, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                               keep_every=keep_every,
@@ -147,7 +148,8 @@ def train_generator_cmd(
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
         "train.precision": precision, "train.neighborhood": neighborhood,
         "train.similarity": similarity})
-    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields)
     result = train_generator(cfg, dataset, output, data_dir=data_dir, resume=resume,
                              epochs=epochs, max_steps=max_steps, time_budget=time_budget,
                              progress=not quiet, device=dev, tf32=tf32,
