@@ -27,6 +27,8 @@ from compgen.errors import SettingError, UserError, name_settings
 if TYPE_CHECKING:
     import polars as pl
 
+    from compgen.data.dataset import Dataset
+
 PathLike = str | os.PathLike
 # the data name a run on a DataFrame records (its checkpoint keeps the pairs themselves)
 DATAFRAME = "<DataFrame>"
@@ -43,7 +45,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
     import polars as pl
 
     from compgen.data import load_dataset
-    from compgen.data.files import Fields, parse_columns, reading_fields, records_table
+    from compgen.data.files import Fields, parse_columns, records_table
 
     _check_type("split", split, str)
     if split not in SPLITS:
@@ -55,8 +57,7 @@ def load(source: PathLike | pl.DataFrame, *, x_field: str | None = None,
         if _is_example_table(source):
             return source   # already an example table (what the other functions return)
         return records_table(source, "<DataFrame>", fields, split, first_line=None)
-    with reading_fields(fields):
-        return load_dataset(str(source), data_dir)
+    return load_dataset(str(source), data_dir, fields)
 
 
 @contextlib.contextmanager
@@ -201,33 +202,18 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int | None = None, *,
     return pl.DataFrame(made, schema=["lemma", "form", "tags"], orient="row")
 
 
-def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
-    """A DataFrame written where a step reads files (a folder of split Parquet files)."""
-    # start-up: `import compgen` loads no polars; the call does
-    import polars as pl
-
-    if not isinstance(data, pl.DataFrame):
-        return str(data)
-    table = load(data)
-    out = folder / name
-    out.mkdir()
-    for split in table["split"].unique().to_list():
-        part = table.filter(pl.col("split") == split)
-        part.select(input=pl.col("x").list.join(" "), output=pl.col("y").list.join(" ")) \
-            .write_parquet(out / f"{split}.parquet")
-    return str(out)
-
-
 @contextlib.contextmanager
-def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[str]:
+def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[Dataset | str]:
     """A DataFrame saved beside the checkpoint ``output`` (``OUTPUT.data/``, one Parquet
     file a split), so that the checkpoint's data reference (this folder and its sha256)
-    still resolves after the call: ``compgen evaluate OUTPUT`` reads it. A folder made
-    for a run that fails is removed."""
+    still resolves after the call: ``compgen evaluate OUTPUT`` reads it. The run trains on
+    the table itself (the folder is not read back). A folder made for a run that fails is
+    removed."""
     # start-up: `import compgen` loads no polars; the call does
     import polars as pl
 
-    from compgen.data.table import save_table_folder
+    from compgen.data.dataset import Dataset
+    from compgen.data.table import SCHEMA, SPLIT_NAMES, save_table_folder
 
     if not isinstance(data, pl.DataFrame):
         yield str(data)
@@ -235,9 +221,14 @@ def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[s
     output = Path(output).absolute()
     folder = output.with_name(output.name + ".data")
     made = not folder.exists()
-    save_table_folder(load(data), folder)
+    table = load(data)
+    save_table_folder(table, folder)
+    # the rows as the folder reads back (x, y, split; train, dev, test): the same run as
+    # training on the folder later
+    table = pl.concat([table.filter(pl.col("split") == split).select(list(SCHEMA))
+                       for split in SPLIT_NAMES])
     try:
-        yield str(folder)
+        yield Dataset(str(folder), table)
     except BaseException:
         if made:
             shutil.rmtree(folder, ignore_errors=True)
@@ -278,8 +269,8 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
     check_numbers(epochs=epochs, p_aug=p_aug)
     check_seed(seed)
     with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, \
-            _saved_beside(data, output) as name, torch_threads(threads):
-        return train(name, config, output,
+            _saved_beside(data, output) as dataset, torch_threads(threads):
+        return train(dataset, config, output,
                      augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
                      data_dir=data_dir, epochs=epochs, label=label, overrides=overrides,
                      log=log or (lambda line: None))
@@ -343,11 +334,14 @@ def evaluate_model(model: PathLike, data: PathLike | pl.DataFrame | None = None,
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
     import polars as pl
 
+    from compgen.data.dataset import Dataset
     from compgen.evaluation.evaluate import evaluate_predictor
 
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp:
-        name = None if data is None else _as_path(data, Path(tmp), "data")
-        return pl.DataFrame(evaluate_predictor(model, name, data_dir, beam))
+    if isinstance(data, pl.DataFrame):   # evaluated as it is, not written to a file first
+        data = Dataset(DATAFRAME, load(data))
+    elif data is not None:
+        data = str(data)
+    return pl.DataFrame(evaluate_predictor(model, data, data_dir, beam))
 
 
 def kenlm_train(corpus: PathLike, output: PathLike, order: int = 5, *, side: str | None = None,

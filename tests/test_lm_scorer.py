@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from compgen.cli.common import flag_of
+from compgen.data.files import Fields
 from compgen.errors import SettingError, UserError
 from compgen.lm import perplexity as ppl
 from compgen.lm.scorer import NgramScorer, parse_lm_spec, side_text
@@ -126,6 +127,12 @@ def test_lm_val_says_what_it_read_and_the_perplexities_it_compared(models, tmp_p
     line = LmRanking.from_options(spec, val=str(pairs)).weight_choice
     assert line.startswith(f"--lm-val {pairs}: every row's y side, 3 sentences;")
     assert LmRanking.from_options(spec, weight=0.5).weight_choice is None
+    records = tmp_path / "val.jsonl"   # fields of other names: read with the fields given
+    records.write_text('{"q": "x", "a": "b a"}\n' * 4, encoding="utf-8")
+    with pytest.raises(UserError, match="no input"):
+        LmRanking.from_options(spec, val=str(records))
+    line = LmRanking.from_options(spec, val=str(records), fields=Fields("q", "a")).weight_choice
+    assert line.startswith(f"--lm-val {records}: every row's y side, 4 sentences;")
 
 
 def test_eval_goes_through_the_scorer(models, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from cli_in_process import assert_one_error, run
 
 from compgen.data import read_data_path
-from compgen.data.files import Fields, read_pairs_file, reading_fields
+from compgen.data.files import Fields, read_pairs_file
 from compgen.errors import UserError
 
 # question -> SQL rows in the shape of GeoQuery's SQL split (variables filled in)
@@ -128,25 +128,25 @@ def test_augmented_data_comes_in_every_data_format(tmp_path, fmt):
         frame.write_csv(path)
     else:
         frame.write_parquet(path)
-    assert read_pairs_file(path) == expected_pairs()
+    assert read_pairs_file(path, "`augment`", Fields()) == expected_pairs()
 
 
 def test_augmented_data_takes_the_data_fields_where_it_has_them(tmp_path):
     named = tmp_path / "aug.jsonl"
     named.write_text("".join(json.dumps({"question": x, "sql": y}) + "\n" for x, y in ROWS))
     samples = write(tmp_path / "geca.tsv", ROWS)   # header-less x<TAB>y, as GECA writes it
-    with reading_fields(Fields(x="question", y="sql")):
-        assert read_pairs_file(named) == expected_pairs()
-        assert read_pairs_file(samples) == expected_pairs()
+    fields = Fields(x="question", y="sql")
+    assert read_pairs_file(named, "`augment`", fields) == expected_pairs()
+    assert read_pairs_file(samples, "`augment`", fields) == expected_pairs()
 
 
 def test_augmented_data_that_is_no_pairs_is_refused(tmp_path):
     corpus = tmp_path / "aug.txt"
     corpus.write_text("the cat sat\nthe dog ran\n")
     with pytest.raises(UserError, match="plain corpus"):
-        read_pairs_file(corpus)
+        read_pairs_file(corpus, "`augment`", Fields())
     with pytest.raises(UserError, match="no such file"):
-        read_pairs_file(tmp_path / "missing.jsonl")
+        read_pairs_file(tmp_path / "missing.jsonl", "`augment`", Fields())
 
 
 # ---------------------------------------------------------------- every command reading pairs

@@ -8,6 +8,7 @@ from cli_in_process import run
 from typer.testing import CliRunner
 
 from compgen.cli import app
+from compgen.data.dataset import open_dataset
 from compgen.pipelines.runs import own_runs
 
 NUMBERS = "tests/data/numbers/tsv"
@@ -48,7 +49,10 @@ def test_own_needs_data_and_known_rows(tmp_path, capsys, monkeypatch):
 
 
 def test_own_rows_use_the_sized_predictor_and_the_generic_generator():
-    baseline, geca, recomb2 = own_runs("my/data.tsv")
+    dataset = open_dataset(NUMBERS)
+    baseline, geca, recomb2 = own_runs(dataset)
+    assert all(r.dataset_for(0) is dataset and r.data == str(NUMBERS)
+               for r in (baseline, geca, recomb2))
     assert [r.name for r in (baseline, geca, recomb2)] == ["own-baseline", "own-geca", "own-recomb2"]
     assert baseline.presets[1] is None and recomb2.generator == {"model.nproto": 2}
     assert geca.augment == "geca" and recomb2.sample["resample"] == "rare"

@@ -15,8 +15,8 @@ from compgen.cli.common import (
     YField,
     app,
     console,
-    data_fields,
     err_console,
+    fields_of,
     log_with_flags,
 )
 from compgen.errors import UserError
@@ -69,6 +69,7 @@ def augment_geca(
     # start-up: `compgen --help` loads no polars
     from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
     from compgen.augment.geca.arrays import peak_rss_mb
+    from compgen.data.dataset import open_dataset
     from compgen.data.task import task_of
 
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
@@ -87,9 +88,10 @@ def augment_geca(
             setattr(cfg, key, None)
     cfg.validate()
     start = time.perf_counter()
-    with data_fields(x_field, y_field, columns), \
-            console.status("GECA: extracting templates and fragments ...") as status:
-        result = augment_file(data, output, cfg, concat=concat, data_dir=data_dir,
+    with console.status("GECA: extracting templates and fragments ...") as status:
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(data, data_dir, fields)
+        result = augment_file(dataset, output, cfg, concat=concat, data_dir=data_dir,
                               progress=lambda msg: status.update(f"GECA: {msg}"),
                               execution=execution)
     s = result.stats
@@ -139,6 +141,7 @@ def augment_csl(
     # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
+    from compgen.data.dataset import open_dataset
     from compgen.data.task import task_of
 
     if threads is not None:
@@ -149,8 +152,10 @@ def augment_csl(
 
         torch.set_num_threads(threads)
     config = config or task_of(data).csl_preset()
-    with data_fields(x_field, y_field, columns), csl_progress() as progress:
-        done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields)
+    with csl_progress() as progress:
+        done = csl_augment_dataset(dataset, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
                                    temperature=temperature, refine=refine)
     print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''}"

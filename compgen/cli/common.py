@@ -85,14 +85,6 @@ def fields_of(x_field: str | None, y_field: str | None, columns: str | None):
     return Fields(x_field, y_field, parse_columns(columns))
 
 
-def data_fields(x_field: str | None, y_field: str | None, columns: str | None):
-    """A context in which data files are read with these fields (see compgen.data.files)."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.data.files import reading_fields
-
-    return reading_fields(fields_of(x_field, y_field, columns))
-
-
 def checkpoint_kind(path: Path) -> str:
     """The kind stored in a checkpoint: "recombine" (generator), "seq2seq" (predictor)."""
     # start-up: `compgen --help` loads no torch or polars

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
 
 data_app = typer.Typer(no_args_is_help=True, help="List, fetch and describe data sets.")
 app.add_typer(data_app, name="data")
@@ -44,11 +44,11 @@ def data_stats(name: str = typer.Argument(..., help="data set name, data file or
                y_field: str | None = YField, columns: str | None = Columns) -> None:
     """Counts, vocabulary sizes and lengths per split."""
     # start-up: `compgen --help` loads no polars
-    from compgen.data import load_dataset
+    from compgen.data.dataset import open_dataset
     from compgen.data.stats import table_stats
 
-    with data_fields(x_field, y_field, columns):
-        stats = table_stats(load_dataset(name, data_dir))
+    fields = fields_of(x_field, y_field, columns)
+    stats = table_stats(open_dataset(name, data_dir, fields).table)
     table = Table(title=name)
     for col in stats.columns:
         table.add_column(col, justify="left" if col == "split" else "right")

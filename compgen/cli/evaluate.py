@@ -15,8 +15,8 @@ from compgen.cli.common import (
     app,
     checkpoint_kind,
     console,
-    data_fields,
     err_console,
+    fields_of,
 )
 from compgen.device import resolve_device
 from compgen.errors import UserError
@@ -47,6 +47,7 @@ def evaluate_cmd(
     # start-up: `compgen --help` loads no torch or polars
     import torch
 
+    from compgen.data.dataset import open_dataset
     from compgen.evaluation.evaluate import aggregate, markdown_table, write_results
 
     if batch_size < 1:
@@ -61,9 +62,12 @@ def evaluate_cmd(
     if threads is not None:
         torch.set_num_threads(max(1, threads))
     torch.manual_seed(seed)
-    with data_fields(x_field, y_field, columns):
-        rows = _evaluate_models(models, data, plots, direct, limit, predictions, batch_size,
-                                backend, beam, seed, data_dir, dev)
+    # --data read once, with the fields named here; without it each model reads its own
+    fields = fields_of(x_field, y_field, columns)
+    dataset = (open_dataset(data, data_dir, fields)
+               if data else None)
+    rows = _evaluate_models(models, dataset, plots, direct, limit, predictions, batch_size,
+                            backend, beam, seed, data_dir, dev)
     if not rows:
         return
     console.print(markdown_table(aggregate(rows)), highlight=False, markup=False)
@@ -83,6 +87,7 @@ def evaluate_cmd(
 
 def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
                      beam, seed, data_dir, dev) -> list[dict]:
+    """``data``: the Dataset of --data, or None (each model's own)."""
     # start-up: `compgen --help` loads no torch or polars
     from compgen.evaluation.evaluate import evaluate_predictor, write_plots
 
@@ -109,7 +114,7 @@ def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size
 
 
 
-def _evaluate_generator(model: Path, data: str | None, plots: Path | None, direct: bool,
+def _evaluate_generator(model: Path, data, plots: Path | None, direct: bool,
                         limit: int | None, predictions: Path | None, batch_size: int,
                         seed: int, data_dir: Path | None) -> list[dict]:
     """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""

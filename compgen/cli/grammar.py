@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, data_fields
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
 from compgen.errors import UserError
 
 
@@ -31,7 +31,8 @@ def evaluate_grammar_cmd(
     from compgen.augment.csl.rules import read_grammar
     from compgen.augment.csl.run import evaluate_grammar
     from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data import load_dataset, split_of
+    from compgen.data import split_of
+    from compgen.data.dataset import open_dataset
     from compgen.data.table import pairs as table_pairs
 
     if steps is not None and steps < 1:
@@ -47,8 +48,8 @@ def evaluate_grammar_cmd(
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, seed=seed, training_steps=steps or cfg.model.training_steps))
     rules = read_grammar(grammar)
-    with data_fields(x_field, y_field, columns):
-        table = load_dataset(data, data_dir)
+    fields = fields_of(x_field, y_field, columns)
+    table = open_dataset(data, data_dir, fields).table
     train = table_pairs(split_of(table, "train", data))
     test = table_pairs(split_of(table, "test", data))
     with csl_progress() as progress:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, console
+from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
 from compgen.errors import UserError
 from compgen.io import atomic_open
 
@@ -42,20 +42,28 @@ def lm_train(
     memory: str = typer.Option("500M", "--memory", help="lmplz sorting memory (-S); does not change the model"),
     seed: int = typer.Option(0, "--seed", help="GECA seed (--geca); lmplz is deterministic"),
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
     # start-up: `compgen --help` loads no polars
+    from compgen.data.dataset import open_dataset
     from compgen.lm.kenlm_tools import check_order, train_lm
     from compgen.lm.side_corpus import train_side_lm
 
     if geca and not side:
         raise UserError("--geca needs --side (which side of the pairs the LM reads)")
+    if not side and (x_field or y_field or columns):
+        raise UserError("--x-field/--y-field/--columns read example pairs: they go with --side")
     check_order(order)
     start = time.perf_counter()
     if side is None:
         train_lm(corpus, output, order, discount_fallback, memory, data_dir)
     else:
-        counts = train_side_lm(corpus, side, output, order, discount_fallback, memory, geca,
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(corpus, data_dir, fields)
+        counts = train_side_lm(dataset, side, output, order, discount_fallback, memory, geca,
                                seed, data_dir)
         console.print(f"{corpus}: side {side}, {counts['original']} pairs"
                       + (f" + {counts['synthetic']} GECA pairs ({geca})" if geca else ""),

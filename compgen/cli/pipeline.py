@@ -15,7 +15,7 @@ from compgen.cli.common import (
     YField,
     app,
     console,
-    data_fields,
+    fields_of,
     log_with_flags,
     ray_address,
 )
@@ -125,16 +125,18 @@ def pipeline_cmd(
                            log=log_with_flags(console))
     if name == "own":
         # start-up: `compgen --help` loads no torch or polars
-        from compgen.data import load_dataset
+        from compgen.data.dataset import open_dataset
         from compgen.pipelines.runs import own_runs
 
         if ray is not None:
             raise UserError("--ray runs the named rows; run `compgen pipeline own` without it")
         chosen = parse_seeds(seeds)
-        with data_fields(x_field, y_field, columns):
-            load_dataset(data, data_dir)   # a file that cannot be read fails before any training
-            runs = own_runs(data, tuple(r.strip() for r in rows.split(",") if r.strip()))
-            rows_done = [row for run in runs for row in run_pipeline(run, chosen, opts)]
+        # read once, with the fields named: a file that cannot be read fails before any
+        # training, and every step of every row trains on this table
+        fields = fields_of(x_field, y_field, columns)
+        dataset = open_dataset(data, data_dir, fields)
+        runs = own_runs(dataset, tuple(r.strip() for r in rows.split(",") if r.strip()))
+        rows_done = [row for run in runs for row in run_pipeline(run, chosen, opts)]
         console.print(markdown_table(aggregate(rows_done)), highlight=False, markup=False)
         console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
         return

@@ -13,11 +13,15 @@ from pathlib import Path
 import typer
 
 from compgen.cli.common import (
+    Columns,
     DataDir,
     DeviceOption,
+    XField,
+    YField,
     app,
     console,
     err_console,
+    fields_of,
     log_with_flags,
     ray_address,
 )
@@ -59,6 +63,9 @@ def sample_cmd(
     resume: bool = typer.Option(False, "--resume", help="export folders with -o: go on from OUTPUT.partial, the journal an interrupted run of the same command left (accepted samples are journaled as they come; the file is written when the job ends)"),
     device: str | None = DeviceOption,
     data_dir: Path | None = DataDir,
+    x_field: str | None = XField,
+    y_field: str | None = YField,
+    columns: str | None = Columns,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
     # start-up: `compgen --help` loads no polars
@@ -82,8 +89,12 @@ def sample_cmd(
     from compgen.lm.rerank import LmRanking
 
     # loads the LM files now: a missing or corrupt model stops before any decoding
+    if lm_val is None and (x_field or y_field or columns):
+        raise UserError("--x-field/--y-field/--columns read the pairs of --lm-val: they go "
+                        "with it")
+    fields = fields_of(x_field, y_field, columns)
     ranking = LmRanking.from_options(lm, lm_weight, lm_side, lm_mix, rerank, min_lm_logprob,
-                                     lm_val, data_dir)
+                                     lm_val, data_dir, fields)
     if ranking is not None and ranking.weight_choice:
         err_console.print(ranking.weight_choice, highlight=False, markup=False, soft_wrap=True)
     factory = None

@@ -14,7 +14,6 @@ from compgen.cli.common import (
     YField,
     app,
     console,
-    data_fields,
     fields_of,
 )
 from compgen.device import resolve_device, training_precision, use_tf32
@@ -51,7 +50,8 @@ def train_predictor_cmd(
     # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    from compgen.training.predictor import train_predictor
+    from compgen.data.dataset import open_dataset
+    from compgen.training.predictor import read_predictor, train_predictor
 
     dev = resolve_device(device)
     use_tf32(dev, tf32)
@@ -60,14 +60,18 @@ def train_predictor_cmd(
         torch.set_num_threads(threads)
     if resume and not output.is_file():
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
-    with data_fields(x_field, y_field, columns):
-        summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
-                                  data_dir=data_dir, epochs=epochs, resume=resume, label=label,
-                                  keep_every=keep_every,
-                                  log=lambda line: console.print(line, highlight=False),
-                                  device=dev, overrides={"model.max_len": max_len,
-                                                         "model.copy_sup": copy,
-                                                         "model.hidden": hidden})
+    if resume and not data:   # the checkpoint's data, read with the fields given here
+        data = read_predictor(output).config.get("run", {}).get("data")
+    # the data and the --augment file are read with the fields named here
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields) if data else None
+    summary = train_predictor(dataset, config, output, augment=augment, p_aug=p_aug, seed=seed,
+                              data_dir=data_dir, epochs=epochs, resume=resume, label=label,
+                              keep_every=keep_every,
+                              log=lambda line: console.print(line, highlight=False),
+                              device=dev, overrides={"model.max_len": max_len,
+                                                     "model.copy_sup": copy,
+                                                     "model.hidden": hidden})
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
                   f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s on "
@@ -144,7 +148,8 @@ def train_generator_cmd(
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "train.threads": threads,
         "train.precision": precision, "train.neighborhood": neighborhood,
         "train.similarity": similarity})
-    dataset = open_dataset(data, data_dir, fields_of(x_field, y_field, columns))
+    fields = fields_of(x_field, y_field, columns)
+    dataset = open_dataset(data, data_dir, fields)
     result = train_generator(cfg, dataset, output, data_dir=data_dir, resume=resume,
                              epochs=epochs, max_steps=max_steps, time_budget=time_budget,
                              progress=not quiet, device=dev, tf32=tf32,

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from compgen.data import cogs, geoquery, lm, scan, sigmorphon
-from compgen.data.files import Fields, read_data_file, read_data_path, reading_fields
+from compgen.data.files import Fields, read_data_file, read_data_path
 from compgen.data.sources import resolve_data_dir
 from compgen.data.table import make_table, pairs, select_split
 from compgen.data.task import Task, task_of
@@ -35,7 +35,6 @@ __all__ = [
     "pairs",
     "read_data_file",
     "read_data_path",
-    "reading_fields",
     "select_split",
     "split_of",
     "task_of",

@@ -6,7 +6,7 @@ from here, so the reader's settings travel with the call and the file is read on
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -19,6 +19,7 @@ from compgen.data.task import Task, task_of
 class Dataset:
     name: str            # what checkpoints record and --resume compares
     table: pl.DataFrame  # the example table (compgen.data.table)
+    fields: Fields = field(default_factory=Fields)   # how a file was read (recorded)
 
     @property
     def task(self) -> Task:
@@ -27,8 +28,9 @@ class Dataset:
 
 def open_dataset(data: str | os.PathLike | Dataset, data_dir: str | os.PathLike | None = None,
                  fields: Fields | None = None) -> Dataset:
-    """``data`` (a named set, a file or a folder) read as an example table; a Dataset is
-    returned as it is."""
+    """``data`` (a named set, a file or a folder) read as an example table, a file with
+    ``fields`` (default: the usual names); a Dataset is returned as it is."""
     if isinstance(data, Dataset):
         return data
-    return Dataset(str(data), load_dataset(str(data), data_dir, fields))
+    fields = fields or Fields()
+    return Dataset(str(data), load_dataset(str(data), data_dir, fields), fields)

@@ -26,14 +26,12 @@ Text is read as UTF-8; a byte-order mark is dropped and the text NFC-normalised.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -78,19 +76,13 @@ class Fields:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
                 if v is not None}
 
-
-_FIELDS: ContextVar[Fields | None] = ContextVar("compgen_data_fields", default=None)
-
-
-@contextlib.contextmanager
-def reading_fields(fields: Fields | None) -> Iterator[None]:
-    """Read every data file opened inside the block with ``fields`` (the CLI's
-    ``--x-field/--y-field/--columns``, which reach readers deep inside a command)."""
-    token = _FIELDS.set(fields or Fields())
-    try:
-        yield
-    finally:
-        _FIELDS.reset(token)
+    @classmethod
+    def of_source(cls, source: dict | None) -> Fields:
+        """The fields a checkpoint's ``data_source`` (``source_record``) says its data
+        file was read with; the usual names for a named set or an older checkpoint."""
+        recorded = (source or {}).get("fields") or {}
+        columns = recorded.get("columns")
+        return cls(recorded.get("x"), recorded.get("y"), tuple(columns) if columns else None)
 
 
 def parse_columns(text: str | None) -> tuple[str, ...] | None:
@@ -113,7 +105,7 @@ def data_text(path: Path) -> str:
 def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
     """A data file (every row ``train`` unless it has a split field) or a folder of
     split files, as an example table."""
-    fields = fields or _FIELDS.get() or Fields()
+    fields = fields or Fields()
     if path.is_dir():
         return read_folder(path, fields)
     if path.exists() and not path.is_file():
@@ -125,7 +117,7 @@ def read_data_path(path: Path, fields: Fields | None = None) -> pl.DataFrame:
 
 
 def read_data_file(path: Path, fields: Fields | None = None, split: str = "train") -> pl.DataFrame:
-    fields = fields or _FIELDS.get() or Fields()
+    fields = fields or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
         table = _read_records(path, kind, fields, split)
@@ -536,15 +528,14 @@ def _is_number(text: str) -> bool:
 
 # ------------------------------------------------------------------ augmented data
 
-def read_pairs_file(path: str | Path, option: str = "`augment`") -> list[tuple[list[str], list[str]]]:
+def read_pairs_file(path: str | Path, option: str, fields: Fields) -> list[tuple[list[str], list[str]]]:
     """The (x, y) pairs of an augmented-data file, in any format a data file comes in: the
     augmenters' samples TSV (``x<TAB>y[<TAB>score...]``), a headed TSV, JSONL, JSON, CSV,
-    Parquet or Arrow; every row counts, whatever its split. The data's ``x_field`` and
-    ``y_field`` apply where the file has those fields, else the default names."""
+    Parquet or Arrow; every row counts, whatever its split. The data's ``fields`` (x and
+    y) apply where the file has those fields, else the default names."""
     path = Path(path)
     if not path.is_file():
         raise SettingError(f"{option} {path}: {not_a_file(path)}")
-    fields = _FIELDS.get() or Fields()
     kind = RECORD_SUFFIXES.get(path.suffix.lower())
     if kind is not None:
         frame, place = _record_frame(path, kind)
@@ -572,9 +563,9 @@ def _fields_present(fields: Fields, columns: Sequence[str]) -> Fields:
 
 # ------------------------------------------------------------------ provenance
 
-def source_record(name: str, data_dir=None) -> dict:
+def source_record(name: str, data_dir, fields: Fields) -> dict:
     """What a checkpoint records about its data: for a file or folder its absolute path,
-    the sha256 of its files and the fields read; a named set just by name."""
+    the sha256 of its files and the ``fields`` it was read with; a named set just by name."""
     path = Path(name)
     if not path.exists():
         return {"name": name}
@@ -584,4 +575,4 @@ def source_record(name: str, data_dir=None) -> dict:
         digest.update(file.relative_to(path if path.is_dir() else path.parent).as_posix().encode())
         digest.update(hashlib.sha256(file.read_bytes()).digest())
     return {"name": name, "path": str(path.resolve()), "sha256": digest.hexdigest(),
-            "fields": (_FIELDS.get() or Fields()).record()}
+            "fields": fields.record()}

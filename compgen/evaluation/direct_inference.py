@@ -56,7 +56,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from torch import Tensor
 
-from compgen.data import load_dataset
+from compgen.data.dataset import Dataset, open_dataset
 from compgen.data.task import task_of
 from compgen.data.vocab import EOS_ID, PAD_ID, SEP_ID
 from compgen.decoding.contract import LATER_STEPS_MASKED, StepRules
@@ -326,7 +326,7 @@ def unique_pairs(table, split: str) -> list[tuple[list[str], list[str]]]:
     return [(list(x), list(y)) for x, y in seen]
 
 
-def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=None,
+def evaluate_direct(checkpoint: str | Path, data: Dataset | str | None = None, data_dir=None,
                     limit: int | None = None, batch_size: int = 256, seed: int = 0,
                     predictions: str | Path | None = None,
                     log: Callable[[str], None] | None = None) -> list[dict]:
@@ -338,10 +338,11 @@ def evaluate_direct(checkpoint: str | Path, data: str | None = None, data_dir=No
         raise UserError(f"{checkpoint}: direct inference needs a SCAN generator with 2 "
                         f"prototypes (this one: {config['model'].get('variant')}, "
                         f"{model.nproto} prototypes)")
-    data = data or config["data"]
+    dataset = data or config["data"]   # a Dataset, or a name read here
+    data = dataset.name if isinstance(dataset, Dataset) else dataset
     if not task_of(data).scan:
         raise SettingError(f"`data` {data}: direct inference runs on SCAN (scan/<split>)")
-    table = load_dataset(data, data_dir)
+    table = open_dataset(dataset, data_dir).table
     train = unique_pairs(table, "train")
     by_input: dict[tuple, tuple[list[str], list[str]]] = {}
     for u, y in unique_pairs(table, "test"):  # SCAN inputs determine their outputs

@@ -18,7 +18,8 @@ import polars as pl
 import torch
 
 from compgen.data import load_dataset
-from compgen.data.files import Fields, reading_fields, source_record
+from compgen.data.dataset import Dataset, open_dataset
+from compgen.data.files import Fields, source_record
 from compgen.data.vocab import EOS_ID
 from compgen.errors import SettingError, UserError
 from compgen.evaluation.plots import plot_attention, plot_generator_attention, plot_learning_curve
@@ -38,12 +39,15 @@ MORPH_SETS = {"FUT": "test_hard", "PST": "val_hard", "OTHER": "test_easy"}
 
 # ------------------------------------------------------------------ evaluation sets
 
-def evaluation_table(data: str, data_dir=None, trained_on: str | None = None) -> pl.DataFrame:
-    """The example table of a data set name or folder, or of a data file given as the test
-    set: all of its rows are the test set unless it has a split field. ``trained_on``: the
-    model's own training data, whose file is never relabelled "test"."""
-    table = load_dataset(data, data_dir)
-    if Path(data).is_file() and "test" not in table["split"].unique().to_list():
+def evaluation_table(data: Dataset | str, data_dir=None,
+                     trained_on: str | None = None) -> pl.DataFrame:
+    """The example table of a data set (a Dataset, or a name, file or folder read here),
+    a data file given as the test set: all of its rows are the test set unless it has a
+    split field. ``trained_on``: the model's own training data, whose file is never
+    relabelled "test"."""
+    dataset = open_dataset(data, data_dir)
+    table = dataset.table
+    if Path(dataset.name).is_file() and "test" not in table["split"].unique().to_list():
         if trained_on is not None:
             raise SettingError(f"{trained_on}: the model was trained on this file, which has "
                                "no test split; give `data` TEST_FILE (or train on a folder "
@@ -69,7 +73,7 @@ def check_unchanged(checkpoint, meta: dict, data: str) -> None:
     path = (meta.get("data_source") or {}).get("path")
     if not recorded or not path or Path(data).resolve() != Path(path):
         return
-    now = source_record(data).get("sha256")
+    now = source_record(data, None, Fields()).get("sha256")   # the files alone
     if now is not None and now != recorded:
         raise SettingError(f"{data}: changed since {checkpoint} was trained on it (sha256 "
                         f"{recorded[:12]}… then, {now[:12]}… now); give `data` to evaluate on "
@@ -131,29 +135,28 @@ def predictor_source(checkpoint: str | Path, backend: str | None = None, beam_wi
             model.cfg.max_len)
 
 
-def evaluate_predictor(checkpoint: str | Path, data: str | None = None, data_dir=None,
+def evaluate_predictor(checkpoint: str | Path, data: Dataset | str | None = None, data_dir=None,
                        beam_width: int = 0, batch_size: int = 256,
                        predictions: str | Path | None = None,
                        backend: str | None = None, device=None) -> list[dict]:
     """Score one checkpoint (or predictor export folder, on ``backend``) on every
-    evaluation set of its data (or ``data``): rows of
+    evaluation set of its data (read as it was for training) or of ``data`` (a Dataset,
+    or a name, file or folder read here): rows of
     {model, label, data, seed, set, subset, n, exact_match, f1, n_unfinished}
     (``n_unfinished``: predictions that ran to the model's max_len without ending)."""
     predict_sources, meta, max_len = predictor_source(checkpoint, backend, beam_width, batch_size,
                                                       device=device)
-    explicit = data is not None
-    data = data or recorded_data(meta)
-    if not data:
-        raise SettingError(f"{checkpoint}: names no data set; give `data`")
-    if explicit:
+    if data is not None:
         table = evaluation_table(data, data_dir)
-    else:   # read as it was for training (its --x-field/--y-field/--columns)
-        recorded = (meta.get("data_source") or {}).get("fields") or {}
-        fields = Fields(recorded.get("x"), recorded.get("y"),
-                        tuple(recorded["columns"]) if recorded.get("columns") else None)
-        with reading_fields(fields):
-            check_unchanged(checkpoint, meta, data)
-            table = evaluation_table(data, data_dir, trained_on=data)
+        data = data.name if isinstance(data, Dataset) else data
+    else:
+        data = recorded_data(meta)
+        if not data:
+            raise SettingError(f"{checkpoint}: names no data set; give `data`")
+        check_unchanged(checkpoint, meta, data)
+        # read as it was for training (its x and y fields, its columns)
+        trained = open_dataset(data, data_dir, Fields.of_source(meta.get("data_source")))
+        table = evaluation_table(trained, data_dir, trained_on=data)
     morphology = is_morphology(table)
     if morphology != (meta.get("task") == "morphology"):
         raise UserError(f"{checkpoint}: trained on {meta.get('data')}, cannot evaluate on {data}")
@@ -251,7 +254,7 @@ def write_results(rows: Sequence[dict], out: str | Path) -> dict[str, Path]:
 
 # ------------------------------------------------------------------ figures
 
-def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = None,
+def write_plots(checkpoint: str | Path, folder: str | Path, data: Dataset | str | None = None,
                 data_dir=None, n_attention: int = 2) -> list[Path]:
     """Learning curve (from the curve stored in the checkpoint) and attention heat-maps of
     the first ``n_attention`` evaluation examples, as PNG files in ``folder``."""
@@ -262,7 +265,9 @@ def write_plots(checkpoint: str | Path, folder: str | Path, data: str | None = N
         csv = folder / f"{stem}.curve.csv"
         write_curve_csv(meta["curve"], csv)
         written.append(plot_learning_curve(csv, folder / f"{stem}.curve.png"))
-    sets = evaluation_sets(evaluation_table(data or meta["data"], data_dir))
+    if data is None:   # the model's own data, read as it was for training
+        data = open_dataset(meta["data"], data_dir, Fields.of_source(meta.get("data_source")))
+    sets = evaluation_sets(evaluation_table(data, data_dir))
     first = next(iter(sets.values()))
     for k, source in enumerate(first["source"].to_list()[:n_attention]):
         ids, attention = greedy_search(model, collate([vocab.encode(source)], model.cfg.max_len),

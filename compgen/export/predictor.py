@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from compgen.data import load_dataset
+from compgen.data.files import Fields
 from compgen.data.vocab import BOS_ID, COPY_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.errors import UserError
@@ -56,10 +57,12 @@ from compgen.training.predictor import (
 PARITY_BEAM_WIDTH = 4
 
 
-def validation_sources(data: str, vocab: Vocab, data_dir, n: int) -> tuple[str, list[list[int]]]:
+def validation_sources(data: str, vocab: Vocab, data_dir, n: int,
+                       fields: Fields) -> tuple[str, list[list[int]]]:
     """Up to ``n`` distinct source sequences (as ids) of the data set's test split (the
-    first ``test*`` split; the training split when there is none), in file order."""
-    table = load_dataset(data, data_dir)
+    first ``test*`` split; the training split when there is none), in file order; a file
+    read with ``fields``."""
+    table = load_dataset(data, data_dir, fields)
     splits = sorted(table["split"].unique().to_list())
     split = next((s for s in splits if s.startswith("test")), "train")
     seen, sources = set(), []
@@ -172,8 +175,10 @@ class PredictorExport(KindSpec):
         finite_weights(self.model, checkpoint)
         if "data" not in self.info:
             raise UserError(f"{checkpoint}: the checkpoint names no data set to validate on")
-        self.split, self.sources = validation_sources(self.info["data"], self.vocab,
-                                                      options.data_dir, options.parity_sets)
+        # the data read as it was for training (its x and y fields, its columns)
+        self.split, self.sources = validation_sources(
+            self.info["data"], self.vocab, options.data_dir, options.parity_sets,
+            Fields.of_source(self.info.get("data_source")))
 
     def write(self, folder: Path) -> Manifest:
         model, vocab, config, cfg = self.model, self.vocab, self.config, self.model.cfg

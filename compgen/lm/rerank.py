@@ -22,12 +22,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compgen.decoding.contract import rank_key
 from compgen.errors import SettingError
 from compgen.lm.model_file import checked_model_file
 from compgen.lm.scorer import SIDES, NgramScorer, side_text
 from compgen.lm.scores import read_sentences
+
+if TYPE_CHECKING:
+    from compgen.data.files import Fields
 
 RERANKS = ("model", "lm", "sum")
 
@@ -45,9 +49,10 @@ class LmRanking:
     def from_options(cls, lm: str | None, weight: float | None = None, side: str = "y",
                      mix: str = "token", rerank: str = "model",
                      min_logprob: float | None = None, val: str | None = None,
-                     data_dir=None) -> LmRanking | None:
+                     data_dir=None, fields: Fields | None = None) -> LmRanking | None:
         """Check the options and load the models (a missing or corrupt file is a
-        UserError here, before anything is decoded). None without ``--lm``."""
+        UserError here, before anything is decoded); ``val``'s pairs are read with
+        ``fields``. None without ``--lm``."""
         if rerank not in RERANKS:
             raise SettingError(f"`rerank` {rerank}: unknown (valid: {', '.join(RERANKS)})")
         if side not in SIDES:
@@ -66,7 +71,7 @@ class LmRanking:
             if val is None:
                 raise SettingError("`lm` BASE,AUG: give the mixture weight (`lm_weight`) or a "
                                    "validation corpus to choose it on (`lm_val`)")
-            sentences = validation_sentences(val, side, data_dir)
+            sentences = validation_sentences(val, side, data_dir, fields)
             table = scorer.choose_weight(sentences)
             source = ("one sentence per line" if Path(val).suffix == ".txt" else
                       f"every row's {side} side" if Path(val).is_file() else
@@ -146,15 +151,18 @@ class LmRanking:
         return sorted(samples, key=lambda s: rank_key(self.rank_score(s)))[:n]
 
 
-def validation_sentences(val: str, side: str, data_dir=None) -> list[str]:
+def validation_sentences(val: str, side: str, data_dir=None,
+                         fields: Fields | None = None) -> list[str]:
     """--lm-val: a corpus file (one sentence per line, ``.txt``) or data whose ``side`` of
-    the pairs is read (a data set's train split, a data file, a samples TSV)."""
-    # start-up: the GECA package loads only to build a side corpus
+    the pairs is read (a data set's train split, a data file read with ``fields``, a
+    samples TSV)."""
+    # start-up: the GECA package and polars load only to build a side corpus
+    from compgen.data.dataset import open_dataset
     from compgen.lm.side_corpus import training_pairs
 
     if Path(val).suffix == ".txt":
         return read_sentences(val)
-    return [side_text(x, y, side) for x, y in training_pairs(val, data_dir)]
+    return [side_text(x, y, side) for x, y in training_pairs(open_dataset(val, data_dir, fields))]
 
 
 def sample_columns(samples: list) -> dict[str, list[float]]:

@@ -5,9 +5,13 @@ which presets it trains, how it samples. ``runs.py`` holds the steps that run a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from compgen.decoding.options import NO_ROUND_CAP
 from compgen.errors import SettingError, UserError
+
+if TYPE_CHECKING:
+    from compgen.data.dataset import Dataset
 
 SCAN_SPLITS = {"jump": "jump", "around_right": "around right"}  # split -> rare phrase
 SIG_LANGUAGES = ("spanish", "swahili", "turkish")
@@ -48,9 +52,15 @@ class Run:
     # (generator, predictor) at every --size; a predictor None: sized from the data
     presets: tuple[str, str | None] | None = None
     recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
+    # own data: the user's set, read once (with the fields named); named sets: None
+    dataset: Dataset | None = field(default=None, compare=False, repr=False)
 
     def data_for(self, seed: int) -> str:
         return self.data.format(seed=seed)
+
+    def dataset_for(self, seed: int) -> Dataset | str:
+        """What the steps train on: the own data set as read, else the name to read."""
+        return self.dataset if self.dataset is not None else self.data_for(seed)
 
     @property
     def table_data(self) -> str:
@@ -167,21 +177,20 @@ def _geo_runs(name: str) -> dict[str, Run]:
     return {f"geo-{name}-{k}": replace(r, name=f"geo-{name}-{k}") for k, r in rows.items()}
 
 
-def own_runs(data: str, rows: tuple[str, ...] = OWN_ROWS) -> list[Run]:
-    """The rows of a user's own data set (a file or folder): the predictor alone, with
-    GECA's samples (the paper's semantic-parsing settings, p_aug 0.3) and with an R&R
-    recomb-2 generator's resampled samples; ``own-<row>``."""
+def own_runs(dataset: Dataset, rows: tuple[str, ...] = OWN_ROWS) -> list[Run]:
+    """The rows of a user's own data set (a file or folder, read once): the predictor
+    alone, with GECA's samples (the paper's semantic-parsing settings, p_aug 0.3) and with
+    an R&R recomb-2 generator's resampled samples; ``own-<row>``."""
     unknown = sorted(set(rows) - set(OWN_ROWS))
     if unknown or not rows:
         raise SettingError(f"`rows` {','.join(rows)}: give some of {', '.join(OWN_ROWS)}")
-    task = "own"
+    own = {"task": "own", "presets": OWN_PRESETS, "dataset": dataset}
+    data = dataset.name
     catalog = {
-        "baseline": Run("own-baseline", data, "baseline", task=task, presets=OWN_PRESETS),
-        "geca": Run("own-geca", data, "GECA", augment="geca", p_aug=GEO_P_AUG, task=task,
-                    presets=OWN_PRESETS),
+        "baseline": Run("own-baseline", data, "baseline", **own),
+        "geca": Run("own-geca", data, "GECA", augment="geca", p_aug=GEO_P_AUG, **own),
         "recomb2": Run("own-recomb2", data, "recomb-2", "generator", {"model.nproto": 2},
-                       {"resample": "rare", "rare": "auto"}, GEO_P_AUG, task=task,
-                       presets=OWN_PRESETS),
+                       {"resample": "rare", "rare": "auto"}, GEO_P_AUG, **own),
     }
     return [catalog[row] for row in rows]
 

@@ -163,7 +163,7 @@ def make_generator(run: Run, seed: int, folder: Path, opts: PipelineOptions,
     config = generator_config(run, seed, opts)
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] generator: {preset} {run.generator}")
-    train_generator(config, run.data_for(seed), path, data_dir=opts.data_dir,
+    train_generator(config, run.dataset_for(seed), path, data_dir=opts.data_dir,
                     resume=path.is_file(), epochs=opts.generator_epochs,
                     max_steps=opts.generator_steps, progress=False, log=opts.log,
                     device=opts.device)
@@ -270,7 +270,7 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
         return path
     tic = time.perf_counter()
     preset = "scan" if run.task == "scan" else "semparse"
-    augment_file(run.data_for(seed), path, make_config(preset, {"seed": seed}, run.data_for(seed)),
+    augment_file(run.dataset_for(seed), path, make_config(preset, {"seed": seed}, run.data_for(seed)),
                  data_dir=opts.data_dir)
     timer.record("geca", time.perf_counter() - tic)
     return path
@@ -287,7 +287,7 @@ def make_csl(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: Ti
         return path
     tic = time.perf_counter()
     config = "scan" if run.task == "scan" else "generic"
-    done = csl_augment_dataset(run.data_for(seed), path, config, CSL_SAMPLES, seed,
+    done = csl_augment_dataset(run.dataset_for(seed), path, config, CSL_SAMPLES, seed,
                                uniform=run.augment == "csl-uniform",
                                grammar_out=folder / "grammar.txt", data_dir=opts.data_dir,
                                temperature=opts.csl_temperature)
@@ -325,7 +325,7 @@ def make_predictor(run: Run, seed: int, augment: Path | None, folder: Path,
     tic = time.perf_counter()
     opts.log(f"[{run.name} seed {seed}] predictor: {preset or 'settings sized from the data'}"
              + (f", augmented {augment} p_aug {p_aug}" if augment else ""))
-    train_predictor(run.data_for(seed), preset, path, augment=augment,
+    train_predictor(run.dataset_for(seed), preset, path, augment=augment,
                     p_aug=p_aug if augment else None,  # None: the baseline's own data only
                     seed=seed, data_dir=opts.data_dir, epochs=opts.predictor_epochs,
                     resume=path.is_file(), label=run.label, keep_every=opts.keep_every,

@@ -49,10 +49,10 @@ from compgen.configs import PredictorTrainConfig
 from compgen.data import (
     geoquery,
     keeps_own_dev,
-    load_dataset,
     refuse_overwriting_data,
 )
-from compgen.data.files import read_pairs_file, source_record
+from compgen.data.dataset import Dataset, open_dataset
+from compgen.data.files import Fields, read_pairs_file, source_record
 from compgen.data.resample import unique_pairs
 from compgen.data.task import task_of
 from compgen.data.vocab import Vocab
@@ -161,9 +161,10 @@ def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
     return [train[i] for i in order[:n_train]], [train[i] for i in order[n_train:n_train + n_dev]]
 
 
-def read_augmented(path: str | Path, morphology: bool) -> list[Pair]:
-    """The augmented pairs of ``path``: any format a data file comes in (``read_pairs_file``)."""
-    pairs = read_pairs_file(path)
+def read_augmented(path: str | Path, morphology: bool, fields: Fields) -> list[Pair]:
+    """The augmented pairs of ``path``: any format a data file comes in, read with the
+    data's ``fields`` where it has them (``read_pairs_file``)."""
+    pairs = read_pairs_file(path, "`augment`", fields)
     if morphology:
         pairs = [(y, x) for x, y in pairs]
     return unique_pairs(pairs)
@@ -398,14 +399,16 @@ def write_curve_csv(curve: list[dict], path: str | Path) -> None:
         f.write(text)
 
 
-def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path, *,
+def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None,
+                    out: str | Path, *,
                     augment: str | Path | None = None, p_aug: float | None = None,
                     seed: int = 0, data_dir=None, epochs: int | None = None,
                     resume: bool = False, label: str | None = None, keep_every: int = 0,
                     log: Callable[[str], None] | None = None, device=None,
                     overrides: dict | None = None) -> dict:
-    """Train the predictor on a data set (+ an augmented samples TSV) and write the
-    checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
+    """Train the predictor on ``data`` (a Dataset, or a name or path read here; None with
+    ``resume``: the checkpoint's) (+ an augmented samples file, read with the data's
+    fields) and write the checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
@@ -425,10 +428,12 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
         raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
+    dataset = data if isinstance(data, Dataset) else None   # else read once, below
+    data = data.name if isinstance(data, Dataset) else str(data)
     refuse_overwriting_data(out, data, data_dir)
     if augment is not None:
         refuse_overwriting_inputs(out, [("augment", augment)], "`output`")
-    table = None   # read first only when the settings are sized from it: a bad preset fails fast
+    # a name is read first only when the settings are sized from it: a bad preset fails fast
     if saved is not None and preset is None:
         model_opts = dict(saved.config["model"])
         tcfg = PredictorTrainConfig.from_dict(saved.config.get("train", {}))
@@ -437,8 +442,8 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         if preset is None and task.named:
             preset = task.default_preset("predictor")
         elif preset is None:
-            table = load_dataset(data, data_dir)
-            preset = sized_preset(table)
+            dataset = open_dataset(dataset or data, data_dir)
+            preset = sized_preset(dataset.table)
         model_opts, tcfg = load_preset(preset, overrides)
     if saved is not None:
         _check_resume(out, saved, data, augment, p_aug, model_opts, tcfg)
@@ -450,12 +455,12 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
         p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
     if not 0.0 <= p_aug < 1.0:
         raise SettingError(f"`p_aug` must be in [0, 1), not {p_aug}")
-    if table is None:
-        table = load_dataset(data, data_dir)
+    dataset = open_dataset(dataset or data, data_dir)
+    table = dataset.table
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
     train, dev = split_train_dev(table, tcfg.dev_fraction, seed, own_dev=keeps_own_dev(str(data)))
-    augmented = read_augmented(augment, morphology) if augment else []
+    augmented = read_augmented(augment, morphology, dataset.fields) if augment else []
     limit = int(model_opts.get("max_len", Seq2SeqConfig.max_len))
     warn_cut(log, "training pairs", too_long(train, limit), len(train), limit)
     warn_cut(log, "dev pairs", too_long(dev, limit), len(dev), limit)
@@ -468,7 +473,7 @@ def train_predictor(data: str, preset: str | Path | dict | None, out: str | Path
     # morphology: all items of the split); tokens only in augmented data become <unk>
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
 
-    run = {"data": data, "data_source": source_record(data), "task": "morphology" if morphology else "scan", "seed": seed,
+    run = {"data": data, "data_source": source_record(data, data_dir, dataset.fields), "task": "morphology" if morphology else "scan", "seed": seed,
            "augment": str(augment) if augment else None, "p_aug": p_aug,
            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
            "n_augmented_too_long": n_long,

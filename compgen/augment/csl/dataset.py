@@ -21,7 +21,8 @@ from compgen.augment.csl.rules import read_grammar, write_grammar
 from compgen.augment.csl.run import CslResult, Progress, check_lengths, csl_augment
 from compgen.augment.csl.seed_rules import cogs_seed_rules
 from compgen.augment.csl.target_cfg import cogs_target_cfg
-from compgen.data import load_dataset, select_split
+from compgen.data import select_split
+from compgen.data.dataset import Dataset, open_dataset
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.scan_semantics import correct_share
 from compgen.data.sources import resolve_data_dir
@@ -38,7 +39,8 @@ class CslDatasetResult:
     quality: dict        # SCAN: novel / correct shares of the samples; else empty
 
 
-def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: int = 100_000,
+def csl_augment_dataset(data: Dataset | str, output: str | Path, config: str = "scan",
+                        n: int = 100_000,
                         seed: int = 0, uniform: bool = False, dedup: bool = False,
                         grammar: str | Path | None = None, grammar_out: str | Path | None = None,
                         states: int | None = None, steps: int | None = None,
@@ -64,7 +66,8 @@ def csl_augment_dataset(data: str, output: str | Path, config: str = "scan", n: 
                                     temperature=cfg.sampler.temperature if temperature is None
                                     else temperature))
     rules = read_grammar(grammar) if grammar is not None else None
-    table = load_dataset(data, data_dir)
+    dataset = open_dataset(data, data_dir)   # a Dataset as it is; a name read here
+    data, table = dataset.name, dataset.table
     names = table["split"].unique().to_list() if "split" in table.columns else []
     train_table = select_split(table, "train") if "train" in names else table
     train = table_pairs(train_table)

@@ -10,28 +10,32 @@ import polars as pl
 from compgen.augment.geca.config import GecaConfig
 from compgen.augment.geca.partitions import Execution, check_execution
 from compgen.augment.geca.synthesis import GecaResult, geca_augment
-from compgen.data import load_dataset, refuse_overwriting_data, select_split
+from compgen.data import refuse_overwriting_data, select_split
+from compgen.data.dataset import Dataset, open_dataset
 from compgen.errors import UserError
 from compgen.io import SPACE_TOKEN, atomic_open, refuse_unwritable
 
 
-def load_training(data: str, data_dir=None) -> pl.DataFrame:
-    """The train split of a named data set, or every example of a data file."""
-    table = load_dataset(data, data_dir)
+def load_training(data: Dataset | str, data_dir=None) -> pl.DataFrame:
+    """The train split of a data set (a Dataset, or a name, file or folder read here), or
+    every example of a data file."""
+    dataset = open_dataset(data, data_dir)
+    table = dataset.table
     if "split" in table.columns and table.height:
         table = select_split(table, "train")
     if table.height == 0:
-        raise UserError(f"{data}: no training examples")
+        raise UserError(f"{dataset.name}: no training examples")
     return table
 
 
-def augment_file(data: str, output, config: GecaConfig, concat: bool = False, data_dir=None,
-                 progress=None, execution: Execution | None = None) -> GecaResult:
-    """Run GECA on the train split of ``data`` and write the synthesized examples (after
-    the training examples with ``concat``) as a samples TSV, atomically. Spilled
-    partitions go to a temporary folder beside the output unless ``execution`` names one."""
+def augment_file(data: Dataset | str, output, config: GecaConfig, concat: bool = False,
+                 data_dir=None, progress=None, execution: Execution | None = None) -> GecaResult:
+    """Run GECA on the train split of ``data`` (a Dataset, or a name, file or folder read
+    here) and write the synthesized examples (after the training examples with
+    ``concat``) as a samples TSV, atomically. Spilled partitions go to a temporary folder
+    beside the output unless ``execution`` names one."""
     config.validate()
-    refuse_overwriting_data(output, data, data_dir)
+    refuse_overwriting_data(output, data.name if isinstance(data, Dataset) else data, data_dir)
     execution = execution or Execution()
     check_execution(execution)
     if execution.spill_dir is None:
