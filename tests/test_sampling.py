@@ -122,7 +122,7 @@ def test_mixed_is_greedy_after_separator():
         token = chosen
 
 
-def test_collect_samples_unique_novel_and_ranked():
+def test_collect_eager_keeps_unique_novel_ranked_samples():
     model, vocab = model_and_vocab(outdrop_test=True)
     train = [(WORDS, WORDS), (["walk"], ["I_WALK"]), (["jump"], ["I_JUMP"])]  # every token known
     filt = SampleFilter.from_pairs(train, novel=True)
