@@ -413,26 +413,32 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
     if first is None:
         raise UserError(f"{path}: empty file")
     lineno, line = first
+    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
+    if samples_header and fields.columns is None:
+        # a samples TSV as compgen writes it: its rows are read as written, whatever the
+        # first looks like (``IN: ...``, ``x<TAB>y``, a line of names)
+        rows = parse_samples_tsv(text, str(path))
+        return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if line.startswith("IN: "):
         return make_table(*scan.parse_scan(text, str(path)), split)
-    if line.lstrip().startswith("{") and _json_object(line):
+    # (``<TAB>{...}`` is a corpus sentence as compgen writes one, not a JSON line)
+    if line.lstrip(" ").startswith("{") and _json_object(line):
         raise UserError(f"{where(path, lineno)}: a JSON object in a file read as text; "
                         "name the file .jsonl to read it as JSON lines")
     cells = line.split("\t")
-    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
-    named = (fields.x is not None or fields.y is not None) and not samples_header
+    named = fields.x is not None or fields.y is not None
     if fields.columns is not None or _is_header(cells) or (named and len(cells) >= 2):
         return _read_tsv_records(path, text, fields, split, lineno)
     if len(cells) == 1 and _is_header(line.split(",")):
         raise UserError(f"{where(path, lineno)}: a CSV header ({line.strip()!r}) in a file "
                         "read as a plain corpus; name the file .csv, or write x<TAB>y lines")
-    if not samples_header and _looks_like_header(text, lineno, cells):
+    if _looks_like_header(text, lineno, cells):
         names = [cell.strip() for cell in cells]
         raise SettingError(
             f"{where(path, lineno)}: the first line looks like a header ({', '.join(names)}), "
             f"not data: name the fields to read by it (`x_field` {names[-2]} `y_field` "
             f"{names[-1]}), or give `columns` if the line is data")
-    if samples_header or len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
+    if len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if len(cells) == 3:
@@ -515,8 +521,10 @@ def _read_tsv_records(path: Path, text: str, fields: Fields, split: str,
         if row.strip() and len(row.split("\t")) != width:
             raise UserError(f"{where(path, n)}: {len(row.split(chr(9)))} tab-separated fields, "
                             f"expected {width}")
+    # blank lines are not rows: each row's own line, for error messages
+    rows = [n for n, row in enumerate(text.splitlines()[lineno - 1:], lineno) if row.strip()]
     return records_table(frame.rename({c: c.strip() for c in frame.columns}), str(path),
-                         fields, split, first_line=lineno + (1 if header else 0))
+                         fields, split, lines=rows[1:] if header else rows)
 
 
 def _json_object(line: str) -> bool:

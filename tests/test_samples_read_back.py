@@ -1,0 +1,141 @@
+"""Every samples TSV compgen writes reads back as written, whatever its first row looks
+like: the writers put the ``#x<TAB>y`` header before rows of pairs, so that no row is read
+as SCAN (``IN: ...``), as a header line (``x<TAB>y``, ``input<TAB>output``, a line of
+names) or lost to the byte-order mark; a row that would still read back as something
+else (an x starting with ``#``, a comment; no x and no y, a blank line; a token the
+readers would NFC-normalise) is refused, naming the row and the token, with nothing
+written. Error lines name the row's own line after blank lines."""
+
+import json
+import unicodedata
+
+import polars as pl
+import pytest
+from cli_in_process import assert_one_error, run
+
+from compgen.augment.geca.files import write_tables_tsv
+from compgen.data.files import read_data_path, read_pairs_file
+from compgen.data.lm import parse_corpus
+from compgen.errors import UserError
+from compgen.io import write_samples_tsv
+
+REST = [(["jump", "twice"], ["J", "J"]), (["walk", "left", "twice"], ["L", "W", "L", "W"]),
+        (["look", "around"], ["K", "K", "K", "K"])]
+# first rows that a header-less x<TAB>y file would read as something else
+FIRST = {"scan": (["IN:", "jump"], ["J"]), "scan-line": (["IN:", "walk", "OUT:", "W"], ["Q"]),
+         "x-y": (["x"], ["y"]), "input-output": (["Input"], ["Output"]),
+         "names": (["run"], ["R"]), "bom": (["\ufeffrun"], ["R"]), "json": (["{}"], ["W"])}
+
+
+def written_by(writer, path, rows, scores=False):
+    if writer == "tables":
+        table = pl.DataFrame({"x": [x for x, _ in rows], "y": [y for _, y in rows]},
+                             schema={"x": pl.List(pl.String), "y": pl.List(pl.String)})
+        write_tables_tsv(path, [table.head(1), table.slice(1)])
+    else:
+        write_samples_tsv(path, rows, {"logprob": [-1.5] * len(rows)} if scores else None)
+
+
+def read_back(path):
+    table = read_data_path(path)
+    return list(zip(table["x"].to_list(), table["y"].to_list())), read_pairs_file(path)
+
+
+@pytest.mark.parametrize("writer", ["tables", "samples", "scored"])
+@pytest.mark.parametrize("name", sorted(FIRST))
+def test_any_first_row_reads_back_as_written(tmp_path, name, writer):
+    rows = [FIRST[name], *REST]
+    path = tmp_path / "out.tsv"
+    written_by("samples" if writer == "scored" else writer, path, rows, writer == "scored")
+    as_data, as_pairs = read_back(path)
+    assert as_data == rows and as_pairs == rows
+
+
+def test_a_corpus_is_written_without_header_and_reads_back(tmp_path):
+    """No x anywhere: ``<TAB>sentence`` lines, which `lm train` reads as the sentences."""
+    rows = [([], ['{"a":', "1}"]), ([], ["the", "cat"])]
+    path = tmp_path / "corpus.tsv"
+    write_samples_tsv(path, rows)
+    assert path.read_text(encoding="utf-8") == '\t{"a": 1}\n\tthe cat\n'
+    table = read_data_path(path)
+    assert list(zip(table["x"].to_list(), table["y"].to_list())) == rows
+    assert parse_corpus(path.read_text(encoding="utf-8")) == [y for _, y in rows]
+
+
+UNREADABLE = {"comment": ((["#walk", "twice"], ["W", "W"]), "'#walk'"),
+              "blank": (([], []), "both empty"),
+              "nfd": ((["cafe\u0301"], ["C"]), repr("cafe\u0301"))}
+
+
+@pytest.mark.parametrize("writer", ["tables", "samples"])
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_row_that_would_not_read_back_is_refused_and_nothing_written(tmp_path, name, writer):
+    row, shown = UNREADABLE[name]
+    with pytest.raises(UserError) as caught:
+        written_by(writer, tmp_path / "out.tsv", [*REST, row])
+    assert "row 4" in str(caught.value) and shown in str(caught.value), str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_comment_row_in_a_nonfirst_table_is_named_by_its_row_in_the_file(tmp_path):
+    """``--concat`` writes the training rows, then the synthesized ones: the row number
+    counts both."""
+    with pytest.raises(UserError, match="row 4"):
+        written_by("tables", tmp_path / "out.tsv", [*REST, (["#a"], ["A"])])
+
+
+def test_the_header_is_not_a_row_and_nfc_tokens_pass(tmp_path):
+    rows = [(["café"], ["C"]), *REST]
+    assert unicodedata.is_normalized("NFC", rows[0][0][0])
+    path = tmp_path / "out.tsv"
+    write_samples_tsv(path, rows)
+    assert path.read_text(encoding="utf-8").splitlines()[0] == "#x\ty"
+    assert read_back(path)[1] == rows
+
+
+def data_file(path, first):
+    path.write_text("\n".join(json.dumps({"x": x, "y": y}) for x, y in [first, *REST]) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", ["x-y", "scan", "names"])
+def test_geca_output_through_the_command_line_reads_back(tmp_path, capsys, monkeypatch, name):
+    data = data_file(tmp_path / "d.jsonl", FIRST[name])
+    out = tmp_path / "out.tsv"
+    code, lines, _ = run(capsys, monkeypatch, "augment", "geca", data, "--preset", "generic",
+                         "--concat", "-o", out)
+    assert code in (0, None), lines
+    as_data, as_pairs = read_back(out)
+    assert as_data[:4] == [FIRST[name], *REST] and as_pairs == as_data
+
+
+def test_geca_refuses_an_output_row_read_as_a_comment(tmp_path, capsys, monkeypatch):
+    data = data_file(tmp_path / "d.jsonl", (["#walk", "twice"], ["W", "W"]))
+    out = tmp_path / "out.tsv"
+    assert_one_error(run(capsys, monkeypatch, "augment", "geca", data, "--preset", "generic",
+                         "--concat", "-o", out), out, "'#walk'", "row 1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+# ------------------------------------------------------------------ line numbers
+
+def test_a_headed_tsv_row_after_blank_lines_is_named_by_its_own_line(tmp_path):
+    path = tmp_path / "d.tsv"
+    path.write_text("x\ty\n\njump\tJ\n\n\nwalk\t \nrun\tR\n")
+    with pytest.raises(UserError, match=f"^{path}:6: the y field 'y' is empty"):
+        read_data_path(path)
+
+
+def test_a_jsonl_row_after_blank_lines_is_named_by_its_own_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"x": "jump", "y": "J"}\n\n\n{"x": "walk", "y": ""}\n')
+    with pytest.raises(UserError, match=f"^{path}:4: the y field 'y' is empty"):
+        read_data_path(path)
+
+
+def test_a_csv_row_after_a_quoted_newline_is_named_by_its_own_line(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text('x,y\n"jump\ntwice",J J\nrun,R\nwalk,""\n')
+    with pytest.raises(UserError, match=f"^{path}:5: the y field 'y' is empty"):
+        read_data_path(path)
