@@ -276,6 +276,17 @@ def refuse_unwritable(table, path, columns: Sequence[str] = ("x", "y"), first_ro
                         "not read back from a samples TSV: remove or replace it")
 
 
+def refuse_comment_rows(text: str, source: str) -> None:
+    """A UserError if a samples TSV written elsewhere (the C++ runner) has a row after its
+    header line that the readers would skip as a comment (an x starting with ``#``)."""
+    for row, line in enumerate(text.splitlines()[1:], 1):
+        if line.startswith("#"):
+            token = line.split("\t", 1)[0].split(" ", 1)[0]
+            raise UserError(f"{source}: the first x token {token!r} of row {row} starts with "
+                            "'#', which makes its line a comment that the readers skip; the "
+                            "row would not read back from a samples TSV")
+
+
 def has_inputs(table) -> bool:
     """Whether some row of ``table`` has an x: a file of pairs, written with the samples
     header. Without one it is a corpus (``<TAB>sentence`` lines), which ``lm train`` reads

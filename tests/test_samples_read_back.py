@@ -17,10 +17,12 @@ from compgen.augment.geca.files import write_tables_tsv
 from compgen.data.files import read_data_path, read_pairs_file
 from compgen.data.lm import parse_corpus
 from compgen.errors import UserError
-from compgen.io import write_samples_tsv
+from compgen.io import refuse_comment_rows, write_samples_tsv
 
-REST = [(["jump", "twice"], ["J", "J"]), (["walk", "left", "twice"], ["L", "W", "L", "W"]),
-        (["look", "around"], ["K", "K", "K", "K"])]
+# rows GECA recombines (into "look left"), after the first
+REST = [(["jump", "twice"], ["J", "J"]), (["walk", "twice"], ["W", "W"]),
+        (["jump", "left"], ["L", "J"]), (["walk", "left"], ["L", "W"]),
+        (["look", "twice"], ["K", "K"])]
 # first rows that a header-less x<TAB>y file would read as something else
 FIRST = {"scan": (["IN:", "jump"], ["J"]), "scan-line": (["IN:", "walk", "OUT:", "W"], ["Q"]),
          "x-y": (["x"], ["y"]), "input-output": (["Input"], ["Output"]),
@@ -73,14 +75,14 @@ def test_a_row_that_would_not_read_back_is_refused_and_nothing_written(tmp_path,
     row, shown = UNREADABLE[name]
     with pytest.raises(UserError) as caught:
         written_by(writer, tmp_path / "out.tsv", [*REST, row])
-    assert "row 4" in str(caught.value) and shown in str(caught.value), str(caught.value)
+    assert f"row {len(REST) + 1}" in str(caught.value) and shown in str(caught.value), str(caught.value)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_comment_row_in_a_nonfirst_table_is_named_by_its_row_in_the_file(tmp_path):
     """``--concat`` writes the training rows, then the synthesized ones: the row number
     counts both."""
-    with pytest.raises(UserError, match="row 4"):
+    with pytest.raises(UserError, match=f"row {len(REST) + 1}"):
         written_by("tables", tmp_path / "out.tsv", [*REST, (["#a"], ["A"])])
 
 
@@ -105,9 +107,10 @@ def test_geca_output_through_the_command_line_reads_back(tmp_path, capsys, monke
     out = tmp_path / "out.tsv"
     code, lines, _ = run(capsys, monkeypatch, "augment", "geca", data, "--preset", "generic",
                          "--concat", "-o", out)
-    assert code in (0, None), lines
+    assert code in (0, None) and not lines, lines
     as_data, as_pairs = read_back(out)
-    assert as_data[:4] == [FIRST[name], *REST] and as_pairs == as_data
+    assert as_data[:len(REST) + 1] == [FIRST[name], *REST] and as_pairs == as_data
+    assert (["look", "left"], ["L", "K"]) in as_data[len(REST) + 1:]
 
 
 def test_geca_refuses_an_output_row_read_as_a_comment(tmp_path, capsys, monkeypatch):
@@ -139,3 +142,12 @@ def test_a_csv_row_after_a_quoted_newline_is_named_by_its_own_line(tmp_path):
     path.write_text('x,y\n"jump\ntwice",J J\nrun,R\nwalk,""\n')
     with pytest.raises(UserError, match=f"^{path}:5: the y field 'y' is empty"):
         read_data_path(path)
+
+
+def test_a_runner_row_read_as_a_comment_is_refused():
+    """The C++ runner writes its samples itself: a row after its header that the readers
+    would skip is refused when compgen reads the file back."""
+    header = "#x\ty\tlogprob\n"
+    refuse_comment_rows(header + "jump\tJ\t-1\n", "s.tsv")
+    with pytest.raises(UserError, match=r"^s\.tsv: the first x token '#jump' of row 2 "):
+        refuse_comment_rows(header + "walk\tW\t-1\n#jump twice\tJ J\t-2\n", "s.tsv")
