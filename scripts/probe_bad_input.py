@@ -635,6 +635,17 @@ def read_back_probes() -> list[Probe]:
            for name, first in FIRST_ROWS.items()]
     out.append(Probe("readback", "geca-row-a-comment", geca, message="'#walk' of row 1",
                      setup=with_files(**{"d.jsonl": data(("#walk twice", "W W"))})))
+    # a STEM-CORRUPT pool named .tsv: SIGMORPHON triples, not COGS (sentence, form, type)
+    gold = "".join(f"{stem}ar\t{stem}o\tV;IND;PRS;1;SG\n{stem}ar\t{stem}aste\tV;IND;PST;2;SG\n"
+                   for stem in ("habl", "cant", "camin", "mir", "estudi", "trabaj"))
+    out.append(Probe("readback", "stem-corrupt-pool-tsv",
+                     ["augment", "stem-corrupt", "{work}/gold.txt", "--pool", "20",
+                      "--iterations", "2", "-o", "{work}/pool.tsv"], expect="ok",
+                     outputs=("{work}/pool.tsv",), setup=with_files(**{"gold.txt": gold.encode()}),
+                     check="import sys; from compgen.augment.stem_corrupt.corrupt import "
+                           "read_triples; t = compgen.load('{work}/pool.tsv'); sys.exit(0 if "
+                           "'tags' in t.columns and t.height == len(read_triples("
+                           "'{work}/pool.tsv')) else 'pool.tsv read as %r' % (t.columns,))"))
     for name, (text, line) in LINE_CASES.items():
         out.append(Probe("readback", f"line-{name}", ["data", "stats", f"{{work}}/{name}"],
                          message=name + line, setup=with_files(**{name: text})))

@@ -14,6 +14,7 @@ import pytest
 from cli_in_process import assert_one_error, run
 
 from compgen.augment.geca.files import write_tables_tsv
+from compgen.augment.stem_corrupt.corrupt import read_triples
 from compgen.data.files import read_data_path, read_pairs_file
 from compgen.data.lm import parse_corpus
 from compgen.errors import UserError
@@ -151,3 +152,23 @@ def test_a_runner_row_read_as_a_comment_is_refused():
     refuse_comment_rows(header + "jump\tJ\t-1\n", "s.tsv")
     with pytest.raises(UserError, match=r"^s\.tsv: the first x token '#jump' of row 2 "):
         refuse_comment_rows(header + "walk\tW\t-1\n#jump twice\tJ J\t-2\n", "s.tsv")
+
+
+GOLD = "".join(f"{stem}ar\t{stem}o\tV;IND;PRS;1;SG\n{stem}ar\t{stem}aste\tV;IND;PST;2;SG;PFV\n"
+               for stem in ("habl", "cant", "camin", "mir", "estudi", "trabaj", "pregunt", "dese"))
+
+
+def test_a_stem_corrupt_pool_named_tsv_reads_back_as_sigmorphon(tmp_path, capsys, monkeypatch):
+    """Its third column is a tag set (``V;PST``), not a COGS type: read as SIGMORPHON, as
+    `read_triples` reads it, whatever the file's name."""
+    gold = tmp_path / "gold.txt"
+    gold.write_text(GOLD, encoding="utf-8")
+    pool = tmp_path / "pool.tsv"
+    code, lines, _ = run(capsys, monkeypatch, "augment", "stem-corrupt", gold, "--pool", "20",
+                         "--iterations", "2", "-o", pool)
+    assert code in (0, None), lines
+    table = read_data_path(pool)
+    triples = read_triples(pool)
+    assert table.columns[-3:] == ["lemma", "form", "tags"] and table.height == len(triples)
+    assert [(lemma, form, ";".join(tags)) for lemma, form, tags in
+            table.select("lemma", "form", "tags").rows()] == triples

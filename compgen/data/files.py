@@ -442,7 +442,7 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if len(cells) == 3:
-        kind = "cogs" if path.suffix == ".tsv" else "sigmorphon"
+        kind = "cogs" if path.suffix == ".tsv" and not _sigmorphon_tags(text) else "sigmorphon"
         _check_three_columns(path, text, kind)
         if kind == "cogs":
             xs, ys, types = cogs.parse_cogs(text, str(path))
@@ -482,6 +482,15 @@ def _looks_like_header(text: str, lineno: int, cells: Sequence[str]) -> bool:
     fresh = any(all(name.strip() not in value.split() for value in column)
                 for name, column in zip(cells, columns))
     return sentences and fresh
+
+
+def _sigmorphon_tags(text: str) -> bool:
+    """Whether every third field is a SIGMORPHON tag set (upper-case features joined by
+    ``;``, as ``augment stem-corrupt`` writes them): such a file is not COGS, whose types
+    are lower-case words, even when it is named ``.tsv``."""
+    tags = [fields[2].strip() for _, fields in _data_rows(text, 0) if len(fields) == 3]
+    return (any(";" in tag for tag in tags)
+            and not any(char.islower() for tag in tags for char in tag))
 
 
 def _check_three_columns(path: Path, text: str, kind: str) -> None:
