@@ -202,7 +202,9 @@ def stem_corrupt(data: PathLike | pl.DataFrame, pool: int | None = None, *,
 
 
 def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
-    """A DataFrame written where a step reads files (a folder of split Parquet files)."""
+    """A DataFrame written where a step reads files (a folder of split Parquet files, x
+    and y as token lists: joined into text, a token holding a space, or the space token
+    of a SIGMORPHON form, would not read back)."""
     # start-up: `import compgen` loads no polars; the call does
     import polars as pl
 
@@ -213,8 +215,7 @@ def _as_path(data: PathLike | pl.DataFrame, folder: Path, name: str) -> str:
     out.mkdir()
     for split in table["split"].unique().to_list():
         part = table.filter(pl.col("split") == split)
-        part.select(input=pl.col("x").list.join(" "), output=pl.col("y").list.join(" ")) \
-            .write_parquet(out / f"{split}.parquet")
+        part.select("x", "y").write_parquet(out / f"{split}.parquet")
     return str(out)
 
 

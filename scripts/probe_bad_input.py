@@ -646,6 +646,19 @@ def read_back_probes() -> list[Probe]:
                            "read_triples; t = compgen.load('{work}/pool.tsv'); sys.exit(0 if "
                            "'tags' in t.columns and t.height == len(read_triples("
                            "'{work}/pool.tsv')) else 'pool.tsv read as %r' % (t.columns,))"))
+    # a samples TSV of pairs read as a corpus: its header and both sides as sentences
+    out.append(Probe("readback", "lm-train-samples-tsv",
+                     ["lm", "train", "{work}/s.tsv", "-o", "{work}/m.arpa"], message="--side",
+                     setup=with_files(**{"s.tsv": b"#x\ty\njump twice\tJ J\nwalk\tW\n"})))
+    # a DataFrame the Python API writes for a step (evaluate_model): a space token survives
+    spaced = json.dumps({"x": ["a", " ", "b", "PST"], "y": ["a", " ", "b"]}) + "\n"
+    out.append(Probe("readback", "api-dataframe-space-token", [], expect="ok",
+                     outputs=("{work}/data",), setup=with_files(**{"d.jsonl": spaced.encode()}),
+                     python="import sys, pathlib; from compgen.api import _as_path; "
+                            "t = compgen.load('{work}/d.jsonl'); b = compgen.load(_as_path("
+                            "t, pathlib.Path('{work}'), 'data')); sys.exit(0 if b.select("
+                            "'x', 'y').rows() == t.select('x', 'y').rows() else "
+                            "'read back as %r' % (b.row(0),))"))
     for name, (text, line) in LINE_CASES.items():
         out.append(Probe("readback", f"line-{name}", ["data", "stats", f"{{work}}/{name}"],
                          message=name + line, setup=with_files(**{name: text})))

@@ -13,12 +13,16 @@ import polars as pl
 import pytest
 from cli_in_process import assert_one_error, run
 
+import compgen
+from compgen.api import _as_path
 from compgen.augment.geca.files import write_tables_tsv
 from compgen.augment.stem_corrupt.corrupt import read_triples
 from compgen.data.files import read_data_path, read_pairs_file
 from compgen.data.lm import parse_corpus
+from compgen.data.table import make_table
 from compgen.errors import UserError
 from compgen.io import refuse_comment_rows, write_samples_tsv
+from compgen.lm.kenlm_tools import resolve_corpus
 
 # rows GECA recombines (into "look left"), after the first
 REST = [(["jump", "twice"], ["J", "J"]), (["walk", "twice"], ["W", "W"]),
@@ -172,3 +176,26 @@ def test_a_stem_corrupt_pool_named_tsv_reads_back_as_sigmorphon(tmp_path, capsys
     assert table.columns[-3:] == ["lemma", "form", "tags"] and table.height == len(triples)
     assert [(lemma, form, ";".join(tags)) for lemma, form, tags in
             table.select("lemma", "form", "tags").rows()] == triples
+
+
+def test_a_dataframe_handed_to_a_step_reads_back_as_itself(tmp_path):
+    """``evaluate_model(model, DataFrame)`` writes the table for the evaluation to read: a
+    SIGMORPHON form's space token comes back (joined into text it was lost)."""
+    table = make_table([["a", " ", "b", "V", "PST"], ["c", "d"]], [["a", " ", "b"], ["C"]],
+                       "test")
+    path = _as_path(table, tmp_path, "data")
+    again = compgen.load(path)
+    assert again.select("x", "y").rows() == table.select("x", "y").rows()
+    assert again["split"].to_list() == ["test", "test"]
+
+
+def test_lm_train_refuses_a_samples_tsv_of_pairs_and_reads_a_corpus(tmp_path, capsys,
+                                                                     monkeypatch):
+    """Read as a corpus, the header and both sides of every pair would be sentences; a
+    corpus as GECA writes it (no x) is one."""
+    pairs, corpus = tmp_path / "pairs.tsv", tmp_path / "corpus.tsv"
+    write_samples_tsv(pairs, REST)
+    write_samples_tsv(corpus, [([], y) for _, y in REST])
+    assert_one_error(run(capsys, monkeypatch, "lm", "train", pairs, "-o", tmp_path / "m.arpa"),
+                     pairs, "--side")
+    assert resolve_corpus(corpus) == corpus
