@@ -415,14 +415,12 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
     lineno, line = first
     samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
     if samples_header and fields.columns is None:
-        # a samples TSV as compgen writes it: its rows are read as written, whatever the
-        # first looks like (``IN: ...``, ``x<TAB>y``, a line of names)
+        # compgen's samples TSV: read as written, whatever its first row looks like
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if line.startswith("IN: "):
         return make_table(*scan.parse_scan(text, str(path)), split)
-    # (``<TAB>{...}`` is a corpus sentence as compgen writes one, not a JSON line)
-    if line.lstrip(" ").startswith("{") and _json_object(line):
+    if line.lstrip(" ").startswith("{") and _json_object(line):   # not <TAB>{...}: a corpus line
         raise UserError(f"{where(path, lineno)}: a JSON object in a file read as text; "
                         "name the file .jsonl to read it as JSON lines")
     cells = line.split("\t")
@@ -485,12 +483,10 @@ def _looks_like_header(text: str, lineno: int, cells: Sequence[str]) -> bool:
 
 
 def _sigmorphon_tags(text: str) -> bool:
-    """Whether every third field is a SIGMORPHON tag set (upper-case features joined by
-    ``;``, as ``augment stem-corrupt`` writes them): such a file is not COGS, whose types
-    are lower-case words, even when it is named ``.tsv``."""
+    """Whether every third field is a SIGMORPHON tag set (``V;PST``, as STEM-CORRUPT writes
+    it), not a COGS type (a lower-case word), whatever the file's name."""
     tags = [fields[2].strip() for _, fields in _data_rows(text, 0) if len(fields) == 3]
-    return (any(";" in tag for tag in tags)
-            and not any(char.islower() for tag in tags for char in tag))
+    return any(";" in t for t in tags) and not any(c.islower() for t in tags for c in t)
 
 
 def _check_three_columns(path: Path, text: str, kind: str) -> None:
@@ -530,7 +526,6 @@ def _read_tsv_records(path: Path, text: str, fields: Fields, split: str,
         if row.strip() and len(row.split("\t")) != width:
             raise UserError(f"{where(path, n)}: {len(row.split(chr(9)))} tab-separated fields, "
                             f"expected {width}")
-    # blank lines are not rows: each row's own line, for error messages
     rows = [n for n, row in enumerate(text.splitlines()[lineno - 1:], lineno) if row.strip()]
     return records_table(frame.rename({c: c.strip() for c in frame.columns}), str(path),
                          fields, split, lines=rows[1:] if header else rows)
