@@ -615,7 +615,7 @@ READ_BACK = ("import sys; from compgen.data.files import read_pairs_file; "
 LINE_CASES = {
     "blank-lines.tsv": (b"x\ty\n\njump\tJ\n\n\nwalk\t \nrun\tR\n", ":6:"),
     "blank-lines.jsonl": (b'{"x": "jump", "y": "J"}\n\n\n{"x": "walk", "y": ""}\n', ":4:"),
-    "blank-quoted.csv": (b'x,y\n"jump\ntwice",J J\nrun,R\nwalk,""\n', ":5:"),
+    "blank-quoted.csv": (b'x,y\n"jump\ntwice",J J\n\nrun,R\nwalk,""\n', ":6:"),
 }
 
 

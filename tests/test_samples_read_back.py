@@ -142,11 +142,19 @@ def test_a_jsonl_row_after_blank_lines_is_named_by_its_own_line(tmp_path):
         read_data_path(path)
 
 
-def test_a_csv_row_after_a_quoted_newline_is_named_by_its_own_line(tmp_path):
+def test_a_csv_row_after_a_quoted_newline_and_blank_lines_is_named_by_its_own_line(tmp_path):
     path = tmp_path / "d.csv"
-    path.write_text('x,y\n"jump\ntwice",J J\nrun,R\nwalk,""\n')
-    with pytest.raises(UserError, match=f"^{path}:5: the y field 'y' is empty"):
+    path.write_text('x,y\n"jump\ntwice",J J\n\nrun,R\nwalk,""\n')
+    with pytest.raises(UserError, match=f"^{path}:6: the y field 'y' is empty"):
         read_data_path(path)
+
+
+def test_blank_lines_in_a_csv_are_skipped_as_in_tsv_and_jsonl(tmp_path):
+    """Polars made each an empty row, refused as "no value for the x field"."""
+    path = tmp_path / "d.csv"
+    path.write_text("x,y\n\njump twice,J J\n\nrun,R\n\n")
+    assert read_data_path(path).select("x", "y").rows() == [(["jump", "twice"], ["J", "J"]),
+                                                            (["run"], ["R"])]
 
 
 def test_a_runner_row_read_as_a_comment_is_refused():

@@ -44,7 +44,7 @@ from compgen.data.record_checks import (
     check_csv_header,
     check_header,
     check_records,
-    csv_row_lines,
+    csv_rows_without_blank_lines,
     load_json,
 )
 from compgen.data.table import SCHEMA, make_table
@@ -236,8 +236,8 @@ def _record_frame(path: Path, kind: str) -> tuple[pl.DataFrame, dict]:
         frame = pl.read_csv(io.BytesIO(text.encode()), infer_schema=False)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise UserError(f"{path}: not a CSV file with a header line ({str(exc).splitlines()[0]})") from None
-    lines = csv_row_lines(text, frame.height)
-    return frame, ({"lines": lines} if lines is not None else {"first_line": 2})
+    frame, lines = csv_rows_without_blank_lines(frame, text)
+    return frame, {"lines": lines}
 
 
 def _read_binary(path: Path, kind: str) -> pl.DataFrame:
