@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -209,6 +210,12 @@ UNWRITABLE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u
 _UNWRITABLE_CLASS = "[" + "".join(f"\\x{{{ord(c):X}}}" for c in UNWRITABLE) + "]"
 
 
+# The header line of a samples TSV. Written before every file of pairs, it tells the
+# readers the file's format, so that no first row is read as anything else (``IN: ...``
+# as SCAN, ``x<TAB>y`` or a line of names as a header, a JSON object).
+SAMPLES_HEADER = "#x\ty"
+
+
 def unwritable_token(table, columns: Sequence[str] = ("x", "y")) -> tuple[int, str, str, str] | None:
     """(row, column, token, what is wrong) of the first token of ``table``'s token-list
     columns that a samples TSV would not read back as itself, else None (vectorised: only
@@ -216,8 +223,10 @@ def unwritable_token(table, columns: Sequence[str] = ("x", "y")) -> tuple[int, s
     import polars as pl  # start-up: `import compgen` loads no polars; the call does
 
     for column in columns:
+        # the readers NFC-normalise what they read: another form would come back changed
         bad = pl.element().is_null() | (pl.element() == "") | (
-            (pl.element() != " ") & pl.element().str.contains(_UNWRITABLE_CLASS))
+            (pl.element() != " ") & pl.element().str.contains(_UNWRITABLE_CLASS)) | (
+            pl.element().str.normalize("NFC") != pl.element())
         hits = table[column].list.eval(bad).list.any().fill_null(False)
         if not hits.any():
             continue
@@ -228,17 +237,61 @@ def unwritable_token(table, columns: Sequence[str] = ("x", "y")) -> tuple[int, s
             char = next((c for c in token if c in UNWRITABLE), None)
             if token != " " and char is not None:
                 return row, column, token, f"holds U+{ord(char):04X}"
+            if unicodedata.normalize("NFC", token) != token:
+                return row, column, token, "is not in Unicode NFC form (read back normalised)"
     return None
 
 
-def refuse_unwritable(table, path, columns: Sequence[str] = ("x", "y")) -> None:
-    """A UserError before ``path`` is written if a token would not read back as written."""
+def unreadable_line(table) -> tuple[int, str, str] | None:
+    """(row, x token, what is wrong) of the first row of ``table`` whose samples-TSV line
+    would not read back as a row, else None: an x starting with ``#`` makes a comment line,
+    an empty x and y a blank one."""
+    comment = table["x"].list.first().str.starts_with("#").fill_null(False)
+    blank = (table["x"].list.len() == 0) & (table["y"].list.len() == 0)
+    hits = (comment | blank.fill_null(False))
+    if not hits.any():
+        return None
+    row = int(hits.arg_true()[0])
+    if comment[row]:
+        return (row, table["x"][row][0],
+                "starts with '#', which makes its line a comment that the readers skip")
+    return row, "", "is missing: the x and y of the row are both empty, a blank line"
+
+
+def refuse_unwritable(table, path, columns: Sequence[str] = ("x", "y"), first_row: int = 0) -> None:
+    """A UserError before ``path`` is written if a token would not read back as written,
+    or a row would not read back as a row. ``first_row``: the number of rows written
+    before ``table``'s (for the row number in the message)."""
     found = unwritable_token(table, columns)
     if found is not None:
         row, column, token, what = found
-        raise UserError(f"{path}: the {column} token {token!r} of row {row + 1} {what}; "
-                        "tokens are written space-separated in tab-separated lines, so it "
-                        "would not read back as written: remove or replace it")
+        raise UserError(f"{path}: the {column} token {token!r} of row {first_row + row + 1} "
+                        f"{what}; tokens are written space-separated in tab-separated lines, "
+                        "so it would not read back as written: remove or replace it")
+    found = unreadable_line(table) if {"x", "y"} <= set(columns) else None
+    if found is not None:
+        row, token, what = found
+        shown = f"the first x token {token!r}" if token else "the row"
+        raise UserError(f"{path}: {shown} of row {first_row + row + 1} {what}; the row would "
+                        "not read back from a samples TSV: remove or replace it")
+
+
+def refuse_comment_rows(text: str, source: str) -> None:
+    """A UserError if a samples TSV written elsewhere (the C++ runner) has a row after its
+    header line that the readers would skip as a comment (an x starting with ``#``)."""
+    for row, line in enumerate(text.splitlines()[1:], 1):
+        if line.startswith("#"):
+            token = line.split("\t", 1)[0].split(" ", 1)[0]
+            raise UserError(f"{source}: the first x token {token!r} of row {row} starts with "
+                            "'#', which makes its line a comment that the readers skip; the "
+                            "row would not read back from a samples TSV")
+
+
+def has_inputs(table) -> bool:
+    """Whether some row of ``table`` has an x: a file of pairs, written with the samples
+    header. Without one it is a corpus (``<TAB>sentence`` lines), which ``lm train`` reads
+    as it is and which no reader can mistake for another format."""
+    return bool(table.height) and bool((table["x"].list.len() > 0).any())
 
 
 def token_field(tokens: Sequence[str]) -> str:
@@ -256,7 +309,8 @@ def write_samples_tsv(
     scores: dict[str, Sequence[float]] | None = None,
 ) -> int:
     """Write ``x<TAB>y[<TAB>score...]`` lines (tokens space-joined, a space token as
-    U+2581); returns the row count."""
+    U+2581) after the ``#x<TAB>y[<TAB>score...]`` header (none for a corpus without
+    scores: see ``has_inputs``); returns the row count."""
     pairs = list(pairs)
     import polars as pl  # start-up: `import compgen` loads no polars; the call does
 
@@ -269,8 +323,8 @@ def write_samples_tsv(
             raise ValueError(f"score column {name} has {len(column)} values, need {len(pairs)}")
     n = 0
     with atomic_open(path, "w", encoding="utf-8") as out:
-        if scores:
-            out.write("#x\ty\t" + "\t".join(scores) + "\n")
+        if scores or has_inputs(check):
+            out.write("\t".join([SAMPLES_HEADER, *scores]) + "\n")
         for i, (x, y) in enumerate(pairs):
             fields = [token_field(x), token_field(y)] + [f"{scores[k][i]:.6g}" for k in scores]
             out.write("\t".join(fields) + "\n")

@@ -4,7 +4,8 @@ and one `error: ...` line (or succeed where the input is fine), print no traceba
 leave nothing behind: no staging files (`.NAME.*`), no partial outputs, nothing in its
 private temp folder. The groups follow the classes of bad outcome: unverified loads
 (`unverified`), commands destroying their input (`inputs`), silent wrong results
-(`silent`, `api`), the bf16 compile path (`bf16`), crashes and leftovers.
+(`silent`, `api`), files that would not read back as written (`readback`), the bf16
+compile path (`bf16`), crashes and leftovers.
 
     python scripts/probe_bad_input.py --json probes.json
     python scripts/probe_bad_input.py --only binary --only export
@@ -34,11 +35,12 @@ SCAN_LINES = b"IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n"
 class Probe:
     def __init__(self, group: str, name: str, args: list, expect: str = "error",
                  message: str = "", outputs: tuple = (), setup=None, env=None, limit_as=None,
-                 python: str | None = None, watch: tuple = ()):
+                 python: str | None = None, watch: tuple = (), check: str | None = None):
         self.group, self.name, self.args, self.expect = group, name, args, expect
         self.message, self.outputs, self.setup, self.env = message, outputs, setup, env or {}
         self.limit_as, self.python = limit_as, python
         self.watch = watch   # folders outside the work folder where nothing may be left
+        self.check = check   # a Python API call that must then exit 0 (expect "ok")
 
 
 # a Python API call as a probe: a UserError is the API's one error line; anything else
@@ -105,6 +107,11 @@ def run_probe(probe: Probe, fixtures: dict, base: Path) -> dict:
               and probe.message in lines[0])
     else:
         ok = proc.returncode == 0 and not traceback
+        if ok and probe.check is not None:   # e.g. what the command wrote reads back
+            checked = compgen([], work, temp, env, python=probe.check.format(**names))
+            traceback = "Traceback (most recent call last)" in checked.stderr
+            ok = checked.returncode == 0
+            lines += [line for line in checked.stderr.splitlines() if line.strip()]
     return {"group": probe.group, "probe": probe.name, "command": " ".join(args),
             "exit": proc.returncode, "stderr": lines[-3:], "traceback": traceback,
             "left_behind": leftovers, "as_expected": ok and not leftovers,
@@ -593,8 +600,73 @@ def reader_probes() -> list[Probe]:
     return out
 
 
+# first rows of a GECA output (--concat: the training rows first) that a header-less
+# x<TAB>y file would read as something else: SCAN, a header line, a BOM
+FIRST_ROWS = {"scan": ("IN: jump", "J"), "scan-line": ("IN: walk OUT: I_WALK", "Q"),
+              "x-y": ("x", "y"), "input-output": ("Input", "Output"), "names": ("run", "R"),
+              "bom": ("\ufeffrun", "R")}
+READ_BACK = ("import sys; from compgen.data.files import read_pairs_file; "
+             "a = compgen.load('{work}/d.jsonl').select('x', 'y').rows(); "
+             "b = compgen.load('{work}/g.tsv').select('x', 'y').rows(); "
+             "c = [tuple(r) for r in read_pairs_file('{work}/g.tsv')]; "
+             "sys.exit(0 if b[:len(a)] == a and c == b else "
+             "'g.tsv reads back as %r, not %r' % (b[:1], a[:1]))")
+# rows after blank lines (and a quoted newline) must be named by their own line
+LINE_CASES = {
+    "blank-lines.tsv": (b"x\ty\n\njump\tJ\n\n\nwalk\t \nrun\tR\n", ":6:"),
+    "blank-lines.jsonl": (b'{"x": "jump", "y": "J"}\n\n\n{"x": "walk", "y": ""}\n', ":4:"),
+    "blank-quoted.csv": (b'x,y\n"jump\ntwice",J J\n\nrun,R\nwalk,""\n', ":6:"),
+}
+
+
+def read_back_probes() -> list[Probe]:
+    """What compgen writes reads back as written, whatever its first row looks like; a
+    row that could not is refused with nothing written; error lines name the true line."""
+    rest = [("jump twice", "J J"), ("walk twice", "W W"), ("jump left", "L J"),
+            ("walk left", "L W"), ("look twice", "K K")]   # GECA synthesizes "look left"
+
+    def data(first):
+        rows = [first, *rest]
+        return "".join(json.dumps({"x": x, "y": y}) + "\n" for x, y in rows).encode()
+    geca = ["augment", "geca", "{work}/d.jsonl", "--preset", "generic", "--concat", "-o",
+            "{work}/g.tsv"]
+    out = [Probe("readback", f"geca-first-row-{name}", geca, expect="ok", check=READ_BACK,
+                 outputs=("{work}/g.tsv",), setup=with_files(**{"d.jsonl": data(first)}))
+           for name, first in FIRST_ROWS.items()]
+    out.append(Probe("readback", "geca-row-a-comment", geca, message="'#walk' of row 1",
+                     setup=with_files(**{"d.jsonl": data(("#walk twice", "W W"))})))
+    # a STEM-CORRUPT pool named .tsv: SIGMORPHON triples, not COGS (sentence, form, type)
+    gold = "".join(f"{stem}ar\t{stem}o\tV;IND;PRS;1;SG\n{stem}ar\t{stem}aste\tV;IND;PST;2;SG\n"
+                   for stem in ("habl", "cant", "camin", "mir", "estudi", "trabaj"))
+    out.append(Probe("readback", "stem-corrupt-pool-tsv",
+                     ["augment", "stem-corrupt", "{work}/gold.txt", "--pool", "20",
+                      "--iterations", "2", "-o", "{work}/pool.tsv"], expect="ok",
+                     outputs=("{work}/pool.tsv",), setup=with_files(**{"gold.txt": gold.encode()}),
+                     check="import sys; from compgen.augment.stem_corrupt.corrupt import "
+                           "read_triples; t = compgen.load('{work}/pool.tsv'); sys.exit(0 if "
+                           "'tags' in t.columns and t.height == len(read_triples("
+                           "'{work}/pool.tsv')) else 'pool.tsv read as %r' % (t.columns,))"))
+    # a samples TSV of pairs read as a corpus: its header and both sides as sentences
+    out.append(Probe("readback", "lm-train-samples-tsv",
+                     ["lm", "train", "{work}/s.tsv", "-o", "{work}/m.arpa"], message="--side",
+                     setup=with_files(**{"s.tsv": b"#x\ty\njump twice\tJ J\nwalk\tW\n"})))
+    # a DataFrame the Python API writes for a step (evaluate_model): a space token survives
+    spaced = json.dumps({"x": ["a", " ", "b", "PST"], "y": ["a", " ", "b"]}) + "\n"
+    out.append(Probe("readback", "api-dataframe-space-token", [], expect="ok",
+                     outputs=("{work}/data",), setup=with_files(**{"d.jsonl": spaced.encode()}),
+                     python="import sys, pathlib; from compgen.api import _as_path; "
+                            "t = compgen.load('{work}/d.jsonl'); b = compgen.load(_as_path("
+                            "t, pathlib.Path('{work}'), 'data')); sys.exit(0 if b.select("
+                            "'x', 'y').rows() == t.select('x', 'y').rows() else "
+                            "'read back as %r' % (b.row(0),))"))
+    for name, (text, line) in LINE_CASES.items():
+        out.append(Probe("readback", f"line-{name}", ["data", "stats", f"{{work}}/{name}"],
+                         message=name + line, setup=with_files(**{name: text})))
+    return out
+
+
 def trust_probes() -> list[Probe]:
-    out: list[Probe] = reader_probes()
+    out: list[Probe] = reader_probes() + read_back_probes()
     # unverified loads: nothing from a cache, a data folder or an edited manifest is used
     out.append(Probe("unverified", "manifest-redirected", ["sample", "{work}/export", "--n",
                                                            "2", "-o", "{work}/s.tsv"],

@@ -160,8 +160,8 @@ def test_folder_is_a_data_set_for_geca_and_stats(tmp_path, capsys, monkeypatch):
     code, lines, _ = run(capsys, monkeypatch, "augment", "geca", NUMBERS / "jsonl", "-o", out,
                          "--n-sample", "50")
     assert code == 0, lines
-    rows = out.read_text().splitlines()
-    assert 0 < len(rows) <= 50 and all("\t" in row for row in rows)
+    header, *rows = out.read_text().splitlines()
+    assert header == "#x\ty" and 0 < len(rows) <= 50 and all("\t" in row for row in rows)
 
 
 def test_evaluate_without_data_does_not_call_the_training_file_test(tmp_path, capsys, monkeypatch):

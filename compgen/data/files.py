@@ -42,7 +42,7 @@ from compgen.data.record_checks import (
     check_csv_header,
     check_header,
     check_records,
-    csv_row_lines,
+    csv_rows_without_blank_lines,
     load_json,
 )
 from compgen.data.table import SCHEMA, make_table
@@ -228,8 +228,8 @@ def _record_frame(path: Path, kind: str) -> tuple[pl.DataFrame, dict]:
         frame = pl.read_csv(io.BytesIO(text.encode()), infer_schema=False)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise UserError(f"{path}: not a CSV file with a header line ({str(exc).splitlines()[0]})") from None
-    lines = csv_row_lines(text, frame.height)
-    return frame, ({"lines": lines} if lines is not None else {"first_line": 2})
+    frame, lines = csv_rows_without_blank_lines(frame, text)
+    return frame, {"lines": lines}
 
 
 def _read_binary(path: Path, kind: str) -> pl.DataFrame:
@@ -405,30 +405,34 @@ def _read_text_file(path: Path, text: str, fields: Fields, split: str) -> pl.Dat
     if first is None:
         raise UserError(f"{path}: empty file")
     lineno, line = first
+    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
+    if samples_header and fields.columns is None:
+        # compgen's samples TSV: read as written, whatever its first row looks like
+        rows = parse_samples_tsv(text, str(path))
+        return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if line.startswith("IN: "):
         return make_table(*scan.parse_scan(text, str(path)), split)
-    if line.lstrip().startswith("{") and _json_object(line):
+    if line.lstrip(" ").startswith("{") and _json_object(line):   # not <TAB>{...}: a corpus line
         raise UserError(f"{where(path, lineno)}: a JSON object in a file read as text; "
                         "name the file .jsonl to read it as JSON lines")
     cells = line.split("\t")
-    samples_header = any(row.startswith("#x\t") for row in text.splitlines()[:5])
-    named = (fields.x is not None or fields.y is not None) and not samples_header
+    named = fields.x is not None or fields.y is not None
     if fields.columns is not None or _is_header(cells) or (named and len(cells) >= 2):
         return _read_tsv_records(path, text, fields, split, lineno)
     if len(cells) == 1 and _is_header(line.split(",")):
         raise UserError(f"{where(path, lineno)}: a CSV header ({line.strip()!r}) in a file "
                         "read as a plain corpus; name the file .csv, or write x<TAB>y lines")
-    if not samples_header and _looks_like_header(text, lineno, cells):
+    if _looks_like_header(text, lineno, cells):
         names = [cell.strip() for cell in cells]
         raise SettingError(
             f"{where(path, lineno)}: the first line looks like a header ({', '.join(names)}), "
             f"not data: name the fields to read by it (`x_field` {names[-2]} `y_field` "
             f"{names[-1]}), or give `columns` if the line is data")
-    if samples_header or len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
+    if len(cells) == 2 or (len(cells) >= 3 and _is_number(cells[2])):
         rows = parse_samples_tsv(text, str(path))
         return make_table([x for x, _ in rows], [y for _, y in rows], split)
     if len(cells) == 3:
-        kind = "cogs" if path.suffix == ".tsv" else "sigmorphon"
+        kind = "cogs" if path.suffix == ".tsv" and not _sigmorphon_tags(text) else "sigmorphon"
         _check_three_columns(path, text, kind)
         if kind == "cogs":
             xs, ys, types = cogs.parse_cogs(text, str(path))
@@ -470,6 +474,13 @@ def _looks_like_header(text: str, lineno: int, cells: Sequence[str]) -> bool:
     return sentences and fresh
 
 
+def _sigmorphon_tags(text: str) -> bool:
+    """Whether every third field is a SIGMORPHON tag set (``V;PST``, as STEM-CORRUPT writes
+    it), not a COGS type (a lower-case word), whatever the file's name."""
+    tags = [fields[2].strip() for _, fields in _data_rows(text, 0) if len(fields) == 3]
+    return any(";" in t for t in tags) and not any(c.islower() for t in tags for c in t)
+
+
 def _check_three_columns(path: Path, text: str, kind: str) -> None:
     """A 3-column file read as COGS (sentence, logical form, type) or SIGMORPHON (lemma,
     form, tags) must look like one: no column of ids, a one-word type or tag set. Another
@@ -507,8 +518,9 @@ def _read_tsv_records(path: Path, text: str, fields: Fields, split: str,
         if row.strip() and len(row.split("\t")) != width:
             raise UserError(f"{where(path, n)}: {len(row.split(chr(9)))} tab-separated fields, "
                             f"expected {width}")
+    rows = [n for n, row in enumerate(text.splitlines()[lineno - 1:], lineno) if row.strip()]
     return records_table(frame.rename({c: c.strip() for c in frame.columns}), str(path),
-                         fields, split, first_line=lineno + (1 if header else 0))
+                         fields, split, lines=rows[1:] if header else rows)
 
 
 def _json_object(line: str) -> bool:

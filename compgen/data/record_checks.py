@@ -101,3 +101,13 @@ def csv_row_lines(text: str, rows: int) -> list[int] | None:
         end = reader.line_num
     starts = starts[1:]   # the header line
     return starts if len(starts) == rows else None
+
+
+def csv_rows_without_blank_lines(frame, text: str):
+    """The CSV ``frame`` without the empty rows Polars makes of blank lines (the TSV and
+    JSONL readers skip them; here one was refused as "no value"), and the file line each
+    remaining row starts on."""
+    lines = csv_row_lines(text, frame.height) or list(range(2, frame.height + 2))
+    source = [line.rstrip("\r") for line in text.split("\n")]
+    keep = [i for i, n in enumerate(lines) if n > len(source) or source[n - 1].strip()]
+    return (frame[keep] if len(keep) < frame.height else frame), [lines[i] for i in keep]

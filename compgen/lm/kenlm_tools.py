@@ -107,6 +107,16 @@ def checked_binaries(work: Path) -> tuple[Path, Path]:
     return copy / "lmplz", copy / "build_binary"
 
 
+def _is_samples_tsv(path: Path) -> bool:
+    """Whether ``path`` starts with a samples TSV's header: read as a corpus, the header
+    and both sides of every pair would be sentences."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).removeprefix(b"\xef\xbb\xbf").startswith(b"#x\t")
+    except OSError:
+        return False   # the corpus reader names what is wrong with the file
+
+
 def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=None) -> Path:
     """A corpus argument -> a file path. An existing file is used as it is; ``lm/<lang>``
     names the ``split`` file of that LM corpus and ``lm/<lang>/<split>`` any split."""
@@ -119,6 +129,10 @@ def resolve_corpus(corpus: str | os.PathLike, split: str = "train", data_dir=Non
         raise SettingError(f"{corpus}: {what}, not a corpus (one sentence a line); train on "
                            "one side of its pairs: `side` y|x|xy")
     if path.is_file():
+        if _is_samples_tsv(path):
+            raise SettingError(f"{corpus}: a samples TSV of pairs (its first line is the "
+                               "#x<TAB>y header), not a corpus (one sentence a line); train "
+                               "on one side of its pairs: `side` y|x|xy")
         return path
     match = re.fullmatch(r"lm/(\w+)(?:/(\w+))?", str(corpus))
     if match:

@@ -30,7 +30,12 @@ from compgen.decoding.options import SampleOptions
 from compgen.decoding.search import decode, search_for
 from compgen.device import CPU, Device, resolve_device, use_tf32
 from compgen.errors import SettingError, UserError
-from compgen.io import parse_samples_tsv, refuse_overwriting_inputs, write_samples_tsv
+from compgen.io import (
+    parse_samples_tsv,
+    refuse_comment_rows,
+    refuse_overwriting_inputs,
+    write_samples_tsv,
+)
 from compgen.lm.rerank import sample_columns
 from compgen.neighborhoods.user_data import export_prototype_options, rare_auto_finds_none
 from compgen.runtimes.artifact import (
@@ -416,6 +421,12 @@ def _sample_cpp(folder: Path, manifest: Manifest, options: SampleOptions, runner
                      options.raise_temperature, log,
                      exhausted=max_rows is not None and result.rows >= max_rows)
     text = Path(out).read_text(encoding="utf-8") if out is not None else result.output
+    try:   # the other backends refuse such a row before writing: this one after
+        refuse_comment_rows(text, str(out or "<runner>"))
+    except UserError:
+        if out is not None:
+            Path(out).unlink(missing_ok=True)
+        raise
     return read_scored_samples(text, str(out or "<runner>")), result.decode_seconds
 
 

@@ -13,7 +13,7 @@ from compgen.augment.geca.synthesis import GecaResult, geca_augment
 from compgen.data import refuse_overwriting_data, select_split
 from compgen.data.dataset import Dataset, open_dataset
 from compgen.errors import UserError
-from compgen.io import SPACE_TOKEN, atomic_open, refuse_unwritable
+from compgen.io import SAMPLES_HEADER, SPACE_TOKEN, atomic_open, has_inputs, refuse_unwritable
 
 
 def load_training(data: Dataset | str, data_dir=None) -> pl.DataFrame:
@@ -56,12 +56,16 @@ def _field(column: str) -> pl.Expr:
 
 def write_tables_tsv(output, tables: list[pl.DataFrame], chunk: int = 100_000) -> int:
     """The x, y columns of ``tables`` as ``x<TAB>y`` lines (what ``write_samples_tsv``
-    writes for those rows), atomically, a chunk of rows at a time: a million
-    synthesized examples as Python lists of strings would take gigabytes."""
+    writes for those rows, header included), atomically, a chunk of rows at a time: a
+    million synthesized examples as Python lists of strings would take gigabytes."""
+    first_row = 0
     for table in tables:
-        refuse_unwritable(table, output)
+        refuse_unwritable(table, output, first_row=first_row)
+        first_row += table.height
     n = 0
     with atomic_open(output, "w", encoding="utf-8") as out:
+        if any(has_inputs(table) for table in tables):
+            out.write(SAMPLES_HEADER + "\n")
         for table in tables:
             for begin in range(0, table.height, chunk):
                 lines = table.slice(begin, chunk).select(
