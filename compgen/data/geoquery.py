@@ -9,7 +9,8 @@ Built as the GECA paper's loader builds them (jacobandreas/geca ``data/semparse.
 * per entry its first query string, with ``"``, ``(`` and ``)`` spaced out;
 * per sentence every variable substituted in both the query and the question, in the
   order the file lists them (plain text replacement, as the reference does);
-* the question lowercased and split on whitespace, the query split on whitespace;
+* the question lowercased and split on whitespace, the query split on whitespace (the
+  reference leaves the question's case; no question in text2sql-data has a capital);
 * the split: ``query-split`` of the entry or ``question-split`` of the sentence; a
   numeric fold counts as dev (8), test (9) or train (any other);
 * the paper's test mode: the dev rows join train. The table's ``train`` split holds them
