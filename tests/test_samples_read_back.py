@@ -14,10 +14,10 @@ import pytest
 from cli_in_process import assert_one_error, run
 
 import compgen
-from compgen.api import _as_path
+from compgen.api import _saved_beside
 from compgen.augment.geca.files import write_tables_tsv
 from compgen.augment.stem_corrupt.corrupt import read_triples
-from compgen.data.files import read_data_path, read_pairs_file
+from compgen.data.files import Fields, read_data_path, read_pairs_file
 from compgen.data.lm import parse_corpus
 from compgen.data.table import make_table
 from compgen.errors import UserError
@@ -45,7 +45,7 @@ def written_by(writer, path, rows, scores=False):
 
 def read_back(path):
     table = read_data_path(path)
-    return list(zip(table["x"].to_list(), table["y"].to_list())), read_pairs_file(path)
+    return list(zip(table["x"].to_list(), table["y"].to_list())), read_pairs_file(path, "`augment`", Fields())
 
 
 @pytest.mark.parametrize("writer", ["tables", "samples", "scored"])
@@ -186,13 +186,14 @@ def test_a_stem_corrupt_pool_named_tsv_reads_back_as_sigmorphon(tmp_path, capsys
             table.select("lemma", "form", "tags").rows()] == triples
 
 
-def test_a_dataframe_handed_to_a_step_reads_back_as_itself(tmp_path):
-    """``evaluate_model(model, DataFrame)`` writes the table for the evaluation to read: a
-    SIGMORPHON form's space token comes back (joined into text it was lost)."""
+def test_a_dataframe_saved_beside_a_checkpoint_reads_back_as_itself(tmp_path):
+    """``train_predictor(DataFrame, output=M)`` saves the table as ``M.data/`` for the
+    checkpoint's data reference: a SIGMORPHON form's space token comes back from it (joined
+    into text it would be lost)."""
     table = make_table([["a", " ", "b", "V", "PST"], ["c", "d"]], [["a", " ", "b"], ["C"]],
                        "test")
-    path = _as_path(table, tmp_path, "data")
-    again = compgen.load(path)
+    with _saved_beside(table, tmp_path / "m.pt") as dataset:
+        again = compgen.load(dataset.name)
     assert again.select("x", "y").rows() == table.select("x", "y").rows()
     assert again["split"].to_list() == ["test", "test"]
 
