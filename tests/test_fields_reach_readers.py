@@ -128,3 +128,14 @@ def test_pipeline_own_reads_with_the_fields(tmp_path, capsys, monkeypatch):
         recorded = load_checkpoint(tmp_path / "runs" / row / "seed0" / "predictor.pt").config["run"]
         assert recorded["n_train"] == 40
         assert recorded["data_source"]["fields"] == {"x": "question", "y": "answer"}
+
+
+def test_settings_are_refused_before_the_data_is_read(tmp_path, capsys, monkeypatch):
+    """Reading the data once in the command must not come before the cheap checks: with a
+    data file that is not there, the bad setting is what the error line names."""
+    missing = tmp_path / "missing.jsonl"
+    assert_one_error(run(capsys, monkeypatch, "augment", "csl", missing, "--n", "-1", "-o",
+                         tmp_path / "o.tsv", *FIELDS), "--n")
+    assert_one_error(run(capsys, monkeypatch, "pipeline", "own", "--data", missing, "--rows",
+                         "bogus", "--root", tmp_path / "runs", *FIELDS), "--rows")
+    assert not (tmp_path / "o.tsv").exists()

@@ -141,7 +141,6 @@ def augment_csl(
     # start-up: `compgen --help` loads no torch, polars or CSL report code
     from compgen.augment.csl.dataset import csl_augment_dataset
     from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data.dataset import open_dataset
     from compgen.data.task import task_of
 
     if threads is not None:
@@ -152,12 +151,12 @@ def augment_csl(
 
         torch.set_num_threads(threads)
     config = config or task_of(data).csl_preset()
+    # the settings are checked before the data is read with these fields
     fields = fields_of(x_field, y_field, columns)
-    dataset = open_dataset(data, data_dir, fields)
     with csl_progress() as progress:
-        done = csl_augment_dataset(dataset, output, config, n, seed, uniform, dedup, grammar,
+        done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
                                    grammar_out, states, steps, data_dir, progress,
-                                   temperature=temperature, refine=refine)
+                                   temperature=temperature, refine=refine, fields=fields)
     print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''}"
                       f"{', refined' if refine else ''})",
                       done.result.summary, done.result.phases)

@@ -126,16 +126,17 @@ def pipeline_cmd(
     if name == "own":
         # start-up: `compgen --help` loads no torch or polars
         from compgen.data.dataset import open_dataset
-        from compgen.pipelines.runs import own_runs
+        from compgen.pipelines.rows import check_own_rows, own_runs
 
         if ray is not None:
             raise UserError("--ray runs the named rows; run `compgen pipeline own` without it")
         chosen = parse_seeds(seeds)
+        own_rows = check_own_rows(tuple(r.strip() for r in rows.split(",") if r.strip()))
         # read once, with the fields named: a file that cannot be read fails before any
         # training, and every step of every row trains on this table
         fields = fields_of(x_field, y_field, columns)
         dataset = open_dataset(data, data_dir, fields)
-        runs = own_runs(dataset, tuple(r.strip() for r in rows.split(",") if r.strip()))
+        runs = own_runs(dataset, own_rows)
         rows_done = [row for run in runs for row in run_pipeline(run, chosen, opts)]
         console.print(markdown_table(aggregate(rows_done)), highlight=False, markup=False)
         console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)

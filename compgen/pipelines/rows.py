@@ -177,13 +177,18 @@ def _geo_runs(name: str) -> dict[str, Run]:
     return {f"geo-{name}-{k}": replace(r, name=f"geo-{name}-{k}") for k, r in rows.items()}
 
 
+def check_own_rows(rows: tuple[str, ...]) -> tuple[str, ...]:
+    """``rows`` if each is a row of ``own_runs`` (a SettingError before any data is read)."""
+    if not rows or set(rows) - set(OWN_ROWS):
+        raise SettingError(f"`rows` {','.join(rows)}: give some of {', '.join(OWN_ROWS)}")
+    return rows
+
+
 def own_runs(dataset: Dataset, rows: tuple[str, ...] = OWN_ROWS) -> list[Run]:
     """The rows of a user's own data set (a file or folder, read once): the predictor
     alone, with GECA's samples (the paper's semantic-parsing settings, p_aug 0.3) and with
     an R&R recomb-2 generator's resampled samples; ``own-<row>``."""
-    unknown = sorted(set(rows) - set(OWN_ROWS))
-    if unknown or not rows:
-        raise SettingError(f"`rows` {','.join(rows)}: give some of {', '.join(OWN_ROWS)}")
+    check_own_rows(rows)
     own = {"task": "own", "presets": OWN_PRESETS, "dataset": dataset}
     data = dataset.name
     catalog = {

@@ -23,6 +23,7 @@ from compgen.augment.csl.seed_rules import cogs_seed_rules
 from compgen.augment.csl.target_cfg import cogs_target_cfg
 from compgen.data import select_split
 from compgen.data.dataset import Dataset, open_dataset
+from compgen.data.files import Fields
 from compgen.data.scan import load_scan_grammar, scan_sample_report
 from compgen.data.scan_semantics import correct_share
 from compgen.data.sources import resolve_data_dir
@@ -47,7 +48,9 @@ def csl_augment_dataset(data: Dataset | str, output: str | Path, config: str = "
                         data_dir: str | Path | None = None,
                         progress: Progress | None = None,
                         temperature: float | None = None,
-                        refine: bool = False) -> CslDatasetResult:
+                        refine: bool = False, fields: Fields | None = None) -> CslDatasetResult:
+    """CSL on ``data`` (a Dataset, or a named set, file or folder read with ``fields`` once
+    the settings are checked): induce (or read ``grammar``), fit, sample ``n`` pairs."""
     if n < 0:
         raise SettingError(f"`n` must be >= 0 (got {n})")
     for name, value in (("states", states), ("steps", steps)):
@@ -66,7 +69,7 @@ def csl_augment_dataset(data: Dataset | str, output: str | Path, config: str = "
                                     temperature=cfg.sampler.temperature if temperature is None
                                     else temperature))
     rules = read_grammar(grammar) if grammar is not None else None
-    dataset = open_dataset(data, data_dir)   # a Dataset as it is; a name read here
+    dataset = open_dataset(data, data_dir, fields)   # a Dataset as it is; a name read here
     data, table = dataset.name, dataset.table
     names = table["split"].unique().to_list() if "split" in table.columns else []
     train_table = select_split(table, "train") if "train" in names else table
