@@ -50,8 +50,7 @@ def train_predictor_cmd(
     # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    from compgen.data.dataset import open_dataset
-    from compgen.training.predictor import load_preset, read_predictor, train_predictor
+    from compgen.training.predictor import read_predictor, train_predictor
 
     dev = resolve_device(device)
     use_tf32(dev, tf32)
@@ -62,17 +61,17 @@ def train_predictor_cmd(
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
     if resume and not data:   # the checkpoint's data, read with the fields given here
         data = read_predictor(output).config.get("run", {}).get("data")
-    overrides = {"model.max_len": max_len, "model.copy_sup": copy, "model.hidden": hidden}
-    if config is not None:   # a bad preset is refused before the data is read
-        load_preset(config, overrides)
-    # the data and the --augment file are read with the fields named here
+    # the data and the --augment file are read with the fields named here, once the
+    # settings (the preset, a resumed run's) are checked
     fields = fields_of(x_field, y_field, columns)
-    dataset = open_dataset(data, data_dir, fields) if data else None
-    summary = train_predictor(dataset, config, output, augment=augment, p_aug=p_aug, seed=seed,
+    summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,
                               keep_every=keep_every,
                               log=lambda line: console.print(line, highlight=False),
-                              device=dev, overrides=overrides)
+                              device=dev, overrides={"model.max_len": max_len,
+                                                     "model.copy_sup": copy,
+                                                     "model.hidden": hidden},
+                              fields=fields)
     console.print(f"wrote {summary['checkpoint']} ({summary['epochs']} epochs, {summary['n_train']:,} "
                   f"train + {summary['n_augmented']:,} augmented, p_aug {summary['p_aug']}, "
                   f"dev exact match {summary['dev_exact_match']:.4f}, {summary['seconds']} s on "

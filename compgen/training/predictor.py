@@ -405,10 +405,10 @@ def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None
                     seed: int = 0, data_dir=None, epochs: int | None = None,
                     resume: bool = False, label: str | None = None, keep_every: int = 0,
                     log: Callable[[str], None] | None = None, device=None,
-                    overrides: dict | None = None) -> dict:
-    """Train the predictor on ``data`` (a Dataset, or a name or path read here; None with
-    ``resume``: the checkpoint's) (+ an augmented samples file, read with the data's
-    fields) and write the checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
+                    overrides: dict | None = None, fields: Fields | None = None) -> dict:
+    """Train the predictor on ``data`` (a Dataset, or a name or path read here with
+    ``fields`` once the settings are checked; None with ``resume``: the checkpoint's) (+ an
+    augmented samples file, read with the data's fields) and write the checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
@@ -442,7 +442,7 @@ def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None
         if preset is None and task.named:
             preset = task.default_preset("predictor")
         elif preset is None:
-            dataset = open_dataset(dataset or data, data_dir)
+            dataset = open_dataset(dataset or data, data_dir, fields)
             preset = sized_preset(dataset.table)
         model_opts, tcfg = load_preset(preset, overrides)
     if saved is not None:
@@ -455,7 +455,7 @@ def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None
         p_aug = REFERENCE_P_AUG.get(data, 0.0) if augment else 0.0
     if not 0.0 <= p_aug < 1.0:
         raise SettingError(f"`p_aug` must be in [0, 1), not {p_aug}")
-    dataset = open_dataset(dataset or data, data_dir)
+    dataset = open_dataset(dataset or data, data_dir, fields)
     table = dataset.table
     morphology = is_morphology(table)
     # a user's data set with a dev split keeps it; the papers' sets keep their recipes
