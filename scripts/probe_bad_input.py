@@ -605,10 +605,10 @@ def reader_probes() -> list[Probe]:
 FIRST_ROWS = {"scan": ("IN: jump", "J"), "scan-line": ("IN: walk OUT: I_WALK", "Q"),
               "x-y": ("x", "y"), "input-output": ("Input", "Output"), "names": ("run", "R"),
               "bom": ("\ufeffrun", "R")}
-READ_BACK = ("import sys; from compgen.data.files import read_pairs_file; "
+READ_BACK = ("import sys; from compgen.data.files import Fields, read_pairs_file; "
              "a = compgen.load('{work}/d.jsonl').select('x', 'y').rows(); "
              "b = compgen.load('{work}/g.tsv').select('x', 'y').rows(); "
-             "c = [tuple(r) for r in read_pairs_file('{work}/g.tsv')]; "
+             "c = [tuple(r) for r in read_pairs_file('{work}/g.tsv', 'augment', Fields())]; "
              "sys.exit(0 if b[:len(a)] == a and c == b else "
              "'g.tsv reads back as %r, not %r' % (b[:1], a[:1]))")
 # rows after blank lines (and a quoted newline) must be named by their own line
@@ -650,15 +650,18 @@ def read_back_probes() -> list[Probe]:
     out.append(Probe("readback", "lm-train-samples-tsv",
                      ["lm", "train", "{work}/s.tsv", "-o", "{work}/m.arpa"], message="--side",
                      setup=with_files(**{"s.tsv": b"#x\ty\njump twice\tJ J\nwalk\tW\n"})))
-    # a DataFrame the Python API writes for a step (evaluate_model): a space token survives
+    # a DataFrame the Python API saves beside a checkpoint (train_predictor): a space token
+    # survives
     spaced = json.dumps({"x": ["a", " ", "b", "PST"], "y": ["a", " ", "b"]}) + "\n"
     out.append(Probe("readback", "api-dataframe-space-token", [], expect="ok",
-                     outputs=("{work}/data",), setup=with_files(**{"d.jsonl": spaced.encode()}),
-                     python="import sys, pathlib; from compgen.api import _as_path; "
-                            "t = compgen.load('{work}/d.jsonl'); b = compgen.load(_as_path("
-                            "t, pathlib.Path('{work}'), 'data')); sys.exit(0 if b.select("
-                            "'x', 'y').rows() == t.select('x', 'y').rows() else "
-                            "'read back as %r' % (b.row(0),))"))
+                     outputs=("{work}/m.pt.data",),
+                     setup=with_files(**{"d.jsonl": spaced.encode()}),
+                     python="import sys, pathlib; from compgen.api import _saved_beside; "
+                            "t = compgen.load('{work}/d.jsonl'); cm = _saved_beside("
+                            "t, pathlib.Path('{work}/m.pt')); saved = cm.__enter__(); "
+                            "b = compgen.load(saved.name); "
+                            "sys.exit(0 if b.select('x', 'y').rows() == t.select('x', 'y')"
+                            ".rows() else 'read back as %r' % (b.row(0),))"))
     for name, (text, line) in LINE_CASES.items():
         out.append(Probe("readback", f"line-{name}", ["data", "stats", f"{{work}}/{name}"],
                          message=name + line, setup=with_files(**{name: text})))
