@@ -128,24 +128,15 @@ def test_geca_refuses_an_output_row_read_as_a_comment(tmp_path, capsys, monkeypa
 
 # ------------------------------------------------------------------ line numbers
 
-def test_a_headed_tsv_row_after_blank_lines_is_named_by_its_own_line(tmp_path):
-    path = tmp_path / "d.tsv"
-    path.write_text("x\ty\n\njump\tJ\n\n\nwalk\t \nrun\tR\n")
-    with pytest.raises(UserError, match=f"^{path}:6: the y field 'y' is empty"):
-        read_data_path(path)
-
-
-def test_a_jsonl_row_after_blank_lines_is_named_by_its_own_line(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"x": "jump", "y": "J"}\n\n\n{"x": "walk", "y": ""}\n')
-    with pytest.raises(UserError, match=f"^{path}:4: the y field 'y' is empty"):
-        read_data_path(path)
-
-
-def test_a_csv_row_after_a_quoted_newline_and_blank_lines_is_named_by_its_own_line(tmp_path):
-    path = tmp_path / "d.csv"
-    path.write_text('x,y\n"jump\ntwice",J J\n\nrun,R\nwalk,""\n')
-    with pytest.raises(UserError, match=f"^{path}:6: the y field 'y' is empty"):
+@pytest.mark.parametrize("name, text, line", [
+    ("d.tsv", "x\ty\n\njump\tJ\n\n\nwalk\t \nrun\tR\n", 6),
+    ("d.jsonl", '{"x": "jump", "y": "J"}\n\n\n{"x": "walk", "y": ""}\n', 4),
+    ("d.csv", 'x,y\n"jump\ntwice",J J\n\nrun,R\nwalk,""\n', 6),   # after a quoted newline
+])
+def test_a_row_after_blank_lines_is_named_by_its_own_line(tmp_path, name, text, line):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UserError, match=f"^{path}:{line}: the y field 'y' is empty"):
         read_data_path(path)
 
 

@@ -50,7 +50,7 @@ def train_predictor_cmd(
     # start-up: `compgen --help` loads no torch or polars
     import torch
 
-    from compgen.training.predictor import read_predictor, train_predictor
+    from compgen.training.predictor import train_predictor
 
     dev = resolve_device(device)
     use_tf32(dev, tf32)
@@ -59,10 +59,8 @@ def train_predictor_cmd(
         torch.set_num_threads(threads)
     if resume and not output.is_file():
         raise UserError(f"-o {output}: no such checkpoint to --resume (without --resume a new run starts)")
-    if resume and not data:   # the checkpoint's data, read with the fields given here
-        data = read_predictor(output).config.get("run", {}).get("data")
-    # the data and the --augment file are read with the fields named here, once the
-    # settings (the preset, a resumed run's) are checked
+    # the data (without --data, a resumed run's) and the --augment file are read with the
+    # fields named here, once the settings (the preset, a resumed run's) are checked
     fields = fields_of(x_field, y_field, columns)
     summary = train_predictor(data, config, output, augment=augment, p_aug=p_aug, seed=seed,
                               data_dir=data_dir, epochs=epochs, resume=resume, label=label,

@@ -252,8 +252,11 @@ def sample_export(folder, options: SampleOptions | None = None, backend: str = "
     (``compgen.sampling.ray.RayDecoderFactory``). With ``out``, every backend journals the
     accepted samples as they come (``OUT.partial``); ``resume`` goes on from the journal of
     an interrupted run of the same job, whichever backend wrote it."""
+    folder = Path(folder)
+    # read and checked once (every file hashed): here when the options come from it
+    manifest = load_manifest(folder) if options is None else None
     if options is None:
-        options = SampleOptions(load_manifest(Path(folder)).config.get("sample", {}), n=n,
+        options = SampleOptions(manifest.config.get("sample", {}), n=n,
                                 **{"device": "cpu", **asked})
     elif n is not None or asked:
         raise TypeError("sample_export: give `options` or `n` and option keywords, not both")
@@ -269,8 +272,7 @@ def sample_export(folder, options: SampleOptions | None = None, backend: str = "
     if backend == "cpp" and options.device.cuda:
         raise SettingError(f"`device` {options.device}: `backend` cpp runs on the CPU; use "
                            "`backend` onnx, torchscript or torch (or `device` cpu)")
-    folder = Path(folder)
-    manifest = load_manifest(folder)
+    manifest = manifest or load_manifest(folder)
     if manifest.kind != "recombine":
         raise UserError(f"{folder}: a '{manifest.kind}' export; only generator exports "
                         "sample (predictors: compgen.runtimes.predictor.predict_exported)")
