@@ -13,10 +13,10 @@ are imported by the call that needs them, never by ``import compgen``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -235,18 +235,23 @@ def _saved_beside(data: PathLike | pl.DataFrame, output: PathLike) -> Iterator[D
         raise
 
 
-def _as_samples(rows: PathLike | pl.DataFrame | None, folder: Path) -> str | None:
+def _augment_rows(rows: PathLike | pl.DataFrame | None):
+    """``augment`` as the trainer takes it: a path as given, a DataFrame as its rows named by
+    their digest (what the checkpoint records, and a resumed run checks)."""
     # start-up: `import compgen` loads no polars; the call does
     import polars as pl
 
     if rows is None or not isinstance(rows, pl.DataFrame):
         return None if rows is None else str(rows)
     # start-up: `import compgen` loads no step code; the call does
-    from compgen.io import write_samples_tsv
+    from compgen.data.dataset import Dataset
+    from compgen.training.predictor import TABLE_RECORD
 
-    path = folder / "augment.tsv"
-    write_samples_tsv(path, _pairs(load(rows)))
-    return str(path)
+    table = load(rows)
+    digest = hashlib.sha256()
+    for x, y in _pairs(table):
+        digest.update(("\x1f".join(x) + "\t" + "\x1f".join(y) + "\n").encode())
+    return Dataset(f"{TABLE_RECORD} sha256:{digest.hexdigest()[:16]}, {len(table)} rows>", table)
 
 
 def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
@@ -258,7 +263,8 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
     """Train the conditional predictor on ``data`` (+ ``augment`` rows) and write the
     checkpoint ``output``; returns the run's summary (dev exact match, epochs, ...). A
     DataFrame is saved beside the checkpoint (``OUTPUT.data/``), which records it by path
-    and sha256, so that a later evaluation finds it. ``overrides`` replace preset values
+    and sha256, so that a later evaluation finds it; ``augment`` rows given as a DataFrame
+    go to the trainer as they are, recorded by their digest. ``overrides`` replace preset values
     by ``section.key`` (``{"model.max_len": 120}``); ``threads``: torch CPU threads for
     this call; ``log`` receives progress and warning lines (a count of anything cut)."""
     # start-up: `import compgen` loads no torch, polars or numpy; the call does
@@ -268,10 +274,9 @@ def train_predictor(data: PathLike | pl.DataFrame, output: PathLike, *,
 
     check_numbers(epochs=epochs, p_aug=p_aug)
     check_seed(seed)
-    with tempfile.TemporaryDirectory(prefix="compgen-api-") as tmp, \
-            _saved_beside(data, output) as dataset, torch_threads(threads):
-        return train(dataset, config, output,
-                     augment=_as_samples(augment, Path(tmp)), p_aug=p_aug, seed=seed,
+    augment = _augment_rows(augment)
+    with _saved_beside(data, output) as dataset, torch_threads(threads):
+        return train(dataset, config, output, augment=augment, p_aug=p_aug, seed=seed,
                      data_dir=data_dir, epochs=epochs, label=label, overrides=overrides,
                      log=log or (lambda line: None))
 

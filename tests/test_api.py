@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import torch
 
 import compgen
 from compgen.errors import UserError
@@ -107,3 +108,31 @@ def test_generator_trains_exports_and_samples_on_two_backends(tmp_path, data):
     assert eager.height <= 3
     with pytest.raises(UserError, match="a seq2seq preset"):
         compgen.train_generator(data, tmp_path / "h.pt", config="seq2seq_scan_cpu")
+
+
+def test_augment_rows_given_as_a_table_train_as_the_same_rows_in_a_file(tmp_path, data):
+    # a DataFrame goes to the trainer as rows (no file written and read back); the
+    # checkpoint names them by digest, and they train exactly as the same rows in a file
+    from compgen.io import write_samples_tsv
+    from compgen.training.predictor import TABLE_RECORD, load_predictor
+
+    extra = compgen.geca(data, n_sample=40)
+    path = tmp_path / "extra.tsv"
+    write_samples_tsv(path, list(zip(extra["x"].to_list(), extra["y"].to_list())))
+    runs = {}
+    for name, augment in (("table", extra), ("file", path)):
+        out = tmp_path / f"{name}.pt"
+        compgen.train_predictor(data, out, augment=augment, epochs=1, p_aug=0.3)
+        runs[name] = load_predictor(out)
+    (table_model, _, table_run), (file_model, _, file_run) = runs["table"], runs["file"]
+    assert table_run["augment"].startswith(f"{TABLE_RECORD} sha256:")
+    assert file_run["augment"] == str(path)
+    assert table_run["n_augmented"] == file_run["n_augmented"] > 0
+    for name, weights in table_model.state_dict().items():
+        assert torch.equal(weights, file_model.state_dict()[name]), name
+    # resuming it from the command line cannot find those rows: said, not a missing file
+    from compgen.errors import SettingError
+    from compgen.training.predictor import train_predictor
+
+    with pytest.raises(SettingError, match="given as a table"):
+        train_predictor(None, None, tmp_path / "table.pt", resume=True)

@@ -161,10 +161,14 @@ def split_train_dev(table: pl.DataFrame, dev_fraction: float, seed: int,
     return [train[i] for i in order[:n_train]], [train[i] for i in order[n_train:n_train + n_dev]]
 
 
-def read_augmented(path: str | Path, morphology: bool, fields: Fields) -> list[Pair]:
-    """The augmented pairs of ``path``: any format a data file comes in, read with the
-    data's ``fields`` where it has them (``read_pairs_file``)."""
-    pairs = read_pairs_file(path, "`augment`", fields)
+def read_augmented(augment: str | Path | Dataset, morphology: bool, fields: Fields) -> list[Pair]:
+    """The augmented pairs of ``augment``: a file in any format a data file comes in, read
+    with the data's ``fields`` where it has them (``read_pairs_file``), or rows already
+    read (a ``Dataset``: every row, whatever its split)."""
+    if isinstance(augment, Dataset):
+        pairs = list(zip(augment.table["x"].to_list(), augment.table["y"].to_list()))
+    else:
+        pairs = read_pairs_file(augment, "`augment`", fields)
     if morphology:
         pairs = [(y, x) for x, y in pairs]
     return unique_pairs(pairs)
@@ -252,13 +256,31 @@ def evaluate_pairs(model: Seq2Seq, vocab: Vocab, pairs: Sequence[Pair], morpholo
     return score_predictions(preds, [y for _, y in pairs], morphology, model.cfg.max_len)
 
 
+# the name rows given as a table (not a file) carry in a checkpoint: ``<table sha256:...>``
+TABLE_RECORD = "<table"
+
+
+def _default_label(augment: str | Path | Dataset | None) -> str:
+    if augment is None:
+        return "baseline"
+    return "augmented" if isinstance(augment, Dataset) else Path(augment).stem
+
+
+def augment_record(augment: str | Path | Dataset | None) -> str | None:
+    """How a checkpoint names its augmented rows: a file by its path, rows given as a table
+    by the name their ``Dataset`` carries (the API's: their digest)."""
+    if augment is None:
+        return None
+    return augment.name if isinstance(augment, Dataset) else str(augment)
+
+
 def _check_resume(out: Path, saved, data: str, augment, p_aug, model_opts: dict,
                   tcfg: PredictorTrainConfig) -> None:
     """``resume`` continues the checkpoint's own run: name every setting this call changes."""
     old = saved.config.get("run", {})
     changed = [f"{option} {old.get(key)} -> {value}"
                for option, key, value in (("`data`", "data", data),
-                                          ("`augment`", "augment", str(augment) if augment else None),
+                                          ("`augment`", "augment", augment_record(augment)),
                                           ("`p_aug`", "p_aug", p_aug))
                if old.get(key) != value]
     changed += [f"model.{k} {saved.config['model'].get(k)} -> {v}" for k, v in model_opts.items()
@@ -401,14 +423,14 @@ def write_curve_csv(curve: list[dict], path: str | Path) -> None:
 
 def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None,
                     out: str | Path, *,
-                    augment: str | Path | None = None, p_aug: float | None = None,
+                    augment: str | Path | Dataset | None = None, p_aug: float | None = None,
                     seed: int = 0, data_dir=None, epochs: int | None = None,
                     resume: bool = False, label: str | None = None, keep_every: int = 0,
                     log: Callable[[str], None] | None = None, device=None,
                     overrides: dict | None = None, fields: Fields | None = None) -> dict:
     """Train the predictor on ``data`` (a Dataset, or a name or path read here with
     ``fields`` once the settings are checked; None with ``resume``: the checkpoint's) (+ an
-    augmented samples file, read with the data's fields) and write the checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
+    augmented samples file, read with the data's fields, or rows already read: a Dataset) and write the checkpoint ``out`` and its learning curve ``<out>.curve.csv``, both after every epoch.
     ``keep_every`` N > 0 also keeps the checkpoint of every N-th epoch
     (``epoch_checkpoint``), resumable: a long run can go back to one when it diverges.
     ``device``: ``compgen.device.resolve_device``'s (default: $COMPGEN_DEVICE, else auto).
@@ -425,13 +447,16 @@ def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None
         old = saved.config.get("run", {})
         data = data or old.get("data")
         augment = augment if augment is not None else old.get("augment")
+        if isinstance(augment, str) and augment.startswith(TABLE_RECORD):
+            raise SettingError(f"{out}: `resume`: this run's augmented rows were given as a "
+                               f"table ({augment}); pass the same rows as `augment` again")
         p_aug = p_aug if p_aug is not None else old.get("p_aug")
     if not data:
         raise SettingError("`data` is required (unless `resume` continues an existing -o checkpoint)")
     dataset = data if isinstance(data, Dataset) else None   # else read once, below
     data = data.name if isinstance(data, Dataset) else str(data)
     refuse_overwriting_data(out, data, data_dir)
-    if augment is not None:
+    if augment is not None and not isinstance(augment, Dataset):
         refuse_overwriting_inputs(out, [("augment", augment)], "`output`")
     # a name is read first only when the settings are sized from it: a bad preset fails fast
     if saved is not None and preset is None:
@@ -474,10 +499,10 @@ def train_predictor(data: Dataset | str | None, preset: str | Path | dict | None
     vocab = Vocab.build([t for x, y in conditional_pairs(table) for t in (x, y)])
 
     run = {"data": data, "data_source": source_record(data, data_dir, dataset.fields), "task": "morphology" if morphology else "scan", "seed": seed,
-           "augment": str(augment) if augment else None, "p_aug": p_aug,
+           "augment": augment_record(augment), "p_aug": p_aug,
            "n_train": len(train), "n_dev": len(dev), "n_augmented": len(augmented),
            "n_augmented_too_long": n_long,
-           "label": label or (Path(augment).stem if augment else "baseline")}
+           "label": label or _default_label(augment)}
     train_cfg = dataclasses.asdict(tcfg)
     torch.manual_seed(seed)
     model = Seq2Seq(Seq2SeqConfig.from_dict({**model_opts, "vocab_size": len(vocab)}))
