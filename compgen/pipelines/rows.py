@@ -52,7 +52,8 @@ class Run:
     # (generator, predictor) at every --size; a predictor None: sized from the data
     presets: tuple[str, str | None] | None = None
     recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
-    # own data: the user's set, read once (with the fields named); named sets: None
+    # own data: the user's set, read once (with the fields named); a named set: None here,
+    # read once per seed by the pipeline before its steps
     dataset: Dataset | None = field(default=None, compare=False, repr=False)
 
     def data_for(self, seed: int) -> str:

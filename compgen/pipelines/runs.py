@@ -48,6 +48,7 @@ import torch
 from compgen.augment.csl.dataset import csl_augment_dataset
 from compgen.augment.geca import augment_file, make_config
 from compgen.data import load_dataset
+from compgen.data.dataset import open_dataset
 from compgen.decoding.options import SampleOptions
 from compgen.device import resolve_device
 from compgen.errors import SettingError, UserError
@@ -363,6 +364,8 @@ def run_one(run: Run, seed: int, opts: PipelineOptions) -> list[dict]:
     opts = resolved_options(run, opts)
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    if run.dataset is None:   # a named set: read once for every step of this seed
+        run = replace(run, dataset=open_dataset(run.data_for(seed), opts.data_dir))
     folder = opts.root / run.name / f"seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     timer = Timer(folder / "timing.json")
