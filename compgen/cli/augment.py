@@ -13,7 +13,6 @@ from compgen.cli.common import (
     DataDir,
     XField,
     YField,
-    app,
     console,
     err_console,
     fields_of,
@@ -21,8 +20,8 @@ from compgen.cli.common import (
 )
 from compgen.errors import UserError
 
-augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
-app.add_typer(augment_app, name="augment")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
 def _count_option(name: str, value: str | None, words: tuple[str, ...]):
@@ -37,7 +36,7 @@ def _count_option(name: str, value: str | None, words: tuple[str, ...]):
         raise UserError(f"{name} must be an integer or {' / '.join(words)} (got {value!r})") from None
 
 
-@augment_app.command("geca")
+@commands.command("geca")
 def augment_geca(
     data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
@@ -116,7 +115,7 @@ def augment_geca(
         log_with_flags(err_console)(f"warning: {reason}")
 
 
-@augment_app.command("csl")
+@commands.command("csl")
 def augment_csl(
     data: str = typer.Argument(..., help="data set name (scan/length, ...) or data file; its train split is induced from"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),

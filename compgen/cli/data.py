@@ -7,13 +7,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
+from compgen.cli.common import Columns, DataDir, XField, YField, console, fields_of
 
-data_app = typer.Typer(no_args_is_help=True, help="List, fetch and describe data sets.")
-app.add_typer(data_app, name="data")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@data_app.command("list")
+@commands.command("list")
 def data_list(data_dir: Path | None = DataDir) -> None:
     """Names of the data sets compgen knows (every SIGMORPHON language in the data folder)."""
     # start-up: `compgen --help` loads no polars
@@ -23,7 +23,7 @@ def data_list(data_dir: Path | None = DataDir) -> None:
         console.print(name)
 
 
-@data_app.command("fetch")
+@commands.command("fetch")
 def data_fetch(
     name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs | geoquery"),
     mirror: Path | None = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
@@ -38,7 +38,7 @@ def data_fetch(
     console.print(f"{name}: {len(written)} files verified (sha256) into {target}")
 
 
-@data_app.command("stats")
+@commands.command("stats")
 def data_stats(name: str = typer.Argument(..., help="data set name, data file or folder of train/dev/test files"),
                data_dir: Path | None = DataDir, x_field: str | None = XField,
                y_field: str | None = YField, columns: str | None = Columns) -> None:

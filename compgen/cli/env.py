@@ -7,10 +7,13 @@ import json
 
 import typer
 
-from compgen.cli.common import app, console
+from compgen.cli.common import console
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("env")
+@commands.command("env")
 def env_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object instead of lines"),
 ) -> None:

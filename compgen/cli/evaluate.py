@@ -12,7 +12,6 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     checkpoint_kind,
     console,
     err_console,
@@ -21,8 +20,11 @@ from compgen.cli.common import (
 from compgen.device import resolve_device
 from compgen.errors import UserError
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("evaluate")
+
+@commands.command("evaluate")
 def evaluate_cmd(
     models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s), or predictor export folders (compgen export); several = seeds, reported as mean ± std"),
     data: str | None = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),

@@ -7,12 +7,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
+from compgen.cli.common import DataDir, checkpoint_kind, console, err_console
 from compgen.errors import UserError, not_a_file, read_text
 from compgen.runtimes.card import set_card_text
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("export")
+
+@commands.command("export")
 def export_cmd(
     checkpoint: Path = typer.Argument(..., help="generator, predictor or inflection checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),

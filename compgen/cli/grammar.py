@@ -7,11 +7,14 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
+from compgen.cli.common import Columns, DataDir, XField, YField, console, fields_of
 from compgen.errors import UserError
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("evaluate-grammar")
+
+@commands.command("evaluate-grammar")
 def evaluate_grammar_cmd(
     grammar: Path = typer.Argument(..., help="grammar file (source ### target, one rule a line)"),
     data: str = typer.Option(..., "--data", help="data set (scan/length, ...) or folder of train/test files: train fits the parser, test is scored"),

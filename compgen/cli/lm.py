@@ -8,12 +8,12 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
+from compgen.cli.common import Columns, DataDir, XField, YField, console, fields_of
 from compgen.errors import UserError
 from compgen.io import atomic_open
 
-lm_app = typer.Typer(no_args_is_help=True, help="KenLM n-gram models: lmplz, interpolation, perplexity.")
-app.add_typer(lm_app, name="lm")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
 def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
@@ -30,7 +30,7 @@ def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
     return table
 
 
-@lm_app.command("train")
+@commands.command("train")
 def lm_train(
     corpus: str = typer.Argument(..., help="corpus file (one sentence per line) or lm/<lang> (its train split); with --side: a data set (its train split), data file or samples TSV"),
     output: Path = typer.Option(..., "-o", "--output", help="model to write: *.arpa (ARPA) or *.bin (build_binary)"),
@@ -72,7 +72,7 @@ def lm_train(
                   highlight=False, markup=False)
 
 
-@lm_app.command("eval")
+@commands.command("eval")
 def lm_eval(
     base: Path = typer.Option(..., "--base", help="model trained on the original corpus (.arpa/.bin)"),
     val: str = typer.Option(..., "--val", help="validation corpus file or lm/<lang> (its val split)"),
@@ -108,7 +108,7 @@ def lm_eval(
     write_rows(result.rows, csv, markdown)
 
 
-@lm_app.command("experiment")
+@commands.command("experiment")
 def lm_experiment(
     langs: list[str] = typer.Argument(..., help="one or more of kin lao na tok"),
     out: Path = typer.Option(Path("runs/lm"), "-o", "--out", help="output root; each corpus goes to <out>/<lang>/"),

@@ -13,7 +13,6 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     fields_of,
     log_with_flags,
@@ -23,8 +22,11 @@ from compgen.decoding.random_stream import check_seed
 from compgen.device import resolve_device
 from compgen.errors import UserError
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("pipeline")
+
+@commands.command("pipeline")
 def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1, geo-sql-query-geca (--list shows all), or own (your --data)"),
     data: str | None = typer.Option(None, "--data", help="own: your data file or folder of train/dev/test files"),

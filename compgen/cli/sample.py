@@ -18,7 +18,6 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     err_console,
     fields_of,
@@ -27,8 +26,11 @@ from compgen.cli.common import (
 )
 from compgen.errors import UserError
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("sample")
+
+@commands.command("sample")
 def sample_cmd(
     checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
     n: int | None = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),

@@ -9,20 +9,19 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.augment import augment_app
-from compgen.cli.common import DataDir, DeviceOption, app, console
-from compgen.cli.train import train_app
+from compgen.cli.common import DataDir, DeviceOption, console
 from compgen.device import resolve_device
 from compgen.errors import UserError, not_a_file
+
+# its commands, listed in compgen.cli.commands: augment stem-corrupt, train inflection,
+# select and inflection evaluate
+commands = typer.Typer()
 
 StemCorruptConfigOption = typer.Option(
     None, "--config", help="a STEM-CORRUPT preset file read over the bundled one (compgen presets stem_corrupt); the options given here override it")
 
-inflection_app = typer.Typer(no_args_is_help=True, help="The character Transformer inflection model (STEM-CORRUPT experiments).")
-app.add_typer(inflection_app, name="inflection")
 
-
-@augment_app.command("stem-corrupt")
+@commands.command("stem-corrupt")
 def augment_stem_corrupt(
     lang: str = typer.Argument(..., help="SIGMORPHON language (its train-low file is used) or a lemma<TAB>form<TAB>tags file"),
     output: Path = typer.Option(..., "-o", "--output", help="pool to write (lemma<TAB>form<TAB>tags)"),
@@ -77,7 +76,7 @@ def _train_config(config_file: Path | None, **given: int | None):
     return cfg
 
 
-@train_app.command("inflection")
+@commands.command("inflection")   # compgen train inflection
 def train_inflection_cmd(
     lang: str = typer.Argument(..., help="SIGMORPHON language: trains on its train-low, validates on its dev"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint to write (safetensors)"),
@@ -112,7 +111,7 @@ def train_inflection_cmd(
                   highlight=False, markup=False)
 
 
-@app.command("select")
+@commands.command("select")
 def select_cmd(
     pool: Path = typer.Argument(..., help="synthetic pool (lemma<TAB>form<TAB>tags)"),
     output: Path = typer.Option(..., "-o", "--output", help="subset to write (same format)"),
@@ -153,7 +152,7 @@ def select_cmd(
                   highlight=False, markup=False)
 
 
-@inflection_app.command("evaluate")
+@commands.command("evaluate")   # compgen inflection evaluate
 def inflection_evaluate_cmd(
     model: Path = typer.Argument(..., help="inflection checkpoint"),
     lang: str = typer.Option(..., "--lang", help="SIGMORPHON language"),

@@ -12,18 +12,17 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     fields_of,
 )
 from compgen.device import resolve_device, training_precision, use_tf32
 from compgen.errors import UserError
 
-train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
-app.add_typer(train_app, name="train")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@train_app.command("predictor")
+@commands.command("predictor")
 def train_predictor_cmd(
     data: str | None = typer.Option(None, "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file; with --resume: the checkpoint's"),
     config: str | None = typer.Option(None, "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu], seq2seq_geo) or TOML file (default: seq2seq_sig_cpu for sigmorphon/*, seq2seq_geo for geoquery/*, seq2seq_scan_cpu for scan/* and cogs, settings sized from the data for your own data; with --resume: the checkpoint's)"),
@@ -78,7 +77,7 @@ def train_predictor_cmd(
 
 
 
-@train_app.command("generator")
+@commands.command("generator")
 def train_generator_cmd(
     data: str | None = typer.Option(None, "--data", help="scan/<split>, sigmorphon/<lang>/hints-<h>.<i>, or your own x<TAB>y file (prototypes retrieved by similarity; the checkpoint records the pairs, so sampling needs no data); with --resume: the checkpoint's"),
     config: str | None = typer.Option(None, "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], recombine_generic_cpu, proto_*, rnnlm_*) or TOML file (default: recombine_sig_cpu for sigmorphon/*, recombine_scan_cpu for scan/*, else recombine_generic_cpu; with --resume: the checkpoint's)"),
