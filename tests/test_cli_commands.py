@@ -84,6 +84,17 @@ def test_a_command_imports_its_own_module_only():
     assert modules & COMMAND_MODULES == {"compgen.cli.augment"}
 
 
+def test_sampling_an_export_with_onnx_runtime_imports_no_torch(tmp_path):
+    """The sample command's own imports stay off torch: its ONNX Runtime and C++ paths
+    load none (compgen/sampling/run.py)."""
+    status, _, err, modules = run_cli(
+        ["sample", "exported/scan-jump-recomb2", "--backend", "onnx", "--n", "3", "--nsamples",
+         "3", "--batch-size", "32", "--max-rounds", "2", "--threads", "1", "-o",
+         str(tmp_path / "samples.tsv"), "--data-dir", str(tmp_path)], env={"OMP_NUM_THREADS": "1"})
+    assert status == 0, err
+    assert "torch" not in modules and modules & COMMAND_MODULES == {"compgen.cli.sample"}
+
+
 def test_completion_lists_the_commands_from_the_table():
     status, out, _, modules = run_cli([], env={"_COMPGEN_COMPLETE": "complete_zsh",
                                                "_TYPER_COMPLETE_ARGS": "compgen t"})

@@ -46,7 +46,7 @@ COMMANDS: dict[str, Command | Group] = {
                                     "figures of generators."),
     "export": Command("export", "Export to TorchScript + ONNX, validated against the eager model "
                                 "before writing."),
-    "evaluate-grammar": Command("grammar", "Share of train and test pairs the grammar derives, "
+    "evaluate-grammar": Command("csl", "Share of train and test pairs the grammar derives, "
                                            "and exact match of the Viterbi parse under the "
                                            "latent-state model fitted on train."),
     "inspect": Command("inspect", "Kind, config, vocabulary, training state (checkpoints) or "
@@ -66,7 +66,7 @@ COMMANDS: dict[str, Command | Group] = {
                      "(CSL).", {
         "geca": Command("augment", "GECA: put fragments into templates that share an "
                                    "environment; write novel examples."),
-        "csl": Command("augment", "CSL: induce a QCFG from the training pairs, fit its "
+        "csl": Command("csl", "CSL: induce a QCFG from the training pairs, fit its "
                                   "latent-state model, sample pairs."),
         "stem-corrupt": Command("stem_corrupt", "STEM-CORRUPT: align lemma/form pairs, replace "
                                                 "stem characters, write a pool."),

@@ -7,11 +7,23 @@ import dataclasses
 import time
 from pathlib import Path
 
+import torch
 import typer
 
+from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
+from compgen.augment.stem_corrupt.corrupt import (
+    read_triples,
+    stem_corrupt_pool,
+    training_file,
+    write_triples,
+)
 from compgen.cli.common import DataDir, DeviceOption, console
+from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
 from compgen.device import resolve_device
 from compgen.errors import UserError, not_a_file
+from compgen.pipelines.stem_corrupt import evaluate_model, gold_and_dev, pool_scores, select_rows
+from compgen.training.inflection import train_inflection
+from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
 
 # its commands, listed in compgen.cli.commands: augment stem-corrupt, train inflection,
 # select and inflection evaluate
@@ -33,15 +45,6 @@ def augment_stem_corrupt(
     data_dir: Path | None = DataDir,
 ) -> None:
     """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
-    # start-up: `compgen --help` loads no torch (the preset's model settings)
-    from compgen.augment.stem_corrupt.corrupt import (
-        read_triples,
-        stem_corrupt_pool,
-        training_file,
-        write_triples,
-    )
-    from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
-
     config = corrupt_config(stem_corrupt_preset(config_file), pool_size=pool, seed=seed,
                             iterations=iterations, compat=compat)
     config.validate()
@@ -56,8 +59,6 @@ def augment_stem_corrupt(
 
 
 def _threads(threads: int | None) -> None:
-    # start-up: `compgen --help` loads no torch
-    import torch
 
     if threads is not None:
         if threads < 1:
@@ -67,9 +68,6 @@ def _threads(threads: int | None) -> None:
 
 def _train_config(config_file: Path | None, **given: int | None):
     """The preset's ``[train]`` (and ``[model]``) with the options given on the command line."""
-    # start-up: `compgen --help` loads no torch (the preset's model settings)
-    from compgen.training.stem_corrupt_preset import stem_corrupt_preset
-
     train = stem_corrupt_preset(config_file).train
     cfg = dataclasses.replace(train, **{k: v for k, v in given.items() if v is not None})
     cfg.validate()
@@ -91,11 +89,6 @@ def train_inflection_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the character Transformer inflection model (gold train-low + augment files)."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.augment.stem_corrupt.corrupt import read_triples
-    from compgen.pipelines.stem_corrupt import gold_and_dev
-    from compgen.training.inflection import train_inflection
-
     dev = resolve_device(device)
     cfg = _train_config(config_file, updates=updates, warmup=warmup,
                         validate_every=validate_every, seed=seed)
@@ -124,16 +117,8 @@ def select_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
 ) -> None:
     """Choose SIZE synthetic triples of POOL with a selection strategy."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
-    from compgen.augment.stem_corrupt.corrupt import read_triples, write_triples
-    from compgen.pipelines.stem_corrupt import pool_scores, select_rows
-
     key = check_strategy(strategy)
     if uncertainty is None:
-        # start-up: `compgen --help` reads no preset file
-        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-
         uncertainty = StemCorruptRunConfig.uncertainty
     if uncertainty not in ("hypothesis", "reference"):
         raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
@@ -164,13 +149,7 @@ def inflection_evaluate_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact-match accuracy of an inflection model (beam search)."""
-    # start-up: `compgen --help` loads no torch
-    from compgen.pipelines.stem_corrupt import evaluate_model
-
     if beam is None:
-        # start-up: `compgen --help` reads no preset file
-        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-
         beam = StemCorruptRunConfig.beam
     if beam < 1:
         raise UserError("--beam must be >= 1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 import typer
 
 from compgen.cli.common import (
@@ -15,8 +16,13 @@ from compgen.cli.common import (
     console,
     fields_of,
 )
+from compgen.data.dataset import open_dataset
+from compgen.data.task import task_of
 from compgen.device import resolve_device, training_precision, use_tf32
 from compgen.errors import UserError
+from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
+from compgen.training.generator import train_generator
+from compgen.training.predictor import train_predictor
 
 # its commands, listed in compgen.cli.commands
 commands = typer.Typer()
@@ -46,11 +52,6 @@ def train_predictor_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
-    # start-up: `compgen --help` loads no torch or polars
-    import torch
-
-    from compgen.training.predictor import train_predictor
-
     dev = resolve_device(device)
     use_tf32(dev, tf32)
 
@@ -108,12 +109,6 @@ def train_generator_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.data.dataset import open_dataset
-    from compgen.data.task import task_of
-    from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
-    from compgen.training.generator import train_generator
-
     # numeric options: checked before the command starts (compgen.cli.common
     # check_train_numbers_first)
     dev = resolve_device(device)
