@@ -16,7 +16,7 @@ from compgen.cli.commands import COMMANDS, Command, Group, every_command
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND_MODULES = {f"compgen.cli.{entry.module}" for group in COMMANDS.values()
                    for entry in (group.commands.values() if isinstance(group, Group) else [group])}
-HEAVY = {"torch", "polars", "onnxruntime"}
+HEAVY = {"torch", "polars", "onnxruntime", "numpy"}
 
 
 def run_cli(args: list[str], env: dict | None = None):
@@ -65,7 +65,7 @@ def test_every_command_a_module_declares_is_in_the_table():
     assert declared == listed
 
 
-def test_help_imports_no_command_module_nor_torch_or_polars():
+def test_help_imports_no_command_module_nor_torch_polars_or_numpy():
     # bare `compgen` prints the help to stderr, exit status 2
     for args in (["--help"], ["augment", "--help"], ["train", "--help"], []):
         status, out, err, modules = run_cli(args)

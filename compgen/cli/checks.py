@@ -9,8 +9,8 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from compgen.decoding.random_stream import check_seed
 from compgen.device import check_threads
+from compgen.errors import check_seed
 from compgen.io import check_output, refuse_overwriting_inputs
 from compgen.training.numeric_options import NUMERIC_OPTIONS, check_number
 

@@ -46,9 +46,9 @@ COMMANDS: dict[str, Command | Group] = {
                                     "figures of generators."),
     "export": Command("export", "Export to TorchScript + ONNX, validated against the eager model "
                                 "before writing."),
-    "evaluate-grammar": Command("csl", "Share of train and test pairs the grammar derives, "
-                                           "and exact match of the Viterbi parse under the "
-                                           "latent-state model fitted on train."),
+    "evaluate-grammar": Command("csl", "Share of train and test pairs the grammar derives, and "
+                                       "exact match of the Viterbi parse under the latent-state "
+                                       "model fitted on train."),
     "inspect": Command("inspect", "Kind, config, vocabulary, training state (checkpoints) or "
                                   "parity figures (exports)."),
     "pipeline": Command("pipeline", "Run one row of the paper's tables (augment -> predictor -> "
@@ -66,8 +66,8 @@ COMMANDS: dict[str, Command | Group] = {
                      "(CSL).", {
         "geca": Command("augment", "GECA: put fragments into templates that share an "
                                    "environment; write novel examples."),
-        "csl": Command("csl", "CSL: induce a QCFG from the training pairs, fit its "
-                                  "latent-state model, sample pairs."),
+        "csl": Command("csl", "CSL: induce a QCFG from the training pairs, fit its latent-state "
+                              "model, sample pairs."),
         "stem-corrupt": Command("stem_corrupt", "STEM-CORRUPT: align lemma/form pairs, replace "
                                                 "stem characters, write a pool."),
     }),

@@ -20,9 +20,8 @@ from compgen.cli.common import (
 )
 from compgen.data.dataset import open_dataset
 from compgen.decoding.options import check_max_rounds
-from compgen.decoding.random_stream import check_seed
 from compgen.device import resolve_device
-from compgen.errors import UserError
+from compgen.errors import UserError, check_seed
 from compgen.evaluation.evaluate import aggregate, markdown_table
 from compgen.pipelines.ray_seeds import run_seeds
 from compgen.pipelines.rows import check_own_rows, own_runs
