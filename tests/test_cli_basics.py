@@ -15,6 +15,7 @@ import typer
 
 from compgen import __version__
 from compgen.cli import app
+from compgen.cli.commands import every_command
 from compgen.training.checkpoint import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def compgen(*args):
 def commands(group=None, path=()):
     """(path, command) for every leaf command of the CLI."""
     group = group or typer.main.get_command(app)
-    for name, sub in group.commands.items():
+    for name, sub in every_command(group).items():
         if hasattr(sub, "commands"):
             yield from commands(sub, (*path, name))
         else:

@@ -9,8 +9,9 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from compgen.cli import app, parse_seeds
+from compgen.cli import app
 from compgen.cli.common import flag_of, flags_in
+from compgen.cli.pipeline import parse_seeds
 from compgen.errors import SettingError, UserError
 from compgen.io import read_samples_tsv
 from compgen.pipelines.runs import RUNS, PipelineOptions, find_run, run_pipeline

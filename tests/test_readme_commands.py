@@ -21,6 +21,7 @@ import pytest
 import typer
 
 from compgen.cli import app
+from compgen.cli.commands import LazyGroup, every_command
 from compgen.system.precision import cpu_has_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,8 @@ def leaf(words: list[str]):
     """(command path, click command, its arguments) of `compgen ...` words."""
     group, path = typer.main.get_command(app), []
     rest = words[1:]
-    while hasattr(group, "commands") and rest and rest[0] in group.commands:
-        group = group.commands[rest[0]]
+    while isinstance(group, LazyGroup) and rest and rest[0] in group.table:
+        group = every_command(group)[rest[0]]
         path.append(rest.pop(0))
     return " ".join(path), group, rest
 

@@ -49,9 +49,10 @@ def test_bash_completes_commands_and_options(venv):
     import typer.main
 
     from compgen.cli import app
+    from compgen.cli.commands import every_command
 
-    train = typer.main.get_command(app).commands["train"]
-    assert set(out[0].split()) == set(train.commands) and out[1] == "--strategy"
+    train = every_command(typer.main.get_command(app))["train"]
+    assert set(out[0].split()) == set(every_command(train)) and out[1] == "--strategy"
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")

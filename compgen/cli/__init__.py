@@ -1,7 +1,8 @@
 """The ``compgen`` command line. Thin: every command parses options and calls a library
 function that the tests call too. User mistakes print one ``error:`` line, exit 2.
 
-One module per command group; importing it registers its commands on ``app``."""
+One module per command group; compgen.cli.commands lists every command and imports its
+module only when it runs, so `compgen --help` imports none of them."""
 
 from __future__ import annotations
 
@@ -11,40 +12,13 @@ import sys
 
 import typer.main
 
-from compgen.cli import (  # noqa: F401
-    augment,
-    data,
-    env,
-    evaluate,
-    export,
-    grammar,
-    inspect,
-    lm,
-    pipeline,
-    predict,
-    presets,
-    sample,
-    stem_corrupt,
-    train,
-)
-from compgen.cli.common import (
-    app,
-    check_outputs_first,
-    check_seeds_first,
-    check_threads_first,
-    check_train_numbers_first,
-    err_console,
-    fill_optional_values,
-    flags_in,
-    out_of_memory,
-)
-from compgen.cli.pipeline import parse_seeds
+from compgen.cli.common import app, err_console, fill_optional_values, flags_in, out_of_memory
 from compgen.device import cuda_out_of_memory
 from compgen.errors import SettingError, Terminated, UserError
 from compgen.io import keep_torch_compiler_cache
 from compgen.system.memory import address_space_limit, check_address_space
 
-__all__ = ["app", "main", "parse_seeds"]
+__all__ = ["app", "main"]
 
 
 def _out_of_memory_exit(exc: BaseException) -> None:
@@ -79,11 +53,8 @@ def main() -> None:
     # training), its cache folder goes to the user's cache, never the system temp dir
     keep_torch_compiler_cache()
 
+    # each command gets its checks (compgen.cli.checks) as it loads
     command = typer.main.get_command(app)
-    check_outputs_first(command)
-    check_seeds_first(command)
-    check_threads_first(command)
-    check_train_numbers_first(command.commands["train"])
     try:
         check_address_space()
         # prog_name: also under `python -m compgen`, for completion and usage

@@ -1,4 +1,4 @@
-"""`compgen augment`: synthesize training data by recombination."""
+"""`compgen augment geca`: synthesize training data by recombination (GECA)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,24 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
+from compgen.augment.geca.arrays import peak_rss_mb
 from compgen.cli.common import (
     Columns,
     DataDir,
     XField,
     YField,
-    app,
     console,
     err_console,
     fields_of,
     log_with_flags,
 )
+from compgen.data.dataset import open_dataset
+from compgen.data.task import task_of
 from compgen.errors import UserError
 
-augment_app = typer.Typer(no_args_is_help=True, help="Synthesize training data by recombination (GECA) or from an induced grammar (CSL).")
-app.add_typer(augment_app, name="augment")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
 def _count_option(name: str, value: str | None, words: tuple[str, ...]):
@@ -37,7 +40,7 @@ def _count_option(name: str, value: str | None, words: tuple[str, ...]):
         raise UserError(f"{name} must be an integer or {' / '.join(words)} (got {value!r})") from None
 
 
-@augment_app.command("geca")
+@commands.command("geca")
 def augment_geca(
     data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
@@ -66,12 +69,6 @@ def augment_geca(
     columns: str | None = Columns,
 ) -> None:
     """GECA: put fragments into templates that share an environment; write novel examples."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.augment.geca import Execution, augment_file, make_config, parse_memory_budget
-    from compgen.augment.geca.arrays import peak_rss_mb
-    from compgen.data.dataset import open_dataset
-    from compgen.data.task import task_of
-
     execution = Execution(memory_budget=parse_memory_budget(memory_budget), ray=ray or None)
     limits = {"wug_limit": _count_option("--wug-limit", wug_limit, ("none",)),
               "variants": _count_option("--variants", variants, ("all",)),
@@ -113,60 +110,4 @@ def augment_geca(
     console.print(table)
     console.print(f"wrote {output}", highlight=False, markup=False)
     for reason in result.warnings:
-        log_with_flags(err_console)(f"warning: {reason}")
-
-
-@augment_app.command("csl")
-def augment_csl(
-    data: str = typer.Argument(..., help="data set name (scan/length, ...) or data file; its train split is induced from"),
-    output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    config: str | None = typer.Option(None, "--config", help="scan or cogs: the reference's settings for SCAN or COGS (seed rules, target CFG, joint sampling); generic: SCAN's with up to 3 nonterminals a rule (default: cogs for the cogs data set, generic for a data file or folder, else scan)"),
-    n: int = typer.Option(100_000, "--n", help="synthetic pairs to sample"),
-    grammar: Path | None = typer.Option(None, "--grammar", help="reuse this grammar file instead of inducing one"),
-    grammar_out: Path | None = typer.Option(None, "--grammar-out", help="write the grammar (source ### target, one rule a line)"),
-    uniform: bool = typer.Option(False, "--uniform", help="sample rules uniformly, no model (the paper's ablation)"),
-    states: int | None = typer.Option(None, "--states", help="latent states of the model (default: the config's)"),
-    steps: int | None = typer.Option(None, "--steps", help="training steps of the model (default: the config's)"),
-    temperature: float | None = typer.Option(None, "--temperature", help="sampling temperature of the fitted model's rule and state distributions (the reference: 1; higher flattens them toward --uniform)"),
-    refine: bool = typer.Option(False, "--refine", help="after the search, drop or replace rules while that lowers the objective and every training pair stays derivable (the project's extension; the reference stops at the search's fixed point). Each try parses the training pairs that have the rule's words: 20 s on scan/simple"),
-    dedup: bool = typer.Option(False, "--dedup", help="keep distinct samples that are not training pairs"),
-    seed: int = typer.Option(0, "--seed", help="seeds the model's initialisation, its batches and the sampler"),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
-    data_dir: Path | None = DataDir,
-    x_field: str | None = XField,
-    y_field: str | None = YField,
-    columns: str | None = Columns,
-) -> None:
-    """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
-    # start-up: `compgen --help` loads no torch, polars or CSL report code
-    from compgen.augment.csl.dataset import csl_augment_dataset
-    from compgen.cli.csl_report import csl_progress, print_csl_summary
-    from compgen.data.task import task_of
-
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be >= 1")
-        # start-up: `compgen --help` loads no torch
-        import torch
-
-        torch.set_num_threads(threads)
-    config = config or task_of(data).csl_preset()
-    # the settings are checked before the data is read with these fields
-    fields = fields_of(x_field, y_field, columns)
-    with csl_progress() as progress:
-        done = csl_augment_dataset(data, output, config, n, seed, uniform, dedup, grammar,
-                                   grammar_out, states, steps, data_dir, progress,
-                                   temperature=temperature, refine=refine, fields=fields)
-    print_csl_summary(console, f"CSL {data} (config {config}{', uniform' if uniform else ''}"
-                      f"{', refined' if refine else ''})",
-                      done.result.summary, done.result.phases)
-    if done.quality:
-        q = done.quality
-        console.print(f"samples: {q['novel_share']:.2%} novel, {q['scan_grammar_correct_share']:.2%} are SCAN "
-                      f"commands (scan/tasks.txt) with the correct actions, {q['reading_correct_share']:.2%} "
-                      "translate correctly by the SCAN reading (any nesting)", highlight=False, markup=False)
-    rows = done.rows
-    console.print(f"wrote {rows:,} pairs to {output}" + (f" and the grammar to {grammar_out}" if grammar_out else ""),
-                  highlight=False, markup=False)
-    for reason in done.result.warnings:
         log_with_flags(err_console)(f"warning: {reason}")

@@ -5,22 +5,20 @@ from __future__ import annotations
 import functools
 import re
 import resource
-from collections.abc import Callable
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from compgen import __version__
-from compgen.decoding.random_stream import check_seed
-from compgen.device import DEVICE_HELP, check_threads
+from compgen.cli.commands import LazyGroup, every_command
+from compgen.device import DEVICE_HELP
 from compgen.errors import UserError, name_settings
-from compgen.io import check_output, refuse_overwriting_inputs
-from compgen.training.numeric_options import NUMERIC_OPTIONS, check_number
 
+# cls: the commands are listed from compgen.cli.commands, imported one by one as they run;
 # add_completion: the program answers shell completion (scripts/shell/compgen.sh asks it)
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
-                  rich_markup_mode=None,
+app = typer.Typer(cls=LazyGroup, no_args_is_help=True, pretty_exceptions_enable=False,
+                  add_completion=True, rich_markup_mode=None,
                   help="Compositional data augmentation: GECA, R&R generators, KenLM.")
 # soft_wrap: a summary line stays one line in a pipe or a log (paths make them long)
 console = Console(width=max(120, Console().width), soft_wrap=True)
@@ -93,115 +91,6 @@ def checkpoint_kind(path: Path) -> str:
     return load_checkpoint(path).kind
 
 
-# Options that name something the command writes: checked before the command starts, so a
-# long run never fails at its end on an unwritable path. "folder"/"root" in the help text
-# marks an output folder.
-OUTPUT_OPTIONS = {"output", "out", "csv", "markdown", "predictions", "plots"}
-
-
-def check_outputs_first(group) -> None:
-    """Give every output option of every command a callback that checks writability."""
-    for command in group.commands.values():
-        if hasattr(command, "commands"):
-            check_outputs_first(command)
-            continue
-        for param in command.params:
-            if param.name not in OUTPUT_OPTIONS or getattr(param, "is_flag", False):
-                continue
-            help_text = (getattr(param, "help", "") or "").lower()
-            folder = "folder" in help_text or "root" in help_text
-            option = min(param.opts, key=len)
-
-            def checked(ctx, p, value, previous=param.callback, folder=folder, option=option):
-                if previous is not None:
-                    value = previous(ctx, p, value)
-                if value is not None and not ctx.resilient_parsing:
-                    check_output(value, option, folder)
-                return value
-
-            param.callback = checked
-        _refuse_outputs_over_inputs(command)
-
-
-def _refuse_outputs_over_inputs(command) -> None:
-    """Wrap ``command`` so that, once every option is parsed and before it runs, an output
-    option naming one of its inputs (or a path inside an input export folder) is refused."""
-    outputs = [p for p in command.params
-               if p.name in OUTPUT_OPTIONS and not getattr(p, "is_flag", False)]
-    if not outputs or command.callback is None:
-        return
-    inner = command.callback
-
-    @functools.wraps(inner)
-    def guarded(*args, **kwargs):
-        inputs = [(_label(p), path) for p in command.params if p not in outputs
-                  for path in _paths_in(kwargs.get(p.name))]
-        for param in outputs:
-            if kwargs.get(param.name) is not None:
-                refuse_overwriting_inputs(kwargs[param.name], inputs, min(param.opts, key=len))
-        return inner(*args, **kwargs)
-
-    command.callback = guarded
-
-
-def _label(param) -> str:
-    if param.param_type_name == "argument":
-        return (param.metavar or param.name).upper()
-    return max(param.opts, key=len)
-
-
-def _paths_in(value) -> list[Path]:
-    """The existing paths an option's value names (a list's items; ``A,B`` lists such as
-    ``--lm BASE,AUG``)."""
-    if isinstance(value, (list, tuple)):
-        return [path for item in value for path in _paths_in(item)]
-    if not isinstance(value, (str, Path)) or isinstance(value, bool) or not str(value):
-        return []
-    names = [str(value)] + (str(value).split(",") if isinstance(value, str) else [])
-    return [Path(name) for name in dict.fromkeys(names) if name and Path(name).exists()]
-
-
-def check_option_first(group, name: str, check: Callable) -> None:
-    """Give every ``--<name>`` option of ``group``'s commands a callback that runs
-    ``check(value)`` before the command starts (after any callback it already had)."""
-    for command in group.commands.values():
-        if hasattr(command, "commands"):
-            check_option_first(command, name, check)
-            continue
-        for param in command.params:
-            if param.name != name or "--" + name.replace("_", "-") not in param.opts:
-                continue
-
-            def checked(ctx, p, value, previous=param.callback):
-                if previous is not None:
-                    value = previous(ctx, p, value)
-                if value is not None and not ctx.resilient_parsing:
-                    check(value)
-                return value
-
-            param.callback = checked
-
-
-def check_threads_first(group) -> None:
-    """``--threads`` outside 1 .. ``compgen.device.max_threads()`` is refused before the
-    command starts."""
-    check_option_first(group, "threads", lambda value: check_threads(value, "--threads"))
-
-
-def check_train_numbers_first(group) -> None:
-    """Every numeric option of ``compgen train``'s commands (``--lr``, ``--time-budget``,
-    ``--hidden``, ...) is checked against its range in ``compgen.training.numeric_options``
-    before the command starts."""
-    for name in NUMERIC_OPTIONS:
-        check_option_first(group, name, lambda value, name=name: check_number(name, value))
-
-
-def check_seeds_first(group) -> None:
-    """A ``--seed`` outside the signed 64-bit range (``compgen.errors.check_seed``) is
-    refused before the command starts, instead of wrapping or overflowing later."""
-    check_option_first(group, "seed", check_seed)
-
-
 def out_of_memory(exc: BaseException) -> str:
     """One line for a failed allocation: the size asked for when known, the address-space
     limit (ulimit -v) and the peak memory of this process."""
@@ -234,19 +123,38 @@ def flag_of(setting: str) -> str:
     return FLAGS.get(setting) or "--" + setting.replace("_", "-")
 
 
-def option_names(group) -> set[str]:
-    """The parameter names of every option of every command under ``group``, and the off
-    switches of its on/off flags by their own names (``all_prototypes``: --all-prototypes
-    sets ``rare_prototypes`` off)."""
+def option_names(group, imported_only: bool = False) -> set[str]:
+    """The parameter names of every option of every command under ``group`` (with
+    ``imported_only``, of the commands whose modules are imported), and the off switches
+    of its on/off flags by their own names (``all_prototypes``: --all-prototypes sets
+    ``rare_prototypes`` off)."""
     names: set[str] = set()
-    for command in group.commands.values():
-        if hasattr(command, "commands"):
-            names |= option_names(command)
+    for command in every_command(group, imported_only).values():
+        if isinstance(command, LazyGroup):
+            names |= option_names(command, imported_only)
         else:
             names |= {param.name for param in command.params if param.name}
             names |= {flag.removeprefix("--").replace("-", "_") for param in command.params
                       for flag in getattr(param, "secondary_opts", ()) if flag.startswith("--")}
     return names
+
+
+class KnownSettings:
+    """The settings that are options of some command under ``group`` (or in ``FLAGS``),
+    for ``in``: looked up first among the commands whose modules are imported (the running
+    one's), among every command only for a name they lack (that imports every command)."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+        self.imported = option_names(group, imported_only=True) | set(FLAGS)
+        self.every: set[str] | None = None
+
+    def __contains__(self, name: str) -> bool:
+        if name in self.imported:
+            return True
+        if self.every is None:
+            self.every = option_names(self.group)
+        return name in self.every
 
 
 def with_flags(template: str, known) -> str:
@@ -258,12 +166,12 @@ def with_flags(template: str, known) -> str:
 
 def flags_in(error, group) -> str:
     """A SettingError's message with each setting written as its flag."""
-    return with_flags(error.template, option_names(group) | set(FLAGS))
+    return with_flags(error.template, KnownSettings(group))
 
 
 @functools.cache
-def _known_settings() -> frozenset:
-    return frozenset(option_names(typer.main.get_command(app)) | set(FLAGS))
+def _known_settings() -> KnownSettings:
+    return KnownSettings(typer.main.get_command(app))
 
 
 def log_with_flags(console_to: Console):

@@ -7,46 +7,40 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
+from compgen.cli.common import Columns, DataDir, XField, YField, console, fields_of
+from compgen.data import dataset_names
+from compgen.data.dataset import open_dataset
+from compgen.data.sources import default_data_dir, fetch
+from compgen.data.stats import table_stats
 
-data_app = typer.Typer(no_args_is_help=True, help="List, fetch and describe data sets.")
-app.add_typer(data_app, name="data")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@data_app.command("list")
+@commands.command("list")
 def data_list(data_dir: Path | None = DataDir) -> None:
     """Names of the data sets compgen knows (every SIGMORPHON language in the data folder)."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.data import dataset_names
-
     for name in dataset_names(data_dir):
         console.print(name)
 
 
-@data_app.command("fetch")
+@commands.command("fetch")
 def data_fetch(
     name: str = typer.Argument(..., help="scan | sigmorphon | lm | cogs | geoquery"),
     mirror: Path | None = typer.Option(None, "--from", help="copy from this offline mirror instead of downloading"),
     data_dir: Path | None = DataDir,
 ) -> None:
     """Download a data set (or copy it from a mirror) and verify its sha256 sums."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.data.sources import default_data_dir, fetch
-
     target = data_dir or Path(__import__("os").environ.get("COMPGEN_DATA") or default_data_dir())
     written = fetch(name, target, mirror)
     console.print(f"{name}: {len(written)} files verified (sha256) into {target}")
 
 
-@data_app.command("stats")
+@commands.command("stats")
 def data_stats(name: str = typer.Argument(..., help="data set name, data file or folder of train/dev/test files"),
                data_dir: Path | None = DataDir, x_field: str | None = XField,
                y_field: str | None = YField, columns: str | None = Columns) -> None:
     """Counts, vocabulary sizes and lengths per split."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.data.dataset import open_dataset
-    from compgen.data.stats import table_stats
-
     fields = fields_of(x_field, y_field, columns)
     stats = table_stats(open_dataset(name, data_dir, fields).table)
     table = Table(title=name)

@@ -7,17 +7,18 @@ import json
 
 import typer
 
-from compgen.cli.common import app, console
+from compgen.cli.common import console
+from compgen.cli.environment import lines, report
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("env")
+@commands.command("env")
 def env_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object instead of lines"),
 ) -> None:
     """Report the Python, torch, CUDA, GPUs, ONNX Runtime providers, KenLM and CPU flags."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.cli.environment import lines, report
-
     info = report()
     if as_json:
         print(json.dumps(info, indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 import typer
 
 from compgen.cli.common import (
@@ -12,17 +13,29 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     checkpoint_kind,
     console,
     err_console,
     fields_of,
 )
+from compgen.data.dataset import open_dataset
 from compgen.device import resolve_device
 from compgen.errors import UserError
+from compgen.evaluation.direct_inference import evaluate_direct
+from compgen.evaluation.evaluate import (
+    aggregate,
+    evaluate_predictor,
+    markdown_table,
+    write_generator_plots,
+    write_plots,
+    write_results,
+)
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("evaluate")
+@commands.command("evaluate")
 def evaluate_cmd(
     models: list[Path] = typer.Argument(..., help="predictor or generator checkpoint(s), or predictor export folders (compgen export); several = seeds, reported as mean ± std"),
     data: str | None = typer.Option(None, "--data", help="data set (default: the one the model was trained on)"),
@@ -44,12 +57,6 @@ def evaluate_cmd(
 ) -> None:
     """Exact match and morphology F1 (FUT / PST / FUT+PST / OTHER, all and NOVEL) of
     predictors; direct inference and attention figures of generators."""
-    # start-up: `compgen --help` loads no torch or polars
-    import torch
-
-    from compgen.data.dataset import open_dataset
-    from compgen.evaluation.evaluate import aggregate, markdown_table, write_results
-
     if batch_size < 1:
         raise UserError("--batch-size must be >= 1")
     dev = resolve_device(device)
@@ -88,9 +95,6 @@ def evaluate_cmd(
 def _evaluate_models(models, data, plots, direct, limit, predictions, batch_size, backend,
                      beam, seed, data_dir, dev) -> list[dict]:
     """``data``: the Dataset of --data, or None (each model's own)."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.evaluation.evaluate import evaluate_predictor, write_plots
-
     rows = []
     for model in models:
         if model.is_dir():   # a predictor export folder
@@ -118,10 +122,6 @@ def _evaluate_generator(model: Path, data, plots: Path | None, direct: bool,
                         limit: int | None, predictions: Path | None, batch_size: int,
                         seed: int, data_dir: Path | None) -> list[dict]:
     """A generator checkpoint: its figures (--plots) and direct-inference row (--direct)."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.evaluation.direct_inference import evaluate_direct
-    from compgen.evaluation.evaluate import write_generator_plots
-
     if not (direct or plots):
         raise UserError(f"{model}: a generator checkpoint; evaluate it with --direct "
                         "(direct inference) and/or --plots DIR (attention figure)")

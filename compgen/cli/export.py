@@ -7,12 +7,17 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import DataDir, app, checkpoint_kind, console, err_console
+from compgen.cli.common import DataDir, checkpoint_kind, console, err_console
 from compgen.errors import UserError, not_a_file, read_text
+from compgen.export.kinds import export_checkpoint
 from compgen.runtimes.card import set_card_text
+from compgen.runtimes.cpp import build_runner
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("export")
+@commands.command("export")
 def export_cmd(
     checkpoint: Path = typer.Argument(..., help="generator, predictor or inflection checkpoint (.pt, self-describing), or a generator export folder (exported again in the current format, same weights and prototype order)"),
     output: Path | None = typer.Option(None, "--output", "-o", help="export folder (default: exported/<checkpoint name>)"),
@@ -24,10 +29,6 @@ def export_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Export to TorchScript + ONNX, validated against the eager model before writing."""
-    # start-up: `compgen --help` loads no torch (the export) or polars (the C++ runner's build)
-    from compgen.export.kinds import export_checkpoint
-    from compgen.runtimes.cpp import build_runner
-
     card_text = None
     if card is not None:
         if not card.is_file():

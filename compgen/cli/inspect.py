@@ -6,11 +6,14 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import app, console
+from compgen.cli.common import console
 from compgen.evaluation.inspection import describe, sections_text
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("inspect")
+
+@commands.command("inspect")
 def inspect_cmd(
     path: Path = typer.Argument(..., help="checkpoint (.pt) or export folder"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of sections"),

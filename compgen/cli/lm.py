@@ -8,17 +8,20 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from compgen.cli.common import Columns, DataDir, XField, YField, app, console, fields_of
+from compgen.cli.common import Columns, DataDir, XField, YField, console, fields_of
+from compgen.data.dataset import open_dataset
 from compgen.errors import UserError
 from compgen.io import atomic_open
+from compgen.lm.experiment import run_experiment, table4_markdown
+from compgen.lm.kenlm_tools import check_order, train_lm
+from compgen.lm.perplexity import COLUMNS, MIXES, evaluate, format_cell, parse_weights, write_rows
+from compgen.lm.side_corpus import train_side_lm
 
-lm_app = typer.Typer(no_args_is_help=True, help="KenLM n-gram models: lmplz, interpolation, perplexity.")
-app.add_typer(lm_app, name="lm")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
 def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
-    # start-up: `compgen --help` loads no polars
-    from compgen.lm.perplexity import COLUMNS, format_cell
 
     columns = columns or COLUMNS
     table = Table(title=title)
@@ -30,7 +33,7 @@ def _lm_rows_table(rows: list[dict], title: str, columns=None) -> Table:
     return table
 
 
-@lm_app.command("train")
+@commands.command("train")
 def lm_train(
     corpus: str = typer.Argument(..., help="corpus file (one sentence per line) or lm/<lang> (its train split); with --side: a data set (its train split), data file or samples TSV"),
     output: Path = typer.Option(..., "-o", "--output", help="model to write: *.arpa (ARPA) or *.bin (build_binary)"),
@@ -47,11 +50,6 @@ def lm_train(
     columns: str | None = Columns,
 ) -> None:
     """Estimate a modified Kneser-Ney model with KenLM's lmplz."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.data.dataset import open_dataset
-    from compgen.lm.kenlm_tools import check_order, train_lm
-    from compgen.lm.side_corpus import train_side_lm
-
     if geca and not side:
         raise UserError("--geca needs --side (which side of the pairs the LM reads)")
     if not side and (x_field or y_field or columns):
@@ -72,7 +70,7 @@ def lm_train(
                   highlight=False, markup=False)
 
 
-@lm_app.command("eval")
+@commands.command("eval")
 def lm_eval(
     base: Path = typer.Option(..., "--base", help="model trained on the original corpus (.arpa/.bin)"),
     val: str = typer.Option(..., "--val", help="validation corpus file or lm/<lang> (its val split)"),
@@ -91,9 +89,6 @@ def lm_eval(
     model is <unk> for both; a base word the augmented model lacks gets a share of its
     <unk> probability, not all of it. Tokens = words + </s> per sentence; the weight is chosen on --val; paired t-test of
     per-sentence NLL against the base model on --test."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.lm.perplexity import MIXES, evaluate, parse_weights, write_rows
-
     if mix not in MIXES:
         raise UserError(f"--mix must be one of {', '.join(MIXES)} (got {mix!r})")
     result = evaluate(base, val, test, aug, parse_weights(weights, mix), mix, data_dir)
@@ -108,7 +103,7 @@ def lm_eval(
     write_rows(result.rows, csv, markdown)
 
 
-@lm_app.command("experiment")
+@commands.command("experiment")
 def lm_experiment(
     langs: list[str] = typer.Argument(..., help="one or more of kin lao na tok"),
     out: Path = typer.Option(Path("runs/lm"), "-o", "--out", help="output root; each corpus goes to <out>/<lang>/"),
@@ -123,10 +118,6 @@ def lm_experiment(
 
     Writes augmented.txt, base.bin, aug.bin, results.md, results.csv, stats.json per corpus,
     and table4.md (all corpora, beside the reference figures) in the output root."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.lm.experiment import run_experiment, table4_markdown
-    from compgen.lm.perplexity import COLUMNS
-
     if augmented is not None and len(langs) != 1:
         raise UserError("--augmented needs exactly one corpus")
     start = time.perf_counter()

@@ -13,18 +13,26 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     fields_of,
     log_with_flags,
     ray_address,
 )
-from compgen.decoding.random_stream import check_seed
+from compgen.data.dataset import open_dataset
+from compgen.decoding.options import check_max_rounds
 from compgen.device import resolve_device
-from compgen.errors import UserError
+from compgen.errors import UserError, check_seed
+from compgen.evaluation.evaluate import aggregate, markdown_table
+from compgen.pipelines.ray_seeds import run_seeds
+from compgen.pipelines.rows import check_own_rows, own_runs
+from compgen.pipelines.runs import RUNS, PipelineOptions, find_run, run_pipeline
+from compgen.pipelines.stem_corrupt import pipeline_from_cli
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("pipeline")
+@commands.command("pipeline")
 def pipeline_cmd(
     name: str | None = typer.Argument(None, help="run name, e.g. jump-recomb2, around_right-baseline, swahili-h8-recomb1, geo-sql-query-geca (--list shows all), or own (your --data)"),
     data: str | None = typer.Option(None, "--data", help="own: your data file or folder of train/dev/test files"),
@@ -66,10 +74,6 @@ def pipeline_cmd(
 ) -> None:
     """Run one row of the paper's tables (augment -> predictor -> evaluation) for each seed;
     resumes from what an earlier call left behind and appends to ROOT/results.csv."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.evaluation.evaluate import aggregate, markdown_table
-    from compgen.pipelines.runs import RUNS, PipelineOptions, run_pipeline
-
     if list_runs or name is None:
         for run_name, run in RUNS.items():
             console.print(f"{run_name:32s} {run.label:28s} {run.data}", highlight=False, markup=False)
@@ -77,9 +81,6 @@ def pipeline_cmd(
                       highlight=False, markup=False)
         return
     if name.startswith("stem-corrupt-"):
-        # start-up: `compgen --help` loads no torch
-        from compgen.pipelines.stem_corrupt import pipeline_from_cli
-
         pipeline_from_cli(name, parse_seeds(seeds), root, strategies, sizes, updates, threads, data_dir,
                           uncertainty=uncertainty, config=config,
                           log=log_with_flags(console))
@@ -100,9 +101,6 @@ def pipeline_cmd(
                           ("--direct-limit", direct_limit)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be >= 1")
-    # start-up: `compgen --help` loads no polars
-    from compgen.decoding.options import check_max_rounds
-
     check_max_rounds(max_rounds)
     if keep_every < 0:
         raise UserError(f"--keep-every must be >= 0, not {keep_every}")
@@ -124,10 +122,6 @@ def pipeline_cmd(
                            threads=threads, direct_limit=direct_limit, device=device,
                            log=log_with_flags(console))
     if name == "own":
-        # start-up: `compgen --help` loads no torch or polars
-        from compgen.data.dataset import open_dataset
-        from compgen.pipelines.rows import check_own_rows, own_runs
-
         if ray is not None:
             raise UserError("--ray runs the named rows; run `compgen pipeline own` without it")
         chosen = parse_seeds(seeds)
@@ -142,10 +136,6 @@ def pipeline_cmd(
         console.print(f"results: {root / 'results.md'} (on {where})", highlight=False, markup=False)
         return
     if ray is not None:
-        # start-up: `compgen --help` loads no torch or polars
-        from compgen.pipelines.ray_seeds import run_seeds
-        from compgen.pipelines.runs import find_run
-
         find_run(name)   # an unknown run name fails here, before Ray starts
         address, chosen = ray_address(ray), parse_seeds(seeds)   # both checked before Ray starts
         rows = run_seeds(name, chosen, opts, address)

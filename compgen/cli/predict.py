@@ -6,13 +6,17 @@ from pathlib import Path
 
 import typer
 
-from compgen.cli.common import DeviceOption, app, console
+from compgen.cli.common import DeviceOption, console
 from compgen.device import resolve_device
 from compgen.errors import UserError
+from compgen.evaluation.evaluate import predictor_source
 from compgen.io import atomic_open, read_inputs
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("predict")
+
+@commands.command("predict")
 def predict_cmd(
     model: Path = typer.Argument(..., help="predictor export folder (compgen export PRED.pt) or predictor checkpoint"),
     input: Path = typer.Option(..., "--input", "-i", help="one input per line, tokens separated by spaces (a TSV's first column is the input; a samples file's #x header is skipped)"),
@@ -25,9 +29,6 @@ def predict_cmd(
     device: str | None = DeviceOption,
 ) -> None:
     """Predict outputs for new inputs with an exported (or eager) predictor."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.evaluation.evaluate import predictor_source
-
     if batch_size < 1 or beam < 0:
         raise UserError("--batch-size must be >= 1 and --beam >= 0")
     dev = resolve_device(device)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from compgen.cli.common import app, console
+from compgen.cli.common import console
 from compgen.evaluation.inspection import preset_table, preset_text
 
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
-@app.command("presets")
+
+@commands.command("presets")
 def presets_cmd(
     name: str | None = typer.Argument(None, help="a preset to show in full (default: list them all)"),
 ) -> None:

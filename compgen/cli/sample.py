@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from compgen.cli.common import (
     Columns,
@@ -18,17 +19,27 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     err_console,
     fields_of,
     log_with_flags,
     ray_address,
 )
+from compgen.data.resample import rare_summary
+from compgen.decoding.options import SampleOptions
 from compgen.errors import UserError
+from compgen.lm.rerank import LmRanking
+from compgen.pipelines.sample_report import check_report_options, describe, user_sample_report
+from compgen.sampling.collection import Tally, scan_quality
+from compgen.sampling.ray import RayDecoderFactory
+from compgen.sampling.run import sample, source_config
+from compgen.system.ray_cluster import import_ray
+
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@app.command("sample")
+@commands.command("sample")
 def sample_cmd(
     checkpoint: Path = typer.Argument(..., help="generator checkpoint (compgen train generator -o ...) or export folder (compgen export)"),
     n: int | None = typer.Option(None, "--n", help="samples to keep (default: the preset's)"),
@@ -68,11 +79,6 @@ def sample_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Sample unique, novel synthetic data from a generator (optionally rare-token resampled)."""
-    # start-up: `compgen --help` loads no polars
-    from compgen.decoding.options import SampleOptions
-    from compgen.pipelines.sample_report import check_report_options
-    from compgen.sampling.run import sample, source_config
-
     check_report_options(checkpoint, oracle)
     if resume and output is None:
         raise UserError("--resume: needs -o (the journal is kept beside the output)")
@@ -85,9 +91,6 @@ def sample_cmd(
         raise_temperature=raise_temperature or None, novel_inputs=novel_inputs or None,
         test_dropout=test_dropout, seed=seed,
         threads=threads, precision=precision, device=device)
-    # start-up: `compgen --help` loads no polars
-    from compgen.lm.rerank import LmRanking
-
     # loads the LM files now: a missing or corrupt model stops before any decoding
     if lm_val is None and (x_field or y_field or columns):
         raise UserError("--x-field/--y-field/--columns read the pairs of --lm-val: they go "
@@ -99,11 +102,6 @@ def sample_cmd(
         err_console.print(ranking.weight_choice, highlight=False, markup=False, soft_wrap=True)
     factory = None
     if ray is not None:
-        # start-up: `compgen --help` loads no polars
-        # start-up: the logging module and Ray's helpers load only with --ray
-        from compgen.sampling.ray import RayDecoderFactory
-        from compgen.system.ray_cluster import import_ray
-
         if ray_workers is not None and ray_workers < 1:
             raise UserError("--ray-workers must be >= 1")
         address = ray_address(ray)
@@ -112,9 +110,6 @@ def sample_cmd(
             (os.cpu_count() or 2) if address is None else 2))
     elif ray_workers is not None:
         raise UserError("--ray-workers needs --ray")
-    # start-up: `compgen --help` loads no polars
-    from compgen.sampling.collection import Tally
-
     # without -o the samples TSV goes to stdout, the same bytes as the -o file: written to
     # a private temporary file first; the summary lines then go to stderr
     scratch = tempfile.TemporaryDirectory(prefix="compgen-sample-") if output is None else None
@@ -129,10 +124,6 @@ def sample_cmd(
         if output is None:
             sys.stdout.buffer.write(target.read_bytes())
             sys.stdout.flush()
-    # start-up: `compgen --help` loads no polars
-    from compgen.data.resample import rare_summary
-    from compgen.pipelines.sample_report import describe, user_sample_report
-
     # the user's oracle runs before any summary line: its failure is the one line printed
     judged = user_sample_report(checkpoint, [(s.x, s.y) for s in run.samples], rare, oracle)
     details = [f"{run.decode_seconds:.1f} s decoding"] if run.decode_seconds is not None else []
@@ -158,9 +149,6 @@ def sample_cmd(
         shown = {**judged, "rare_tokens": [rare_summary(judged["rare_tokens"])]}
         report.print(describe(shown), highlight=False, markup=False)
         return
-    # start-up: `compgen --help` loads no polars
-    from compgen.sampling.collection import scan_quality
-
     quality = scan_quality(run, data_dir)
     if quality:
         report.print(f"novel {quality['novel_share']:.1%}, '{quality['primitive']}' in a new "
@@ -175,9 +163,6 @@ def sampling_progress(tally):
     if not err_console.is_terminal:
         yield
         return
-    # start-up: `compgen --help` loads no rich.progress (a dozen modules)
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
-
     started = time.perf_counter()
     with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
                   transient=True) as bar:

@@ -7,22 +7,33 @@ import dataclasses
 import time
 from pathlib import Path
 
+import torch
 import typer
 
-from compgen.cli.augment import augment_app
-from compgen.cli.common import DataDir, DeviceOption, app, console
-from compgen.cli.train import train_app
+from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
+from compgen.augment.stem_corrupt.corrupt import (
+    read_triples,
+    stem_corrupt_pool,
+    training_file,
+    write_triples,
+)
+from compgen.cli.common import DataDir, DeviceOption, console
+from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
 from compgen.device import resolve_device
 from compgen.errors import UserError, not_a_file
+from compgen.pipelines.stem_corrupt import evaluate_model, gold_and_dev, pool_scores, select_rows
+from compgen.training.inflection import train_inflection
+from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
+
+# its commands, listed in compgen.cli.commands: augment stem-corrupt, train inflection,
+# select and inflection evaluate
+commands = typer.Typer()
 
 StemCorruptConfigOption = typer.Option(
     None, "--config", help="a STEM-CORRUPT preset file read over the bundled one (compgen presets stem_corrupt); the options given here override it")
 
-inflection_app = typer.Typer(no_args_is_help=True, help="The character Transformer inflection model (STEM-CORRUPT experiments).")
-app.add_typer(inflection_app, name="inflection")
 
-
-@augment_app.command("stem-corrupt")
+@commands.command("stem-corrupt")
 def augment_stem_corrupt(
     lang: str = typer.Argument(..., help="SIGMORPHON language (its train-low file is used) or a lemma<TAB>form<TAB>tags file"),
     output: Path = typer.Option(..., "-o", "--output", help="pool to write (lemma<TAB>form<TAB>tags)"),
@@ -34,15 +45,6 @@ def augment_stem_corrupt(
     data_dir: Path | None = DataDir,
 ) -> None:
     """STEM-CORRUPT: align lemma/form pairs, replace stem characters, write a pool."""
-    # start-up: `compgen --help` loads no torch (the preset's model settings)
-    from compgen.augment.stem_corrupt.corrupt import (
-        read_triples,
-        stem_corrupt_pool,
-        training_file,
-        write_triples,
-    )
-    from compgen.training.stem_corrupt_preset import corrupt_config, stem_corrupt_preset
-
     config = corrupt_config(stem_corrupt_preset(config_file), pool_size=pool, seed=seed,
                             iterations=iterations, compat=compat)
     config.validate()
@@ -57,8 +59,6 @@ def augment_stem_corrupt(
 
 
 def _threads(threads: int | None) -> None:
-    # start-up: `compgen --help` loads no torch
-    import torch
 
     if threads is not None:
         if threads < 1:
@@ -68,16 +68,13 @@ def _threads(threads: int | None) -> None:
 
 def _train_config(config_file: Path | None, **given: int | None):
     """The preset's ``[train]`` (and ``[model]``) with the options given on the command line."""
-    # start-up: `compgen --help` loads no torch (the preset's model settings)
-    from compgen.training.stem_corrupt_preset import stem_corrupt_preset
-
     train = stem_corrupt_preset(config_file).train
     cfg = dataclasses.replace(train, **{k: v for k, v in given.items() if v is not None})
     cfg.validate()
     return cfg
 
 
-@train_app.command("inflection")
+@commands.command("inflection")   # compgen train inflection
 def train_inflection_cmd(
     lang: str = typer.Argument(..., help="SIGMORPHON language: trains on its train-low, validates on its dev"),
     output: Path = typer.Option(..., "-o", "--output", help="checkpoint to write (safetensors)"),
@@ -92,11 +89,6 @@ def train_inflection_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Train the character Transformer inflection model (gold train-low + augment files)."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.augment.stem_corrupt.corrupt import read_triples
-    from compgen.pipelines.stem_corrupt import gold_and_dev
-    from compgen.training.inflection import train_inflection
-
     dev = resolve_device(device)
     cfg = _train_config(config_file, updates=updates, warmup=warmup,
                         validate_every=validate_every, seed=seed)
@@ -112,7 +104,7 @@ def train_inflection_cmd(
                   highlight=False, markup=False)
 
 
-@app.command("select")
+@commands.command("select")
 def select_cmd(
     pool: Path = typer.Argument(..., help="synthetic pool (lemma<TAB>form<TAB>tags)"),
     output: Path = typer.Option(..., "-o", "--output", help="subset to write (same format)"),
@@ -125,16 +117,8 @@ def select_cmd(
     threads: int | None = typer.Option(None, "--threads", help="torch CPU threads"),
 ) -> None:
     """Choose SIZE synthetic triples of POOL with a selection strategy."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.augment.selection import LOSS_STRATEGIES, check_strategy
-    from compgen.augment.stem_corrupt.corrupt import read_triples, write_triples
-    from compgen.pipelines.stem_corrupt import pool_scores, select_rows
-
     key = check_strategy(strategy)
     if uncertainty is None:
-        # start-up: `compgen --help` reads no preset file
-        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-
         uncertainty = StemCorruptRunConfig.uncertainty
     if uncertainty not in ("hypothesis", "reference"):
         raise UserError(f"--uncertainty must be hypothesis or reference (got {uncertainty!r})")
@@ -153,7 +137,7 @@ def select_cmd(
                   highlight=False, markup=False)
 
 
-@inflection_app.command("evaluate")
+@commands.command("evaluate")   # compgen inflection evaluate
 def inflection_evaluate_cmd(
     model: Path = typer.Argument(..., help="inflection checkpoint"),
     lang: str = typer.Option(..., "--lang", help="SIGMORPHON language"),
@@ -165,13 +149,7 @@ def inflection_evaluate_cmd(
     data_dir: Path | None = DataDir,
 ) -> None:
     """Exact-match accuracy of an inflection model (beam search)."""
-    # start-up: `compgen --help` loads no torch
-    from compgen.pipelines.stem_corrupt import evaluate_model
-
     if beam is None:
-        # start-up: `compgen --help` reads no preset file
-        from compgen.configs.stem_corrupt_run import StemCorruptRunConfig
-
         beam = StemCorruptRunConfig.beam
     if beam < 1:
         raise UserError("--beam must be >= 1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 import typer
 
 from compgen.cli.common import (
@@ -12,18 +13,22 @@ from compgen.cli.common import (
     DeviceOption,
     XField,
     YField,
-    app,
     console,
     fields_of,
 )
+from compgen.data.dataset import open_dataset
+from compgen.data.task import task_of
 from compgen.device import resolve_device, training_precision, use_tf32
 from compgen.errors import UserError
+from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
+from compgen.training.generator import train_generator
+from compgen.training.predictor import train_predictor
 
-train_app = typer.Typer(no_args_is_help=True, help="Train generators and the conditional predictor.")
-app.add_typer(train_app, name="train")
+# its commands, listed in compgen.cli.commands
+commands = typer.Typer()
 
 
-@train_app.command("predictor")
+@commands.command("predictor")
 def train_predictor_cmd(
     data: str | None = typer.Option(None, "--data", help="data set name (scan/jump, sigmorphon/spanish/hints-4.0) or file; with --resume: the checkpoint's"),
     config: str | None = typer.Option(None, "--config", help="preset name (seq2seq_scan[_cpu], seq2seq_sig[_cpu], seq2seq_geo) or TOML file (default: seq2seq_sig_cpu for sigmorphon/*, seq2seq_geo for geoquery/*, seq2seq_scan_cpu for scan/* and cogs, settings sized from the data for your own data; with --resume: the checkpoint's)"),
@@ -47,11 +52,6 @@ def train_predictor_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train the conditional seq2seq predictor on original (+ augmented) data."""
-    # start-up: `compgen --help` loads no torch or polars
-    import torch
-
-    from compgen.training.predictor import train_predictor
-
     dev = resolve_device(device)
     use_tf32(dev, tf32)
 
@@ -78,7 +78,7 @@ def train_predictor_cmd(
 
 
 
-@train_app.command("generator")
+@commands.command("generator")
 def train_generator_cmd(
     data: str | None = typer.Option(None, "--data", help="scan/<split>, sigmorphon/<lang>/hints-<h>.<i>, or your own x<TAB>y file (prototypes retrieved by similarity; the checkpoint records the pairs, so sampling needs no data); with --resume: the checkpoint's"),
     config: str | None = typer.Option(None, "--config", help="preset (recombine_scan[_cpu], recombine_sig[_cpu], recombine_generic_cpu, proto_*, rnnlm_*) or TOML file (default: recombine_sig_cpu for sigmorphon/*, recombine_scan_cpu for scan/*, else recombine_generic_cpu; with --resume: the checkpoint's)"),
@@ -109,12 +109,6 @@ def train_generator_cmd(
     columns: str | None = Columns,
 ) -> None:
     """Train an R&R generator (recomb-0/1/2, optional VAE) on prototype neighbourhoods."""
-    # start-up: `compgen --help` loads no torch or polars
-    from compgen.data.dataset import open_dataset
-    from compgen.data.task import task_of
-    from compgen.training.checkpoint import apply_overrides, load_checkpoint, load_preset
-    from compgen.training.generator import train_generator
-
     # numeric options: checked before the command starts (compgen.cli.common
     # check_train_numbers_first)
     dev = resolve_device(device)

@@ -65,7 +65,7 @@ def describe(path: str | Path) -> dict:
     """Sections describing a checkpoint file or an export folder."""
     path = Path(path)
     if path.is_dir():
-        # start-up: the CLI imports this module, and `compgen --help` loads no polars
+        # start-up: `compgen presets`, the other caller of this module, loads no polars
         from compgen.data.vocab import Vocab
         from compgen.runtimes.artifact import load_manifest
 
@@ -82,7 +82,7 @@ def describe(path: str | Path) -> dict:
                       | {name: figures for name, figures in parity.get("backends", {}).items()},
             "files": sorted(manifest.files),
         }
-    # start-up: the CLI imports this module, and `compgen --help` loads no torch
+    # start-up: `compgen presets`, the other caller of this module, loads no torch
     from compgen.training.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
