@@ -186,6 +186,39 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     np.testing.assert_array_equal(again["keys"], memory["keys"])
 
 
+@pytest.mark.parametrize("backend", ["onnx", "torchscript"])
+def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
+                                                                        one_torch_thread):
+    """fp32 CPU graphs keep each prototype's attention keys, values and mask (every slot)
+    and gather them per tuple; the memory and the initial state are the bits the encoder
+    graph gives for the whole batch, in batches that share prototypes, of another size,
+    and in a later round that finds them all kept."""
+    import numpy as np
+
+    from compgen.decoding.prototypes import PrototypeCache
+    from compgen.export.generator import pad_tuples
+    from compgen.runtimes.artifact import load_manifest, read_prototypes
+    from compgen.runtimes.onnx import OnnxGenerator
+    from compgen.runtimes.torchscript import TorchScriptGenerator
+
+    manifest = load_manifest(SHIPPED)
+    width = manifest.prototype_width
+    stored = read_prototypes(SHIPPED / "prototypes.txt", 2)
+    make = OnnxGenerator if backend == "onnx" else TorchScriptGenerator
+    gen = make(SHIPPED, manifest, threads=1)
+    assert gen.cache.ops is not None
+    batchwide = PrototypeCache(gen._encode_sequences, gen._encode_tuples)
+    for tuples in (stored[:40] + stored[:8], stored[30:33], stored[:40]):
+        protos = pad_tuples(tuples, 2, len(tuples), width).numpy()
+        z = np.zeros((len(tuples), manifest.latent), np.float32)
+        kept, whole = gen.cache(protos, z), batchwide(protos, z)
+        for name in ("keys", "values", "mask", "h", "c"):
+            got, want = np.asarray(kept[name]), np.asarray(whole[name])
+            assert got.dtype == want.dtype, name
+            np.testing.assert_array_equal(got, want, err_msg=name)
+    assert gen.cache.encoded == batchwide.encoded
+
+
 def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):
     """The backend check of a folder is recorded once passed; after it, ``--backend cpp``
     does its job without importing torch (a second of the process otherwise)."""

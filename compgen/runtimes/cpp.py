@@ -254,10 +254,11 @@ def _run_streaming(binary: Path, job: str, env: dict, log, on_round) -> tuple[in
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             errors.append(line)
-            if line.startswith("round ") and on_round is not None:
-                on_round(*(int(v) for v in line.split()[1:4]))
-            elif line.startswith("raised "):
-                _, mode, temperature = line.split()
+            figures = line.split()[1:]
+            if line.startswith("round ") and on_round is not None and len(figures) == 3:
+                on_round(*map(int, figures))   # (a line cut off by a kill is no progress)
+            elif line.startswith("raised ") and len(figures) == 2:
+                mode, temperature = figures
                 log(f"no new samples: {MODE_NAMES[int(mode)]} sampling at T "
                     f"{float(temperature):g}")
         proc.wait()

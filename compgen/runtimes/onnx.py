@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 from compgen.decoding.contract import STATE_NAMES
-from compgen.decoding.prototypes import PrototypeCache
+from compgen.decoding.prototypes import ArrayOps, PrototypeCache
 from compgen.decoding.teacher_forcing import teacher_forced_logp
 from compgen.device import CPU, Device, describe_sessions, ort_session
 from compgen.errors import UserError
@@ -112,7 +112,11 @@ class OnnxGenerator:
         self.step_inputs = {i.name for i in self.step.get_inputs()}
         self.step_outputs = [o.name for o in self.step.get_outputs()]
         self.contract = manifest.contract()
-        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
+        # the attention memory kept per prototype where the products are exact fp32 CPU
+        # ones (int8 graphs quantise each batch's activations with the batch's own scale)
+        exact = precision == "fp32" and not self.device.cuda
+        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples,
+                                    ops=ArrayOps if exact else None)
 
     def _encode_sequences(self, seqs: np.ndarray) -> list[np.ndarray]:
         return self.prototypes.run(None, {"seqs": seqs})

@@ -19,6 +19,24 @@ from compgen.runtimes.artifact import load_torchscript
 from compgen.runtimes.manifest import Manifest
 
 
+class TensorOps:
+    """``PrototypeCache``'s operations on the encoder graph's tensors."""
+
+    @staticmethod
+    def copy(row: torch.Tensor) -> torch.Tensor:
+        return row.clone()
+
+    @staticmethod
+    def nbytes(row: torch.Tensor) -> int:
+        return row.numel() * row.element_size()
+
+    @staticmethod
+    def take(rows: list, index: np.ndarray) -> torch.Tensor:
+        stacked = torch.stack(rows)
+        slots = torch.arange(index.shape[1], device=stacked.device)
+        return stacked[torch.from_numpy(index).to(stacked.device), slots]
+
+
 class GraphGenerator:
     """Three graphs (``prototypes``, ``encoder``, ``step``, as in ``model.ts``) as a step
     function of the shared decode loop; a subclass sets them up, with ``bf16``, ``contract``
@@ -92,7 +110,11 @@ class TorchScriptGenerator(GraphGenerator):
                 self.step = torch.jit.optimize_for_inference(
                     load_torchscript(path, device).step.eval())
         self.contract = manifest.contract()
-        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples)
+        # the attention memory kept per prototype where the products are exact fp32 CPU
+        # ones (bf16 autocast and the GPU's kernels may sum by the batch's shape)
+        exact = not self.bf16 and self.device is None
+        self.cache = PrototypeCache(self._encode_sequences, self._encode_tuples,
+                                    ops=TensorOps if exact else None)
 
 
 class GraphStepper:

@@ -97,8 +97,9 @@ inline int64_t argmax(const float* row, int64_t V) {
   return best;
 }
 
-// The prototype encoder's results (encoded, h_final, c_final) per distinct padded
-// prototype, at most `budget` bytes, the least recently used dropped first.
+// The prototype encoder's results (encoded, h_final, c_final; or the attention memory of
+// every slot and the finals: Stepper::slot_memory) per distinct padded prototype, at most
+// `budget` bytes, the least recently used dropped first.
 class PrototypeCache {
  public:
   using Row = std::vector<int64_t>;
@@ -229,15 +230,16 @@ class Stepper {
       : prototypes_(make_graph(graphs, graphs.prototypes, "")),
         encoder_(make_graph(graphs, graphs.encoder, "encoder.so")),
         step_(make_graph(graphs, graphs.step, "step.so")),
-        c_(c) {}
+        c_(c),
+        memory_rows_(!graphs.bf16 && graphs.compiled.empty()) {}
 
   // Encode (each distinct prototype once, cached) and set up the initial state.
   void start(const torch::Tensor& protos, const torch::Tensor& z) {
     const int64_t B = protos.size(0), K = protos.size(1), T = protos.size(2);
-    std::vector<torch::Tensor> gathered(3);
+    std::vector<torch::Tensor> enc;
     if (K == 0) {  // nothing to encode: the encoder graph does not read these
       auto empty = torch::zeros({B, 0, 1});
-      gathered = {empty.unsqueeze(-1), empty, empty};
+      enc = encoder_({empty.unsqueeze(-1), empty, empty, protos, z});
     } else {
       auto flat = protos.reshape({B * K, T}).contiguous();
       const int64_t* ids = flat.data_ptr<int64_t>();
@@ -253,28 +255,40 @@ class Stepper {
       }
       std::map<PrototypeCache::Row, PrototypeCache::Entry> fresh;
       if (!missing_at.empty()) {
-        auto out = prototypes_({flat.index_select(0, torch::tensor(missing_at))});
+        auto seqs = flat.index_select(0, torch::tensor(missing_at));
+        auto out = prototypes_({seqs});
+        if (memory_rows_) out = slot_memory(out, seqs, K, z.size(1));
         for (const auto& [row, j] : missing) {
           PrototypeCache::Entry entry;
           for (const auto& t : out) entry.push_back(t[j].clone());
           fresh[row] = entry;
         }
       }
-      std::vector<std::vector<torch::Tensor>> parts(3);
+      const size_t kept = memory_rows_ ? 5 : 3;
+      std::vector<std::vector<torch::Tensor>> parts(kept);
       for (int64_t r = 0; r < B * K; ++r) {
         auto it = fresh.find(rows[r]);
         const auto& entry = it != fresh.end() ? it->second : *cache_.find(rows[r]);
-        for (int i = 0; i < 3; ++i) parts[i].push_back(entry[i]);
+        for (size_t i = 0; i < kept; ++i)  // memory rows: slot k's keys, values and mask
+          parts[i].push_back(memory_rows_ && i < 3 ? entry[i][r % K] : entry[i]);
       }
       for (auto& [row, entry] : fresh) cache_.keep(row, std::move(entry));
-      for (int i = 0; i < 3; ++i) {
+      std::vector<torch::Tensor> gathered(kept);
+      for (size_t i = 0; i < kept; ++i) {
         auto stacked = torch::stack(parts[i]);
         std::vector<int64_t> shape{B, K};
         shape.insert(shape.end(), stacked.sizes().begin() + 1, stacked.sizes().end());
         gathered[i] = stacked.view(shape);
       }
+      if (memory_rows_) {  // the initial state reads the finals only: one position each
+        auto one = torch::zeros({B, K, 1, encoded_width_}, encoded_type_);
+        auto start = encoder_({one, gathered[3], gathered[4],
+                               protos.slice(2, 0, 1).contiguous(), z});
+        enc = {gathered[0], gathered[1], gathered[2], start[3], start[4]};
+      } else {
+        enc = encoder_({gathered[0], gathered[1], gathered[2], protos, z});
+      }
     }
-    auto enc = encoder_({gathered[0], gathered[1], gathered[2], protos, z});
     memory_ = {enc[0], enc[1], protos, enc[2], z};
     state_.clear();
     for (const auto& slot : c_.state) {
@@ -304,8 +318,30 @@ class Stepper {
   }
 
  private:
+  // compgen.decoding.prototypes.PrototypeCache with ops: new prototypes `seqs` (N, T) and
+  // their encoder results -> the rows kept: keys, values and mask of every slot (the
+  // encoder graph run once with each prototype in all K slots), h_final, c_final.
+  std::vector<torch::Tensor> slot_memory(const std::vector<torch::Tensor>& out,
+                                         const torch::Tensor& seqs, int64_t K, int64_t latent) {
+    auto every_slot = [K](const torch::Tensor& t) {
+      auto shape = t.sizes().vec();
+      shape.insert(shape.begin() + 1, K);
+      return t.unsqueeze(1).expand(shape).contiguous();
+    };
+    encoded_width_ = out[0].size(-1);
+    encoded_type_ = out[0].scalar_type();
+    auto memory = encoder_({every_slot(out[0]), every_slot(out[1]), every_slot(out[2]),
+                            every_slot(seqs), torch::zeros({seqs.size(0), latent})});
+    return {memory[0], memory[1], memory[2], out[1], out[2]};
+  }
+
   Graph prototypes_, encoder_, step_;
   const Contract& c_;
+  // the attention memory kept per prototype (fp32 TorchScript graphs: exact products;
+  // compgen.decoding.prototypes.PrototypeCache explains why that is the same memory)
+  bool memory_rows_;
+  int64_t encoded_width_ = 0;
+  at::ScalarType encoded_type_ = at::kFloat;
   std::vector<torch::Tensor> memory_, state_;
   PrototypeCache cache_;
 };

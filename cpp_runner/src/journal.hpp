@@ -8,8 +8,9 @@
 // appends the rounds only, in the lines compgen reads back:
 //   x <TAB> y <TAB> logprob            (tokens as in the samples TSV, logprob exact)
 //   #round <TAB> rounds <TAB> first <TAB> stalled <TAB> strategy <TAB> temperature
-// One write and an fsync per round: a crash mid-write leaves at most a cut-off round,
-// which the reader drops (its samples are decoded again).
+// One write per round, an fsync at most every kSyncSeconds (and at exit): a killed runner
+// loses no written round; a lost machine at most those seconds of rounds and a cut-off
+// round, which the reader drops (their samples are decoded again).
 #pragma once
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -26,6 +28,9 @@
 #include <vector>
 
 namespace compgen {
+
+// journal.py SYNC_SECONDS: an fsync per round was 7 % of a large job's time
+constexpr double kSyncSeconds = 5.0;
 
 // compgen.decoding.contract.MODES, by mode number (decode.hpp kGreedy ...)
 constexpr const char* kStrategyNames[] = {"greedy", "temperature", "mixed", "beam"};
@@ -94,7 +99,10 @@ inline bool read_resume_record(const std::string& key, const std::string& value,
 class Journal {
  public:
   ~Journal() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::fsync(fd_);
+      ::close(fd_);
+    }
   }
 
   void open(const std::string& path) {
@@ -120,12 +128,16 @@ class Journal {
       at += wrote;
       left -= static_cast<size_t>(wrote);
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - synced_).count() < kSyncSeconds) return;
     if (::fsync(fd_) != 0) throw std::runtime_error(path_ + ": cannot write the journal");
+    synced_ = now;
   }
 
  private:
   int fd_ = -1;
   std::string path_;
+  std::chrono::steady_clock::time_point synced_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace compgen

@@ -472,7 +472,9 @@ int main() {
     if (job.raise_temperature && stalled >= job.patience) {
       if (mode == compgen::kGreedy || mode == compgen::kBeam) mode = compgen::kMixed;
       else temperature = std::round((temperature + 0.1) * 1000.0) / 1000.0;
-      std::cerr << "raised " << mode << " " << temperature << std::endl;
+      std::ostringstream line;  // one write: a runner killed mid-line leaves no half line
+      line << "raised " << mode << " " << temperature << '\n';
+      std::cerr << line.str() << std::flush;
       stalled = 0;
     }
     if (journal.active()) {
@@ -487,8 +489,11 @@ int main() {
       }
     }
     // the progress bar's figures (compgen.runtimes.cpp.run_harness reads them
-    // live), once the round is in the journal
-    std::cerr << "round " << rounds << " " << rows << " " << kept.size() << std::endl;
+    // live), once the round is in the journal; one write (std::cerr writes every << at
+    // once: a runner killed between them left half a line)
+    std::cerr << ("round " + std::to_string(rounds) + " " + std::to_string(rows) + " " +
+                  std::to_string(kept.size()) + "\n")
+              << std::flush;
   }
   // best first by the --rerank score rounded to 1e-4, ties in decoding order
   // (compgen.decoding.rank_key, compgen.lm.rerank.LmRanking.keep)
