@@ -46,8 +46,11 @@ Figures (the same definitions are written into the JSON's "definitions"):
   gflop_per_sample[backend]  matmul FLOPs per sample of the work that backend did: the
                    decoder and per-tuple encoder part of the full count, plus the
                    prototype encoder's FLOPs per prototype times the prototypes it really
-                   encoded (the cache's counter) per sample; for the C++ runner and a
-                   backend without a counter, each distinct prototype of its samples
+                   encoded (the cache's counter) per sample; a backend that keeps the
+                   attention memory per prototype (fp32 ONNX Runtime and TorchScript, the
+                   C++ runner) computes the per-tuple keys and values once per new
+                   prototype instead of per sample, and is counted so; for the C++ runner
+                   and a backend without a counter, each distinct prototype of its samples
                    counted once (a lower bound of its work)
   matmul_fraction[backend]  fp32 backends only: samples/s x gflop_per_sample[backend] /
                    matmul_gflops; a figure above 1 cannot be right: it is reported as
@@ -288,7 +291,9 @@ def greedy_quality(folder: Path, manifest, n: int, threads: int, bf16: bool) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     epilog="Figures:\n" + DEFINITIONS,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--data", default="scan/jump")
     parser.add_argument("--batches", default="1,32,256,1024")
@@ -353,6 +358,11 @@ def main() -> None:
         flat = torch.from_numpy(protos0.reshape(-1, protos0.shape[-1]))
         per_prototype = count_flops(lambda: model.encode_sequences(flat)) / max(len(flat), 1)
         rest = full - per_prototype * model.nproto   # the decoder and the per-tuple encoder
+        with torch.no_grad():
+            enc = model.encode_sequences(flat)[0].reshape(batch, model.nproto, width, -1)
+        # the per-tuple encoder's keys and values (K x width positions); a backend that keeps
+        # them per prototype computes them once per new prototype, in every slot
+        memory = count_flops(lambda: model.attention.memory(enc)) / batch
         result = {"batch": batch, "gflop_per_sample_full": full / 1e9,
                   "gflop_per_prototype": per_prototype / 1e9}
         work = {"eager": full, "eager_loop": full}
@@ -372,14 +382,18 @@ def main() -> None:
             result[name] = rate(runner(make_stepper, streams[name]), batch, args.seconds)
             decoded = streams[name].cursor - cursor
             if cache is not None:   # prototypes really encoded per sample
-                work[name] = rest + per_prototype * (cache.encoded - encoded) / decoded
+                new = (cache.encoded - encoded) / decoded
+                work[name] = (rest - memory + (per_prototype + memory) * new
+                              if cache.ops is not None else rest + per_prototype * new)
                 result[f"{name}_encoded_share"] = (cache.encoded - encoded) / (decoded * model.nproto)
             elif name != "eager_loop":   # no counter: each distinct prototype counted once
                 work[name] = rest + per_prototype * distinct_prototypes(
                     tuples, cursor, decoded) / decoded
         result["cpp"] = cpp_rate(binary, folder, contract, batch, threads)
         n_cpp = max(batch, min(4096, 8 * batch))   # cpp_rate's samples: tuples 0 .. n - 1
-        work["cpp"] = rest + per_prototype * distinct_prototypes(tuples, 0, n_cpp) / n_cpp
+        # the C++ runner keeps the memory per prototype too (each distinct one counted once)
+        work["cpp"] = rest - memory + (per_prototype + memory) * distinct_prototypes(
+            tuples, 0, n_cpp) / n_cpp
         if bf16_compiled is not None:
             result["cpp_bf16"] = cpp_rate(binary, folder, contract, batch, threads, bf16_compiled)
             work["cpp_bf16"] = work["cpp"]
