@@ -34,6 +34,21 @@ std::vector<int64_t> ends_of(const std::vector<int64_t>& batch_sizes) {
   return ends;
 }
 
+// out[j] += w * (x[j] + y[j]): a memory row plus its position vector, weighted.
+inline void add_weighted_sum(float* __restrict out, float w, const float* __restrict x,
+                             const float* __restrict y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] += w * (x[j] + y[j]);
+}
+
+// u . (x + y): a gradient against a memory row plus its position vector.
+inline float dot_with_sum(const float* __restrict u, const float* __restrict x,
+                          const float* __restrict y, int64_t n) {
+  float total = 0.f;
+#pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < n; ++j) total += u[j] * (x[j] + y[j]);
+  return total;
+}
+
 // The attention of one (row, prototype) at one step. keys (A, T) and pos_keys (A, T) are
 // that row's memory and the step's relative-position vectors (scaled by 1/sqrt(A)),
 // values and pos_values (T, A).
@@ -44,12 +59,7 @@ void attend(const float* __restrict q, const float* __restrict keys, const float
             float* __restrict scores, float* __restrict alpha, float* __restrict context, int64_t A,
             int64_t T) {
   for (int64_t i = 0; i < T; ++i) scores[i] = 0.f;
-  for (int64_t a = 0; a < A; ++a) {
-    const float qa = q[a];
-    const float* k = keys + a * T;
-    const float* pk = pos_keys + a * T;
-    for (int64_t i = 0; i < T; ++i) scores[i] += qa * (k[i] + pk[i]);
-  }
+  for (int64_t a = 0; a < A; ++a) add_weighted_sum(scores, q[a], keys + a * T, pos_keys + a * T, T);
   float top = MASKED;
 #pragma omp simd reduction(max : top)
   for (int64_t i = 0; i < T; ++i) {
@@ -65,12 +75,8 @@ void attend(const float* __restrict q, const float* __restrict keys, const float
   const float inv = 1.f / sum;
   for (int64_t i = 0; i < T; ++i) alpha[i] *= inv;
   for (int64_t a = 0; a < A; ++a) context[a] = 0.f;
-  for (int64_t i = 0; i < T; ++i) {
-    const float w = alpha[i];
-    const float* v = values + i * A;
-    const float* pv = pos_values + i * A;
-    for (int64_t a = 0; a < A; ++a) context[a] += w * (v[a] + pv[a]);
-  }
+  for (int64_t i = 0; i < T; ++i)
+    add_weighted_sum(context, alpha[i], values + i * A, pos_values + i * A, A);
 }
 
 // Backward: from the context's and the scores' gradients, d_s (the scores' gradient before
@@ -83,24 +89,12 @@ void attend_backward(const float* __restrict d_context, const float* __restrict 
                      int64_t T) {
   float dot = 0.f;
   for (int64_t i = 0; i < T; ++i) {  // d_alpha[i] = d_context . (values + pos_values)[i]
-    const float* v = values + i * A;
-    const float* pv = pos_values + i * A;
-    float da = 0.f;
-#pragma omp simd reduction(+ : da)
-    for (int64_t a = 0; a < A; ++a) da += d_context[a] * (v[a] + pv[a]);
-    d_s[i] = da;
-    dot += da * alpha[i];
+    d_s[i] = dot_with_sum(d_context, values + i * A, pos_values + i * A, A);
+    dot += d_s[i] * alpha[i];
   }
   for (int64_t i = 0; i < T; ++i)
     d_s[i] = keep[i] ? alpha[i] * (d_s[i] - dot) + d_scores[i] : 0.f;
-  for (int64_t a = 0; a < A; ++a) {
-    const float* k = keys + a * T;
-    const float* pk = pos_keys + a * T;
-    float g = 0.f;
-#pragma omp simd reduction(+ : g)
-    for (int64_t i = 0; i < T; ++i) g += d_s[i] * (k[i] + pk[i]);
-    dq[a] = g;
-  }
+  for (int64_t a = 0; a < A; ++a) dq[a] = dot_with_sum(d_s, keys + a * T, pos_keys + a * T, T);
 }
 
 // The products' dtype of a loop over Gemm (uint16_t holds bf16).
