@@ -51,9 +51,7 @@ def evaluate_grammar_cmd(
     parse under the latent-state model fitted on train."""
     if steps is not None and steps < 1:
         raise UserError(f"--steps must be >= 1 (got {steps})")
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be >= 1")
+    if threads is not None:   # its range: checked before the command starts (cli/checks.py)
         torch.set_num_threads(threads)
     cfg = preset(config)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(
@@ -90,9 +88,7 @@ def augment_csl(
     columns: str | None = Columns,
 ) -> None:
     """CSL: induce a QCFG from the training pairs, fit its latent-state model, sample pairs."""
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be >= 1")
+    if threads is not None:   # its range: checked before the command starts (cli/checks.py)
         torch.set_num_threads(threads)
     config = config or task_of(data).csl_preset()
     # the settings are checked before the data is read with these fields

@@ -59,10 +59,7 @@ def augment_stem_corrupt(
 
 
 def _threads(threads: int | None) -> None:
-
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be >= 1")
+    if threads is not None:   # its range: checked before the command starts (cli/checks.py)
         torch.set_num_threads(threads)
 
 
