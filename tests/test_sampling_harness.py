@@ -178,21 +178,24 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     np.testing.assert_allclose(memory["keys"], eager.keys.numpy(), atol=1e-5)
     np.testing.assert_allclose(memory["values"], eager.values.numpy(), atol=1e-5)
 
-    one = sum(a.nbytes for a in next(iter(gen.cache.store.values())))
+    last = next(reversed(gen.cache.store))   # the last prototype a round keeps again
+    one = gen.cache.nbytes(gen.cache.store[last])
     small = OnnxGenerator(SHIPPED, manifest, threads=1)
     small.cache.budget = one
     again = small.encode(protos, z)
-    assert len(small.cache.store) == 1 and small.cache.size == one
+    assert list(small.cache.store) == [last] and small.cache.size == one
     np.testing.assert_array_equal(again["keys"], memory["keys"])
 
 
 @pytest.mark.parametrize("backend", ["onnx", "torchscript"])
 def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
                                                                         one_torch_thread):
-    """fp32 CPU graphs keep each prototype's attention keys, values and mask (every slot)
-    and gather them per tuple; the memory and the initial state are the bits the encoder
-    graph gives for the whole batch, in batches that share prototypes, of another size,
-    and in a later round that finds them all kept."""
+    """fp32 CPU graphs keep each prototype's attention keys, values and mask per slot it
+    was met in and gather them per tuple; the memory and the initial state are the bits the
+    encoder graph gives for the whole batch, in batches that share prototypes, of another
+    size, with prototypes met before in the other slot, and in a later round that finds
+    them all kept. A round computes at most the batch's B x K memory rows, a round whose
+    (prototype, slot) pairs are all kept none."""
     import numpy as np
 
     from compgen.decoding.prototypes import PrototypeCache
@@ -208,15 +211,24 @@ def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
     gen = make(SHIPPED, manifest, threads=1)
     assert gen.cache.ops is not None
     batchwide = PrototypeCache(gen._encode_sequences, gen._encode_tuples)
-    for tuples in (stored[:40] + stored[:8], stored[30:33], stored[:40]):
+    swapped = [tuple(reversed(t)) for t in stored[:12]]
+    rounds = (stored[:40] + stored[:8], stored[30:33], swapped + stored[50:54], stored[:40])
+    computed = []
+    for tuples in rounds:
         protos = pad_tuples(tuples, 2, len(tuples), width).numpy()
         z = np.zeros((len(tuples), manifest.latent), np.float32)
+        before = gen.cache.memory_rows
         kept, whole = gen.cache(protos, z), batchwide(protos, z)
+        computed.append(gen.cache.memory_rows - before)
+        assert computed[-1] <= 2 * len(tuples)
         for name in ("keys", "values", "mask", "h", "c"):
             got, want = np.asarray(kept[name]), np.asarray(whole[name])
             assert got.dtype == want.dtype, name
             np.testing.assert_array_equal(got, want, err_msg=name)
+    assert computed[0] > 0 and computed[2] > 0 and computed[3] == 0
     assert gen.cache.encoded == batchwide.encoded
+    assert all(kept.encoded is None for kept in gen.cache.store.values()
+               if len(kept.memory) == 2)
 
 
 def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):

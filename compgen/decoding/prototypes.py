@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -14,8 +15,8 @@ CACHE_BYTES = 768 << 20
 
 
 class ArrayOps:
-    """How the cache copies, sizes and gathers what the encoder graph returns: NumPy
-    arrays here; a runtime whose graph returns tensors passes its own."""
+    """How the cache copies, sizes and stacks the encoder graph's memory: NumPy arrays
+    here; a runtime whose graph returns tensors passes its own."""
 
     @staticmethod
     def copy(row):
@@ -26,9 +27,20 @@ class ArrayOps:
         return row.nbytes
 
     @staticmethod
-    def take(rows: list, index: np.ndarray):
-        """``rows[index[b, k]][k]`` for every (b, k): ``(B, K, ...)``."""
-        return np.stack(rows)[index, np.arange(index.shape[1])]
+    def stack(rows: list, axis: int = 0):
+        return np.stack(rows, axis)
+
+
+@dataclass
+class Kept:
+    """What is kept of one prototype: its encoding and final states, and (with ``ops``) the
+    attention memory (keys, values, mask) of each slot it has been met in. The encoding is
+    dropped once every slot's memory is kept: nothing reads it after that."""
+
+    encoded: np.ndarray | None
+    h_final: np.ndarray
+    c_final: np.ndarray
+    memory: dict[int, tuple] = field(default_factory=dict)
 
 
 class PrototypeCache:
@@ -39,27 +51,30 @@ class PrototypeCache:
     ``encode_sequences(seqs)`` ``(N, T)`` -> (encoded, h_final, c_final) arrays, one row
     per prototype; ``encode_tuples(encoded, h_final, c_final, protos, z)`` (the first
     three gathered to ``(B, K, ...)``) -> dict of ``keys``, ``values``, ``mask``, ``h``,
-    ``c``. At most ``budget`` bytes are kept, the least recently used dropped first;
-    ``encoded`` counts the prototypes the encoder ran on.
+    ``c``. At most ``budget`` bytes are kept, the least recently used prototype dropped
+    first; ``encoded`` counts the prototypes the encoder ran on, ``memory_rows`` the
+    (prototype, slot) rows the encoder graph computed the memory of.
 
-    ``ops`` given (exact fp32 graphs): the attention memory is kept per prototype too.
-    The encoder graph's keys, values and mask at a position of slot k are a function of
-    that position's encoding, its token and k alone (``Recombine._memory``: dense layers
-    per position), so each new prototype is run through the encoder graph once in every
-    slot, and a batch's memory is gathered from those rows; the encoder graph then runs
+    ``ops`` given (exact fp32 graphs): the attention memory is kept per (prototype, slot)
+    too. The encoder graph's keys, values and mask at a position of slot k are a function
+    of that position's encoding, its token and k alone (``Recombine._memory``: dense
+    layers per position), so a round runs the encoder graph only on the (prototype, slot)
+    pairs not kept yet - packed, slot k of graph row r holding the r-th prototype new to
+    slot k - and gathers the batch's memory from the kept rows; the encoder graph then runs
     on one position per prototype, for the initial state (which reads the final states
-    only). Per round this saves the keys and values of B x K x ``prototype_width``
-    positions, most of them padding. The same products on other rows: the same bits
-    (the products' sums run over the feature axis, whatever the batch); the tests
-    compare the samples with those of the batch-wide graph on every backend."""
+    only). A round never computes more memory rows than the batch-wide graph would
+    (B x K), and a job that meets its prototypes again computes none. The same products on
+    other rows: the same bits (the products' sums run over the feature axis, whatever the
+    batch); the tests compare the samples with those of the batch-wide graph on every
+    backend."""
 
     def __init__(self, encode_sequences, encode_tuples, budget: int = CACHE_BYTES,
                  ops: type[ArrayOps] | ArrayOps | None = None):
         self.encode_sequences, self.encode_tuples, self.budget = (encode_sequences,
                                                                   encode_tuples, budget)
         self.ops = ops
-        self.store: OrderedDict[bytes, tuple] = OrderedDict()
-        self.size = self.encoded = 0
+        self.store: OrderedDict[bytes, Kept] = OrderedDict()
+        self.size = self.encoded = self.memory_rows = 0
         self.encoding = None   # (feature width, dtype) of the prototype encoder's outputs
 
     def __call__(self, protos: np.ndarray, z: np.ndarray) -> dict:
@@ -68,66 +83,91 @@ class PrototypeCache:
             empty = np.zeros((B, 0, 1), np.float32)
             return self.encode_tuples(empty[..., None], empty, empty, protos, z)
         distinct, inverse = np.unique(protos.reshape(B * K, T), axis=0, return_inverse=True)
+        index = inverse.reshape(B, K)
         names = [row.tobytes() for row in distinct]
-        missing = [j for j, name in enumerate(names) if name not in self.store]
-        fresh = {}
+        # taken out while in use (a small budget may not hold the whole batch), kept again
+        # below as the most recently used
+        rows = [self.store.pop(name, None) for name in names]
+        self.size -= sum(self.nbytes(row) for row in rows if row is not None)
+        missing = [j for j, row in enumerate(rows) if row is None]
         if missing:
-            fresh = self._fresh(np.ascontiguousarray(distinct[missing]), K, z)
-            fresh = {names[j]: row for j, row in zip(missing, fresh)}
-        rows = []
-        for name in names:
-            if name in fresh:
-                rows.append(fresh[name])
-            else:
-                rows.append(self.store[name])
-                self.store.move_to_end(name)
-        for name, row in fresh.items():
+            fresh = self._fresh(np.ascontiguousarray(distinct[missing]))
+            for j, row in zip(missing, fresh):
+                rows[j] = row
+        if self.ops is not None:
+            self._add_memory(rows, distinct, index, z)
+        for name, row in zip(names, rows):
             self._keep(name, row)
-        order = inverse.ravel()
+        finals = [np.stack([row.h_final for row in rows])[index],
+                  np.stack([row.c_final for row in rows])[index]]
         if self.ops is None:
-            gathered = [np.stack([rows[j][i] for j in order]).reshape(B, K, *rows[0][i].shape)
-                        for i in range(3)]
-            return self.encode_tuples(*gathered, protos, z)
-        index = order.reshape(B, K)
-        finals = [np.stack([row[i] for row in rows])[index] for i in (3, 4)]
+            encoded = np.stack([row.encoded for row in rows])[index]
+            return self.encode_tuples(encoded, *finals, protos, z)
         width, dtype = self.encoding
         one = np.zeros((B, K, 1, width), dtype)   # the initial state reads the finals only
         start = self.encode_tuples(one, *finals, np.ascontiguousarray(protos[:, :, :1]), z)
-        keys, values, mask = (self.ops.take([row[i] for row in rows], index) for i in range(3))
+        stack = self.ops.stack
+        keys, values, mask = (
+            stack([stack([rows[j].memory[k][i] for j in index[:, k]]) for k in range(K)], 1)
+            for i in range(3))
         return {"keys": keys, "values": values, "mask": mask, "h": start["h"], "c": start["c"]}
 
-    def _fresh(self, seqs: np.ndarray, K: int, z: np.ndarray) -> list[tuple]:
-        """The rows kept for new prototypes ``seqs`` ``(N, T)``: (encoded, h_final, c_final),
-        or with ``ops`` (keys, values, mask of every slot, h_final, c_final). Copies: a
-        kept row must not hold the batch."""
-        results = self.encode_sequences(seqs)
+    def _fresh(self, seqs: np.ndarray) -> list[Kept]:
+        """What is kept of new prototypes ``seqs`` ``(N, T)``, as copies: a kept row must
+        not hold the batch."""
+        encoded, h_final, c_final = self.encode_sequences(seqs)
         self.encoded += len(seqs)
-        if self.ops is None:
-            return [tuple(np.array(a[n]) for a in results) for n in range(len(seqs))]
-        encoded, h_final, c_final = results
         self.encoding = (encoded.shape[-1], encoded.dtype)
+        return [Kept(np.array(encoded[n]), np.array(h_final[n]), np.array(c_final[n]))
+                for n in range(len(seqs))]
 
-        def every_slot(a):
-            return np.ascontiguousarray(np.repeat(a[:, None], K, 1))
+    def _add_memory(self, rows: list[Kept], distinct: np.ndarray, index: np.ndarray,
+                    z: np.ndarray) -> None:
+        """Run the encoder graph on the (prototype, slot) pairs of ``index`` whose memory is
+        not kept: graph row r, slot k holds the r-th prototype new to slot k (slots with
+        fewer repeat their first, computed and not kept)."""
+        K = index.shape[1]
+        new = [list(dict.fromkeys(j for j in index[:, k].tolist() if k not in rows[j].memory))
+               for k in range(K)]
+        n = max(map(len, new))
+        if n == 0:
+            return
+        filler = next(slot[0] for slot in new if slot)
+        picks = np.array([[slot[min(r, len(slot) - 1)] if slot else filler for slot in new]
+                          for r in range(n)])                                   # (n, K)
+        used, local = np.unique(picks, return_inverse=True)
+        local = local.reshape(n, K)
 
-        memory = self.encode_tuples(every_slot(encoded), every_slot(h_final),
-                                    every_slot(c_final), every_slot(seqs),
-                                    np.zeros((len(seqs), z.shape[1]), z.dtype))
+        def gather(part: str) -> np.ndarray:
+            return np.stack([getattr(rows[j], part) for j in used])[local]
+
+        memory = self.encode_tuples(gather("encoded"), gather("h_final"), gather("c_final"),
+                                    np.ascontiguousarray(distinct[picks]),
+                                    np.zeros((n, z.shape[1]), z.dtype))
+        self.memory_rows += n * K
         copy = self.ops.copy
-        return [(copy(memory["keys"][n]), copy(memory["values"][n]), copy(memory["mask"][n]),
-                 np.array(h_final[n]), np.array(c_final[n])) for n in range(len(seqs))]
+        for k, slot in enumerate(new):
+            for r, j in enumerate(slot):
+                rows[j].memory[k] = tuple(copy(memory[name][r, k])
+                                          for name in ("keys", "values", "mask"))
+        for j in {j for slot in new for j in slot}:
+            if len(rows[j].memory) == K:
+                rows[j].encoded = None
 
-    def _bytes(self, row: tuple) -> int:
-        if self.ops is None:
-            return sum(a.nbytes for a in row)
-        return sum(self.ops.nbytes(a) for a in row[:3]) + row[3].nbytes + row[4].nbytes
+    def nbytes(self, row: Kept) -> int:
+        size = row.h_final.nbytes + row.c_final.nbytes
+        if row.encoded is not None:
+            size += row.encoded.nbytes
+        if row.memory:
+            size += sum(self.ops.nbytes(a) for slot in row.memory.values() for a in slot)
+        return size
 
-    def _keep(self, name: bytes, row: tuple) -> None:
-        size = self._bytes(row)
+    def _keep(self, name: bytes, row: Kept) -> None:
+        size = self.nbytes(row)
         if size > self.budget:
             return
         while self.size + size > self.budget:
             _, dropped = self.store.popitem(last=False)
-            self.size -= self._bytes(dropped)
+            self.size -= self.nbytes(dropped)
         self.store[name] = row
         self.size += size

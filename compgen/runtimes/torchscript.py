@@ -31,10 +31,8 @@ class TensorOps:
         return row.numel() * row.element_size()
 
     @staticmethod
-    def take(rows: list, index: np.ndarray) -> torch.Tensor:
-        stacked = torch.stack(rows)
-        slots = torch.arange(index.shape[1], device=stacked.device)
-        return stacked[torch.from_numpy(index).to(stacked.device), slots]
+    def stack(rows: list, axis: int = 0) -> torch.Tensor:
+        return torch.stack(rows, axis)
 
 
 class GraphGenerator:

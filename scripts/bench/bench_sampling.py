@@ -47,9 +47,11 @@ Figures (the same definitions are written into the JSON's "definitions"):
                    decoder and per-tuple encoder part of the full count, plus the
                    prototype encoder's FLOPs per prototype times the prototypes it really
                    encoded (the cache's counter) per sample; a backend that keeps the
-                   attention memory per prototype (fp32 ONNX Runtime and TorchScript, the
-                   C++ runner) computes the per-tuple keys and values once per new
-                   prototype instead of per sample, and is counted so; for the C++ runner
+                   attention memory per prototype computes the per-tuple keys and values
+                   once per new (prototype, slot) pair (fp32 ONNX Runtime and
+                   TorchScript: the cache's counter) or once per new prototype in every
+                   slot (the C++ runner) instead of per sample, and is counted so; for the
+                   C++ runner
                    and a backend without a counter, each distinct prototype of its samples
                    counted once (a lower bound of its work)
   matmul_fraction[backend]  fp32 backends only: samples/s x gflop_per_sample[backend] /
@@ -361,7 +363,7 @@ def main() -> None:
         with torch.no_grad():
             enc = model.encode_sequences(flat)[0].reshape(batch, model.nproto, width, -1)
         # the per-tuple encoder's keys and values (K x width positions); a backend that keeps
-        # them per prototype computes them once per new prototype, in every slot
+        # them per (prototype, slot) computes them once per new pair (the cache's counter)
         memory = count_flops(lambda: model.attention.memory(enc)) / batch
         result = {"batch": batch, "gflop_per_sample_full": full / 1e9,
                   "gflop_per_prototype": per_prototype / 1e9}
@@ -378,13 +380,16 @@ def main() -> None:
 
         for name, make_stepper in steppers.items():
             cache = getattr(gens.get(name), "cache", None)
-            cursor, encoded = streams[name].cursor, cache.encoded if cache else 0
+            cursor = streams[name].cursor
+            encoded, rows = (cache.encoded, cache.memory_rows) if cache else (0, 0)
             result[name] = rate(runner(make_stepper, streams[name]), batch, args.seconds)
             decoded = streams[name].cursor - cursor
-            if cache is not None:   # prototypes really encoded per sample
+            if cache is not None:   # prototypes and memory rows really computed per sample
                 new = (cache.encoded - encoded) / decoded
-                work[name] = (rest - memory + (per_prototype + memory) * new
-                              if cache.ops is not None else rest + per_prototype * new)
+                work[name] = rest + per_prototype * new
+                if cache.ops is not None:
+                    work[name] += (memory / model.nproto * (cache.memory_rows - rows) / decoded
+                                   - memory)
                 result[f"{name}_encoded_share"] = (cache.encoded - encoded) / (decoded * model.nproto)
             elif name != "eager_loop":   # no counter: each distinct prototype counted once
                 work[name] = rest + per_prototype * distinct_prototypes(
