@@ -169,6 +169,8 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     gen = OnnxGenerator(SHIPPED, manifest, threads=1)
     memory = gen.encode(protos, z)
     assert gen.cache.encoded == len(distinct) < 32
+    last = next(reversed(gen.cache.store))   # the last prototype a round keeps
+    one = gen.cache.nbytes(gen.cache.store[last])
     gen.encode(protos[::-1].copy(), z)
     assert gen.cache.encoded == len(distinct)
 
@@ -178,8 +180,6 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
     np.testing.assert_allclose(memory["keys"], eager.keys.numpy(), atol=1e-5)
     np.testing.assert_allclose(memory["values"], eager.values.numpy(), atol=1e-5)
 
-    last = next(reversed(gen.cache.store))   # the last prototype a round keeps again
-    one = gen.cache.nbytes(gen.cache.store[last])
     small = OnnxGenerator(SHIPPED, manifest, threads=1)
     small.cache.budget = one
     again = small.encode(protos, z)
@@ -190,12 +190,12 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
 @pytest.mark.parametrize("backend", ["onnx", "torchscript"])
 def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
                                                                         one_torch_thread):
-    """fp32 CPU graphs keep each prototype's attention keys, values and mask per slot it
-    was met in and gather them per tuple; the memory and the initial state are the bits the
-    encoder graph gives for the whole batch, in batches that share prototypes, of another
-    size, with prototypes met before in the other slot, and in a later round that finds
-    them all kept. A round computes at most the batch's B x K memory rows, a round whose
-    (prototype, slot) pairs are all kept none."""
+    """fp32 CPU graphs keep each prototype's attention keys, values and mask per slot and
+    gather them per tuple; the memory and the initial state are the bits the encoder graph
+    gives for the whole batch, in rounds that run it batch-wide (most pairs new: the
+    memory kept of pairs met a second time) and in rounds that gather (most pairs kept:
+    only the pairs not kept computed, prototypes met before in the other slot among them);
+    a round whose pairs are all kept computes none."""
     import numpy as np
 
     from compgen.decoding.prototypes import PrototypeCache
@@ -211,24 +211,29 @@ def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
     gen = make(SHIPPED, manifest, threads=1)
     assert gen.cache.ops is not None
     batchwide = PrototypeCache(gen._encode_sequences, gen._encode_tuples)
-    swapped = [tuple(reversed(t)) for t in stored[:12]]
-    rounds = (stored[:40] + stored[:8], stored[30:33], swapped + stored[50:54], stored[:40])
-    computed = []
+    swapped = [tuple(reversed(t)) for t in stored[:6]]
+    rounds = [stored[:40] + stored[:8],           # all new: batch-wide, nothing kept
+              stored[:40],                        # met again: batch-wide, all kept
+              stored[:40],                        # all kept: nothing computed
+              stored[:40] + swapped + stored[50:54]]   # gathers: 10 tuples' pairs computed
+    computed, kept = [], []
     for tuples in rounds:
         protos = pad_tuples(tuples, 2, len(tuples), width).numpy()
         z = np.zeros((len(tuples), manifest.latent), np.float32)
         before = gen.cache.memory_rows
-        kept, whole = gen.cache(protos, z), batchwide(protos, z)
+        got_round, whole = gen.cache(protos, z), batchwide(protos, z)
         computed.append(gen.cache.memory_rows - before)
-        assert computed[-1] <= 2 * len(tuples)
+        kept.append(sum(len(row.memory) for row in gen.cache.store.values()))
         for name in ("keys", "values", "mask", "h", "c"):
-            got, want = np.asarray(kept[name]), np.asarray(whole[name])
+            got, want = np.asarray(got_round[name]), np.asarray(whole[name])
             assert got.dtype == want.dtype, name
             np.testing.assert_array_equal(got, want, err_msg=name)
-    assert computed[0] > 0 and computed[2] > 0 and computed[3] == 0
+    pairs = len({(tuple(p), k) for t in stored[:40] for k, p in enumerate(t)})
+    assert computed[:3] == [2 * 48, 2 * 40, 0]
+    assert kept[:3] == [0, pairs, pairs]
+    assert 0 < computed[3] <= 2 * 10 and kept[3] > pairs
     assert gen.cache.encoded == batchwide.encoded
-    assert all(kept.encoded is None for kept in gen.cache.store.values()
-               if len(kept.memory) == 2)
+    assert all(row.encoded is None for row in gen.cache.store.values() if len(row.memory) == 2)
 
 
 def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):

@@ -41,6 +41,7 @@ class Kept:
     h_final: np.ndarray
     c_final: np.ndarray
     memory: dict[int, tuple] = field(default_factory=dict)
+    met: set[int] = field(default_factory=set)   # slots met in a batch-wide round, not kept
 
 
 class PrototypeCache:
@@ -58,15 +59,16 @@ class PrototypeCache:
     ``ops`` given (exact fp32 graphs): the attention memory is kept per (prototype, slot)
     too. The encoder graph's keys, values and mask at a position of slot k are a function
     of that position's encoding, its token and k alone (``Recombine._memory``: dense
-    layers per position), so a round runs the encoder graph only on the (prototype, slot)
-    pairs not kept yet - packed, slot k of graph row r holding the r-th prototype new to
-    slot k - and gathers the batch's memory from the kept rows; the encoder graph then runs
-    on one position per prototype, for the initial state (which reads the final states
-    only). A round never computes more memory rows than the batch-wide graph would
-    (B x K), and a job that meets its prototypes again computes none. The same products on
-    other rows: the same bits (the products' sums run over the feature axis, whatever the
-    batch); the tests compare the samples with those of the batch-wide graph on every
-    backend."""
+    layers per position), so a round where at least half of the batch's pairs are kept
+    runs the encoder graph only on the pairs not kept - packed, slot k of graph row r
+    holding the r-th prototype new to slot k - gathers the batch's memory from the kept
+    rows, and runs the encoder graph on one position per prototype for the initial state
+    (which reads the final states only). A round with fewer kept (the first pass over
+    the tuples) runs it batch-wide, as without ``ops``, and keeps the memory of the pairs
+    it meets a second time: a one-pass job copies nothing, a long job soon finds its pairs
+    kept. The same products on other rows: the same bits (the products' sums run over the
+    feature axis, whatever the batch); the tests compare the memory with that of the
+    batch-wide graph, and the samples on every backend."""
 
     def __init__(self, encode_sequences, encode_tuples, budget: int = CACHE_BYTES,
                  ops: type[ArrayOps] | ArrayOps | None = None):
@@ -94,23 +96,64 @@ class PrototypeCache:
             fresh = self._fresh(np.ascontiguousarray(distinct[missing]))
             for j, row in zip(missing, fresh):
                 rows[j] = row
-        if self.ops is not None:
-            self._add_memory(rows, distinct, index, z)
-        for name, row in zip(names, rows):
-            self._keep(name, row)
         finals = [np.stack([row.h_final for row in rows])[index],
                   np.stack([row.c_final for row in rows])[index]]
-        if self.ops is None:
+        if self.ops is None or self._batch_wide(rows, index):
             encoded = np.stack([row.encoded for row in rows])[index]
-            return self.encode_tuples(encoded, *finals, protos, z)
-        width, dtype = self.encoding
-        one = np.zeros((B, K, 1, width), dtype)   # the initial state reads the finals only
-        start = self.encode_tuples(one, *finals, np.ascontiguousarray(protos[:, :, :1]), z)
-        stack = self.ops.stack
-        keys, values, mask = (
-            stack([stack([rows[j].memory[k][i] for j in index[:, k]]) for k in range(K)], 1)
-            for i in range(3))
-        return {"keys": keys, "values": values, "mask": mask, "h": start["h"], "c": start["c"]}
+            result = self.encode_tuples(encoded, *finals, protos, z)
+            if self.ops is not None:
+                self.memory_rows += B * K
+                self._keep_met_again(rows, index, result)
+        else:
+            self._add_memory(rows, distinct, index, z)
+            width, dtype = self.encoding
+            one = np.zeros((B, K, 1, width), dtype)   # the initial state reads the finals only
+            start = self.encode_tuples(one, *finals, np.ascontiguousarray(protos[:, :, :1]), z)
+            stack = self.ops.stack
+            keys, values, mask = (
+                stack([stack([rows[j].memory[k][i] for j in index[:, k]]) for k in range(K)], 1)
+                for i in range(3))
+            result = {"keys": keys, "values": values, "mask": mask, "h": start["h"],
+                      "c": start["c"]}
+        for name, row in zip(names, rows):
+            self._keep(name, row)
+        return result
+
+    @staticmethod
+    def _pairs(index: np.ndarray) -> dict[tuple[int, int], int]:
+        """The round's distinct (prototype, slot) pairs, each with its first tuple."""
+        pairs: dict[tuple[int, int], int] = {}
+        for k in range(index.shape[1]):
+            for b, j in enumerate(index[:, k].tolist()):
+                pairs.setdefault((j, k), b)
+        return pairs
+
+    def _batch_wide(self, rows: list[Kept], index: np.ndarray) -> bool:
+        """Whether this round runs the encoder graph on the whole batch: when fewer than
+        half of its pairs are kept (a first pass over the tuples: gathering would only add
+        work) and every prototype still has its encoding."""
+        pairs = self._pairs(index)
+        kept = sum(k in rows[j].memory for j, k in pairs)
+        return 2 * kept < len(pairs) and all(row.encoded is not None for row in rows)
+
+    def _keep_met_again(self, rows: list[Kept], index: np.ndarray, result: dict) -> None:
+        """After a batch-wide round: keep the memory of the pairs met in an earlier round
+        (a pair met once, as in a one-pass job, is not worth its copy), mark the others."""
+        copy = self.ops.copy
+        for (j, k), b in self._pairs(index).items():
+            row = rows[j]
+            if k in row.memory:
+                continue
+            if k not in row.met:
+                row.met.add(k)
+                continue
+            row.memory[k] = tuple(copy(result[name][b, k]) for name in ("keys", "values", "mask"))
+            self._drop_encoding_if_done(row, index.shape[1])
+
+    @staticmethod
+    def _drop_encoding_if_done(row: Kept, K: int) -> None:
+        if len(row.memory) == K:
+            row.encoded = None
 
     def _fresh(self, seqs: np.ndarray) -> list[Kept]:
         """What is kept of new prototypes ``seqs`` ``(N, T)``, as copies: a kept row must
@@ -151,8 +194,7 @@ class PrototypeCache:
                 rows[j].memory[k] = tuple(copy(memory[name][r, k])
                                           for name in ("keys", "values", "mask"))
         for j in {j for slot in new for j in slot}:
-            if len(rows[j].memory) == K:
-                rows[j].encoded = None
+            self._drop_encoding_if_done(rows[j], K)
 
     def nbytes(self, row: Kept) -> int:
         size = row.h_final.nbytes + row.c_final.nbytes
