@@ -20,6 +20,11 @@ Jobs (the shipped generator exported/scan-jump-recomb2):
     python scripts/bench/bench_jobs.py --json bench-jobs.json                 # all jobs, 4 backends
     python scripts/bench/bench_jobs.py --jobs a --backends onnx,cpp --json a.json
     python scripts/bench/bench_jobs.py --jobs c --large-n 2000 --json c.json  # a shorter job c
+    python scripts/bench/bench_jobs.py --jobs a,b --backends onnx --repeat 5  # medians of 5
+
+With --repeat N each tree runs each job N times (the order alternating every run): a
+tree's figures are its run of median wall time, the ratios the median of the N pairwise
+ratios, and the JSON keeps every run's wall seconds.
 
 With --novel-inputs, jobs that do not beam-search (c) also run on this tree with
 `--novel-inputs` (column "novel", in the same alternation): <sep> is masked where the
@@ -37,6 +42,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -153,6 +159,10 @@ def main() -> None:
     parser.add_argument("--no-base", action="store_true", help="this tree only")
     parser.add_argument("--novel-inputs", action="store_true",
                         help="also run this tree with --novel-inputs (jobs without beam search)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each job per tree, the trees' order alternating; the "
+                             "figures are the run of median wall time and the median of the "
+                             "pairwise ratios (a shared machine's spread is ±10 %%)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -180,23 +190,33 @@ def main() -> None:
                 names = list(trees)
                 if args.novel_inputs and "--strategy" in table[job]:   # not the preset's beam
                     names.append("novel")
-                for name in alternating(names, turn):
+                runs: dict[str, list[dict]] = {}
+                for repeat in range(args.repeat):
+                    for name in alternating(names, turn + repeat):
+                        out = Path(tmp) / f"{job}-{backend}-{precision}-{name}.tsv"
+                        got = measure(trees.get(name, ROOT), variant_args(name, table[job]),
+                                      backend, precision, out)
+                        got.update(quality(out))
+                        got["kept_per_s"] = round(got["kept"] / got["wall_s"], 2)
+                        got["kept_per_cpu_s"] = round(got["kept"] / max(got["cpu_s"], 1e-9), 2)
+                        runs.setdefault(name, []).append(got)
+                for name, measured in runs.items():
                     out = Path(tmp) / f"{job}-{backend}-{precision}-{name}.tsv"
-                    got = measure(trees.get(name, ROOT), variant_args(name, table[job]),
-                                  backend, precision, out)
-                    got.update(quality(out))
-                    got["kept_per_s"] = round(got["kept"] / got["wall_s"], 2)
-                    got["kept_per_cpu_s"] = round(got["kept"] / max(got["cpu_s"], 1e-9), 2)
-                    row[name] = got
+                    by_wall = sorted(measured, key=lambda got: got["wall_s"])
+                    row[name] = {**by_wall[len(by_wall) // 2],
+                                 "wall_s_runs": [got["wall_s"] for got in measured]}
                     if name in ("this", "novel") and precision == "fp32":
                         files.setdefault(name, {})[backend] = out.read_text(encoding="utf-8")
                 if "base" in row:
-                    row["speedup"] = round(row["this"]["kept_per_s"]
-                                           / max(row["base"]["kept_per_s"], 1e-9), 2)
+                    def ratio(figure: str) -> float:
+                        return round(statistics.median(
+                            this[figure] / max(base[figure], 1e-9)
+                            for this, base in zip(runs["this"], runs["base"])), 2)
+
+                    row["speedup"] = ratio("kept_per_s")
                     # CPU seconds of the process tree: what the job costs, however many
                     # other processes shared the cores while it ran
-                    row["speedup_cpu"] = round(row["this"]["kept_per_cpu_s"]
-                                               / max(row["base"]["kept_per_cpu_s"], 1e-9), 2)
+                    row["speedup_cpu"] = ratio("kept_per_cpu_s")
                 if "novel" in row:
                     row["novel_vs_this"] = round(row["novel"]["kept_per_s"]
                                                  / max(row["this"]["kept_per_s"], 1e-9), 2)
