@@ -190,12 +190,13 @@ def test_each_distinct_prototype_is_encoded_once(one_torch_thread):
 @pytest.mark.parametrize("backend", ["onnx", "torchscript"])
 def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
                                                                         one_torch_thread):
-    """fp32 CPU graphs keep each prototype's attention keys, values and mask per slot and
-    gather them per tuple; the memory and the initial state are the bits the encoder graph
-    gives for the whole batch, in rounds that run it batch-wide (most pairs new: the
-    memory kept of pairs met a second time) and in rounds that gather (most pairs kept:
-    only the pairs not kept computed, prototypes met before in the other slot among them);
-    a round whose pairs are all kept computes none."""
+    """fp32 CPU graphs keep the attention keys, values and mask of a prototype met in a
+    second round (every slot) and gather them per tuple; the memory and the initial state
+    are the bits the encoder graph gives for the whole batch: in a first round (batch-wide,
+    nothing kept), a round of prototypes met before (each run once in every slot, then
+    gathered), a round finding them all kept (nothing computed), a round of mostly kept
+    ones, some in the other slot (only the new ones computed), and a batch-wide round of
+    mostly new ones among kept ones (their kept rows in place of the graph's)."""
     import numpy as np
 
     from compgen.decoding.prototypes import PrototypeCache
@@ -211,29 +212,32 @@ def test_the_memory_kept_per_prototype_is_the_batch_encoders_to_the_bit(backend,
     gen = make(SHIPPED, manifest, threads=1)
     assert gen.cache.ops is not None
     batchwide = PrototypeCache(gen._encode_sequences, gen._encode_tuples)
+
+    def distinct(tuples):
+        return {tuple(p) for t in tuples for p in t}
+
     swapped = [tuple(reversed(t)) for t in stored[:6]]
-    rounds = [stored[:40] + stored[:8],           # all new: batch-wide, nothing kept
-              stored[:40],                        # met again: batch-wide, all kept
-              stored[:40],                        # all kept: nothing computed
-              stored[:40] + swapped + stored[50:54]]   # gathers: 10 tuples' pairs computed
-    computed, kept = [], []
+    rounds = [stored[:40] + stored[:8], stored[:40], stored[:40],
+              stored[:40] + swapped + stored[50:54], stored[:2] + stored[60:100]]
+    computed = []
     for tuples in rounds:
         protos = pad_tuples(tuples, 2, len(tuples), width).numpy()
         z = np.zeros((len(tuples), manifest.latent), np.float32)
         before = gen.cache.memory_rows
         got_round, whole = gen.cache(protos, z), batchwide(protos, z)
         computed.append(gen.cache.memory_rows - before)
-        kept.append(sum(len(row.memory) for row in gen.cache.store.values()))
         for name in ("keys", "values", "mask", "h", "c"):
             got, want = np.asarray(got_round[name]), np.asarray(whole[name])
             assert got.dtype == want.dtype, name
             np.testing.assert_array_equal(got, want, err_msg=name)
-    pairs = len({(tuple(p), k) for t in stored[:40] for k, p in enumerate(t)})
-    assert computed[:3] == [2 * 48, 2 * 40, 0]
-    assert kept[:3] == [0, pairs, pairs]
-    assert 0 < computed[3] <= 2 * 10 and kept[3] > pairs
+    first = distinct(stored[:40])
+    new = distinct(stored[50:54]) - first
+    assert computed == [2 * 48, 2 * len(first), 0, 2 * len(new), 2 * 42]
+    last = distinct(rounds[-1])   # mostly new, some kept
+    assert 2 * len(last - first - new) > len(last) and distinct(stored[:2]) <= first
     assert gen.cache.encoded == batchwide.encoded
-    assert all(row.encoded is None for row in gen.cache.store.values() if len(row.memory) == 2)
+    assert all((row.encoded is None) != (row.memory is None)
+               for row in gen.cache.store.values())
 
 
 def test_the_cpp_path_of_a_checked_export_loads_no_torch(runner, tmp_path):

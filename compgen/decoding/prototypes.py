@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,9 +13,11 @@ import numpy as np
 # distinct prototypes, 433 MB encoded; 256 MB made a 3,000-sample job 25 % slower).
 CACHE_BYTES = 768 << 20
 
+MEMORY_NAMES = ("keys", "values", "mask")
+
 
 class ArrayOps:
-    """How the cache copies, sizes and stacks the encoder graph's memory: NumPy arrays
+    """How the cache copies, sizes and gathers the encoder graph's memory: NumPy arrays
     here; a runtime whose graph returns tensors passes its own."""
 
     @staticmethod
@@ -27,21 +29,23 @@ class ArrayOps:
         return row.nbytes
 
     @staticmethod
-    def stack(rows: list, axis: int = 0):
-        return np.stack(rows, axis)
+    def take(rows: list, index: np.ndarray):
+        """``rows[index[b, k]][k]`` for every (b, k): ``(B, K, ...)``."""
+        return np.stack(rows)[index, np.arange(index.shape[1])]
 
 
 @dataclass
 class Kept:
-    """What is kept of one prototype: its encoding and final states, and (with ``ops``) the
-    attention memory (keys, values, mask) of each slot it has been met in. The encoding is
-    dropped once every slot's memory is kept: nothing reads it after that."""
+    """What is kept of one prototype: its final states, and either its encoding or (with
+    ``ops``, once met in a second round) the attention memory (keys, values, mask) of
+    every slot, ``(K, width, ...)`` each - the memory is as large as the encoding, so a
+    prototype never holds both."""
 
     encoded: np.ndarray | None
     h_final: np.ndarray
     c_final: np.ndarray
-    memory: dict[int, tuple] = field(default_factory=dict)
-    met: set[int] = field(default_factory=set)   # slots met in a batch-wide round, not kept
+    memory: tuple | None = None
+    met: bool = False   # met in an earlier round
 
 
 class PrototypeCache:
@@ -56,19 +60,21 @@ class PrototypeCache:
     first; ``encoded`` counts the prototypes the encoder ran on, ``memory_rows`` the
     (prototype, slot) rows the encoder graph computed the memory of.
 
-    ``ops`` given (exact fp32 graphs): the attention memory is kept per (prototype, slot)
-    too. The encoder graph's keys, values and mask at a position of slot k are a function
-    of that position's encoding, its token and k alone (``Recombine._memory``: dense
-    layers per position), so a round where at least half of the batch's pairs are kept
-    runs the encoder graph only on the pairs not kept - packed, slot k of graph row r
-    holding the r-th prototype new to slot k - gathers the batch's memory from the kept
-    rows, and runs the encoder graph on one position per prototype for the initial state
-    (which reads the final states only). A round with fewer kept (the first pass over
-    the tuples) runs it batch-wide, as without ``ops``, and keeps the memory of the pairs
-    it meets a second time: a one-pass job copies nothing, a long job soon finds its pairs
-    kept. The same products on other rows: the same bits (the products' sums run over the
-    feature axis, whatever the batch); the tests compare the memory with that of the
-    batch-wide graph, and the samples on every backend."""
+    ``ops`` given (exact fp32 graphs): the attention memory is kept per prototype too.
+    The encoder graph's keys, values and mask at a position of slot k are a function of
+    that position's encoding, its token and k alone (``Recombine._memory``: dense layers
+    per position), so a prototype met in a second round is run through the encoder graph
+    once in every slot, its memory kept in place of its encoding. A round where at least
+    half of the prototypes have their memory kept does so for the rest too, gathers the
+    batch's memory from the kept rows and runs the encoder graph on one position per
+    prototype for the initial state (which reads the final states only). A round with
+    fewer (the first pass over the tuples: nearly every prototype new) runs the encoder
+    graph batch-wide, as without ``ops``, and puts the kept rows in place of what it
+    computed for those prototypes (zeros in place of their dropped encodings): a one-pass
+    job computes what it would without ``ops``, a long job soon gathers every round. The
+    same products on other rows: the same bits (the products' sums run over the feature
+    axis, whatever the batch); the tests compare the memory with that of the batch-wide
+    graph, and the samples on every backend."""
 
     def __init__(self, encode_sequences, encode_tuples, budget: int = CACHE_BYTES,
                  ops: type[ArrayOps] | ArrayOps | None = None):
@@ -98,62 +104,23 @@ class PrototypeCache:
                 rows[j] = row
         finals = [np.stack([row.h_final for row in rows])[index],
                   np.stack([row.c_final for row in rows])[index]]
-        if self.ops is None or self._batch_wide(rows, index):
+        if self.ops is None:
             encoded = np.stack([row.encoded for row in rows])[index]
             result = self.encode_tuples(encoded, *finals, protos, z)
-            if self.ops is not None:
-                self.memory_rows += B * K
-                self._keep_met_again(rows, index, result)
         else:
-            self._add_memory(rows, distinct, index, z)
-            width, dtype = self.encoding
-            one = np.zeros((B, K, 1, width), dtype)   # the initial state reads the finals only
-            start = self.encode_tuples(one, *finals, np.ascontiguousarray(protos[:, :, :1]), z)
-            stack = self.ops.stack
-            keys, values, mask = (
-                stack([stack([rows[j].memory[k][i] for j in index[:, k]]) for k in range(K)], 1)
-                for i in range(3))
-            result = {"keys": keys, "values": values, "mask": mask, "h": start["h"],
-                      "c": start["c"]}
+            self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
+                                              if row.met and row.memory is None], K, z)
+            if 2 * sum(row.memory is not None for row in rows) < len(rows):
+                result = self._batch_wide(rows, index, finals, protos, z)
+            else:
+                self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
+                                                  if row.memory is None], K, z)
+                result = self._gathered(rows, index, finals, protos, z)
+            for row in rows:
+                row.met = True
         for name, row in zip(names, rows):
             self._keep(name, row)
         return result
-
-    @staticmethod
-    def _pairs(index: np.ndarray) -> dict[tuple[int, int], int]:
-        """The round's distinct (prototype, slot) pairs, each with its first tuple."""
-        pairs: dict[tuple[int, int], int] = {}
-        for k in range(index.shape[1]):
-            for b, j in enumerate(index[:, k].tolist()):
-                pairs.setdefault((j, k), b)
-        return pairs
-
-    def _batch_wide(self, rows: list[Kept], index: np.ndarray) -> bool:
-        """Whether this round runs the encoder graph on the whole batch: when fewer than
-        half of its pairs are kept (a first pass over the tuples: gathering would only add
-        work) and every prototype still has its encoding."""
-        pairs = self._pairs(index)
-        kept = sum(k in rows[j].memory for j, k in pairs)
-        return 2 * kept < len(pairs) and all(row.encoded is not None for row in rows)
-
-    def _keep_met_again(self, rows: list[Kept], index: np.ndarray, result: dict) -> None:
-        """After a batch-wide round: keep the memory of the pairs met in an earlier round
-        (a pair met once, as in a one-pass job, is not worth its copy), mark the others."""
-        copy = self.ops.copy
-        for (j, k), b in self._pairs(index).items():
-            row = rows[j]
-            if k in row.memory:
-                continue
-            if k not in row.met:
-                row.met.add(k)
-                continue
-            row.memory[k] = tuple(copy(result[name][b, k]) for name in ("keys", "values", "mask"))
-            self._drop_encoding_if_done(row, index.shape[1])
-
-    @staticmethod
-    def _drop_encoding_if_done(row: Kept, K: int) -> None:
-        if len(row.memory) == K:
-            row.encoded = None
 
     def _fresh(self, seqs: np.ndarray) -> list[Kept]:
         """What is kept of new prototypes ``seqs`` ``(N, T)``, as copies: a kept row must
@@ -164,44 +131,61 @@ class PrototypeCache:
         return [Kept(np.array(encoded[n]), np.array(h_final[n]), np.array(c_final[n]))
                 for n in range(len(seqs))]
 
-    def _add_memory(self, rows: list[Kept], distinct: np.ndarray, index: np.ndarray,
+    def _add_memory(self, rows: list[Kept], distinct: np.ndarray, which: list[int], K: int,
                     z: np.ndarray) -> None:
-        """Run the encoder graph on the (prototype, slot) pairs of ``index`` whose memory is
-        not kept: graph row r, slot k holds the r-th prototype new to slot k (slots with
-        fewer repeat their first, computed and not kept)."""
-        K = index.shape[1]
-        new = [list(dict.fromkeys(j for j in index[:, k].tolist() if k not in rows[j].memory))
-               for k in range(K)]
-        n = max(map(len, new))
-        if n == 0:
+        """Run prototypes ``which`` through the encoder graph once in each of the ``K``
+        slots; their memory is kept in place of their encoding."""
+        if not which:
             return
-        filler = next(slot[0] for slot in new if slot)
-        picks = np.array([[slot[min(r, len(slot) - 1)] if slot else filler for slot in new]
-                          for r in range(n)])                                   # (n, K)
-        used, local = np.unique(picks, return_inverse=True)
-        local = local.reshape(n, K)
 
-        def gather(part: str) -> np.ndarray:
-            return np.stack([getattr(rows[j], part) for j in used])[local]
+        def every_slot(a):
+            return np.ascontiguousarray(np.repeat(a[:, None], K, 1))
 
-        memory = self.encode_tuples(gather("encoded"), gather("h_final"), gather("c_final"),
-                                    np.ascontiguousarray(distinct[picks]),
-                                    np.zeros((n, z.shape[1]), z.dtype))
-        self.memory_rows += n * K
+        parts = [np.stack([getattr(rows[j], part) for j in which])
+                 for part in ("encoded", "h_final", "c_final")]
+        memory = self.encode_tuples(*map(every_slot, parts), every_slot(distinct[which]),
+                                    np.zeros((len(which), z.shape[1]), z.dtype))
+        self.memory_rows += len(which) * K
         copy = self.ops.copy
-        for k, slot in enumerate(new):
-            for r, j in enumerate(slot):
-                rows[j].memory[k] = tuple(copy(memory[name][r, k])
-                                          for name in ("keys", "values", "mask"))
-        for j in {j for slot in new for j in slot}:
-            self._drop_encoding_if_done(rows[j], K)
+        for n, j in enumerate(which):
+            rows[j].memory = tuple(copy(memory[name][n]) for name in MEMORY_NAMES)
+            rows[j].encoded = None
+
+    def _gathered(self, rows: list[Kept], index: np.ndarray, finals: list, protos: np.ndarray,
+                  z: np.ndarray) -> dict:
+        """The batch's memory gathered from the kept rows; the initial state from the
+        encoder graph on one position per prototype."""
+        B, K = index.shape
+        width, dtype = self.encoding
+        one = np.zeros((B, K, 1, width), dtype)   # the initial state reads the finals only
+        start = self.encode_tuples(one, *finals, np.ascontiguousarray(protos[:, :, :1]), z)
+        keys, values, mask = (self.ops.take([row.memory[i] for row in rows], index)
+                              for i in range(3))
+        return {"keys": keys, "values": values, "mask": mask, "h": start["h"], "c": start["c"]}
+
+    def _batch_wide(self, rows: list[Kept], index: np.ndarray, finals: list,
+                    protos: np.ndarray, z: np.ndarray) -> dict:
+        """The encoder graph on the whole batch; a prototype whose memory is kept gets its
+        kept rows (the graph saw zeros for its dropped encoding)."""
+        width, dtype = self.encoding
+        blank = np.zeros((protos.shape[2], width), dtype)
+        encoded = np.stack([blank if row.encoded is None else row.encoded
+                            for row in rows])[index]
+        result = self.encode_tuples(encoded, *finals, protos, z)
+        self.memory_rows += index.size
+        has_memory = np.array([row.memory is not None for row in rows])[index]
+        for b, k in zip(*np.nonzero(has_memory)):
+            kept = rows[index[b, k]].memory
+            for i, name in enumerate(MEMORY_NAMES):
+                result[name][b, k] = kept[i][k]
+        return result
 
     def nbytes(self, row: Kept) -> int:
         size = row.h_final.nbytes + row.c_final.nbytes
         if row.encoded is not None:
             size += row.encoded.nbytes
-        if row.memory:
-            size += sum(self.ops.nbytes(a) for slot in row.memory.values() for a in slot)
+        if row.memory is not None:
+            size += sum(self.ops.nbytes(a) for a in row.memory)
         return size
 
     def _keep(self, name: bytes, row: Kept) -> None:

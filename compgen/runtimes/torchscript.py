@@ -31,8 +31,10 @@ class TensorOps:
         return row.numel() * row.element_size()
 
     @staticmethod
-    def stack(rows: list, axis: int = 0) -> torch.Tensor:
-        return torch.stack(rows, axis)
+    def take(rows: list, index: np.ndarray) -> torch.Tensor:
+        stacked = torch.stack(rows)
+        slots = torch.arange(index.shape[1], device=stacked.device)
+        return stacked[torch.from_numpy(index).to(stacked.device), slots]
 
 
 class GraphGenerator:
