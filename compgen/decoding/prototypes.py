@@ -15,6 +15,12 @@ CACHE_BYTES = 768 << 20
 
 MEMORY_NAMES = ("keys", "values", "mask")
 
+# A round where one prototype in REVISITING was met in an earlier round says the job comes
+# back to its prototypes: keeping their memory pays from then on. A one-pass job meets
+# fewer again (the shipped export's 400-sample jobs: 0.8 % a round, 6 % at most; a
+# 2,000-sample job at T 1: 13 % from its second round on).
+REVISITING = 10
+
 
 class ArrayOps:
     """How the cache copies, sizes and gathers the encoder graph's memory: NumPy arrays
@@ -64,14 +70,14 @@ class PrototypeCache:
     The encoder graph's keys, values and mask at a position of slot k are a function of
     that position's encoding, its token and k alone (``Recombine._memory``: dense layers
     per position), so a prototype met in a second round is run through the encoder graph
-    once in every slot, its memory kept in place of its encoding. A round where at least
-    half of the prototypes have their memory kept does so for the rest too, gathers the
+    once in every slot, its memory kept in place of its encoding. A round where one
+    prototype in ``REVISITING`` was met before does so for the new ones too, gathers the
     batch's memory from the kept rows and runs the encoder graph on one position per
     prototype for the initial state (which reads the final states only). A round with
-    fewer (the first pass over the tuples: nearly every prototype new) runs the encoder
-    graph batch-wide, as without ``ops``, and puts the kept rows in place of what it
-    computed for those prototypes (zeros in place of their dropped encodings): a one-pass
-    job computes what it would without ``ops``, a long job soon gathers every round. The
+    fewer (a job's first rounds, a one-pass job's every round) runs the encoder graph
+    batch-wide, as without ``ops``, and puts the kept rows in place of what it computed
+    for those prototypes (zeros in place of their dropped encodings): a one-pass job
+    computes what it would without ``ops``, a long job soon gathers every round. The
     same products on other rows: the same bits (the products' sums run over the feature
     axis, whatever the batch); the tests compare the memory with that of the batch-wide
     graph, and the samples on every backend."""
@@ -110,7 +116,7 @@ class PrototypeCache:
         else:
             self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
                                               if row.met and row.memory is None], K, z)
-            if 2 * sum(row.memory is not None for row in rows) < len(rows):
+            if sum(row.met for row in rows) * REVISITING < len(rows):
                 result = self._batch_wide(rows, index, finals, protos, z)
             else:
                 self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
