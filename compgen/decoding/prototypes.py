@@ -104,8 +104,13 @@ class PrototypeCache:
         rows = [self.store.pop(name, None) for name in names]
         self.size -= sum(self.nbytes(row) for row in rows if row is not None)
         missing = [j for j, row in enumerate(rows) if row is None]
+        # decided before encoding the new ones: a gathering round keeps their memory at once
+        gathering = (self.ops is not None
+                     and sum(row is not None and row.met for row in rows) * REVISITING
+                     >= len(rows))
         if missing:
-            fresh = self._fresh(np.ascontiguousarray(distinct[missing]))
+            fresh = self._fresh(np.ascontiguousarray(distinct[missing]), K if gathering else 0,
+                                z)
             for j, row in zip(missing, fresh):
                 rows[j] = row
         finals = [np.stack([row.h_final for row in rows])[index],
@@ -114,48 +119,55 @@ class PrototypeCache:
             encoded = np.stack([row.encoded for row in rows])[index]
             result = self.encode_tuples(encoded, *finals, protos, z)
         else:
+            # met before, encoding kept: their memory now (a gathering round: every one's)
             self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
                                               if row.met and row.memory is None], K, z)
-            if sum(row.met for row in rows) * REVISITING < len(rows):
-                result = self._batch_wide(rows, index, finals, protos, z)
-            else:
-                self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
-                                                  if row.memory is None], K, z)
-                result = self._gathered(rows, index, finals, protos, z)
+            result = (self._gathered if gathering else self._batch_wide)(rows, index, finals,
+                                                                        protos, z)
             for row in rows:
                 row.met = True
         for name, row in zip(names, rows):
             self._keep(name, row)
         return result
 
-    def _fresh(self, seqs: np.ndarray) -> list[Kept]:
-        """What is kept of new prototypes ``seqs`` ``(N, T)``, as copies: a kept row must
-        not hold the batch."""
+    def _fresh(self, seqs: np.ndarray, K: int, z: np.ndarray) -> list[Kept]:
+        """What is kept of new prototypes ``seqs`` ``(N, T)``, as copies (a kept row must
+        not hold the batch): their encodings, or with ``K`` their memory in ``K`` slots."""
         encoded, h_final, c_final = self.encode_sequences(seqs)
         self.encoded += len(seqs)
         self.encoding = (encoded.shape[-1], encoded.dtype)
+        if K:
+            memory = self._every_slot(encoded, h_final, c_final, seqs, K, z)
+            return [Kept(None, np.array(h_final[n]), np.array(c_final[n]), memory[n])
+                    for n in range(len(seqs))]
         return [Kept(np.array(encoded[n]), np.array(h_final[n]), np.array(c_final[n]))
                 for n in range(len(seqs))]
 
     def _add_memory(self, rows: list[Kept], distinct: np.ndarray, which: list[int], K: int,
                     z: np.ndarray) -> None:
-        """Run prototypes ``which`` through the encoder graph once in each of the ``K``
-        slots; their memory is kept in place of their encoding."""
+        """The memory of prototypes ``which`` kept in place of their encoding."""
         if not which:
             return
+        parts = [np.stack([getattr(rows[j], part) for j in which])
+                 for part in ("encoded", "h_final", "c_final")]
+        memory = self._every_slot(*parts, distinct[which], K, z)
+        for n, j in enumerate(which):
+            rows[j].memory, rows[j].encoded = memory[n], None
+
+    def _every_slot(self, encoded, h_final, c_final, seqs: np.ndarray, K: int,
+                    z: np.ndarray) -> list[tuple]:
+        """Prototypes run through the encoder graph once in each of the ``K`` slots: their
+        memory, one (keys, values, mask) of ``(K, ...)`` arrays each, copied."""
 
         def every_slot(a):
             return np.ascontiguousarray(np.repeat(a[:, None], K, 1))
 
-        parts = [np.stack([getattr(rows[j], part) for j in which])
-                 for part in ("encoded", "h_final", "c_final")]
-        memory = self.encode_tuples(*map(every_slot, parts), every_slot(distinct[which]),
-                                    np.zeros((len(which), z.shape[1]), z.dtype))
-        self.memory_rows += len(which) * K
+        memory = self.encode_tuples(*map(every_slot, (encoded, h_final, c_final, seqs)),
+                                    np.zeros((len(seqs), z.shape[1]), z.dtype))
+        self.memory_rows += len(seqs) * K
         copy = self.ops.copy
-        for n, j in enumerate(which):
-            rows[j].memory = tuple(copy(memory[name][n]) for name in MEMORY_NAMES)
-            rows[j].encoded = None
+        return [tuple(copy(memory[name][n]) for name in MEMORY_NAMES)
+                for n in range(len(seqs))]
 
     def _gathered(self, rows: list[Kept], index: np.ndarray, finals: list, protos: np.ndarray,
                   z: np.ndarray) -> dict:
