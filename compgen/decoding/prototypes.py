@@ -43,7 +43,7 @@ class ArrayOps:
 @dataclass
 class Kept:
     """What is kept of one prototype: its final states, and either its encoding or (with
-    ``ops``, once met in a second round) the attention memory (keys, values, mask) of
+    ``ops``, from a gathering round on) the attention memory (keys, values, mask) of
     every slot, ``(K, width, ...)`` each - the memory is as large as the encoding, so a
     prototype never holds both."""
 
@@ -69,18 +69,18 @@ class PrototypeCache:
     ``ops`` given (exact fp32 graphs): the attention memory is kept per prototype too.
     The encoder graph's keys, values and mask at a position of slot k are a function of
     that position's encoding, its token and k alone (``Recombine._memory``: dense layers
-    per position), so a prototype met in a second round is run through the encoder graph
-    once in every slot, its memory kept in place of its encoding. A round where one
-    prototype in ``REVISITING`` was met before does so for the new ones too, gathers the
-    batch's memory from the kept rows and runs the encoder graph on one position per
-    prototype for the initial state (which reads the final states only). A round with
-    fewer (a job's first rounds, a one-pass job's every round) runs the encoder graph
-    batch-wide, as without ``ops``, and puts the kept rows in place of what it computed
-    for those prototypes (zeros in place of their dropped encodings): a one-pass job
-    computes what it would without ``ops``, a long job soon gathers every round. The
-    same products on other rows: the same bits (the products' sums run over the feature
-    axis, whatever the batch); the tests compare the memory with that of the batch-wide
-    graph, and the samples on every backend."""
+    per position), so once a job comes back to its prototypes - a round where one in
+    ``REVISITING`` was met in an earlier round - each prototype of a round without its
+    memory kept is run through the encoder graph once in every slot, its memory kept in
+    place of its encoding, and the round gathers the batch's memory from the kept rows
+    and runs the encoder graph on one position per prototype for the initial state (which
+    reads the final states only). A round before that (a job's first rounds, a one-pass
+    job's every round) runs the encoder graph batch-wide, as without ``ops``, with the
+    kept rows of any prototype kept earlier in place of what it computed for it (zeros in
+    place of its dropped encoding): a one-pass job computes what it would without ``ops``,
+    a long job soon gathers every round. The same products on other rows: the same bits
+    (the products' sums run over the feature axis, whatever the batch); the tests compare
+    the memory with that of the batch-wide graph, and the samples on every backend."""
 
     def __init__(self, encode_sequences, encode_tuples, budget: int = CACHE_BYTES,
                  ops: type[ArrayOps] | ArrayOps | None = None):
@@ -118,12 +118,13 @@ class PrototypeCache:
         if self.ops is None:
             encoded = np.stack([row.encoded for row in rows])[index]
             result = self.encode_tuples(encoded, *finals, protos, z)
-        else:
-            # met before, encoding kept: their memory now (a gathering round: every one's)
+        elif gathering:   # the ones met before with their encoding kept: memory now
             self._add_memory(rows, distinct, [j for j, row in enumerate(rows)
-                                              if row.met and row.memory is None], K, z)
-            result = (self._gathered if gathering else self._batch_wide)(rows, index, finals,
-                                                                        protos, z)
+                                              if row.memory is None], K, z)
+            result = self._gathered(rows, index, finals, protos, z)
+        else:
+            result = self._batch_wide(rows, index, finals, protos, z)
+        if self.ops is not None:
             for row in rows:
                 row.met = True
         for name, row in zip(names, rows):
