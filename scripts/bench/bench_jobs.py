@@ -165,6 +165,8 @@ def main() -> None:
                              "pairwise ratios (a shared machine's spread is ±10 %%)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: must be >= 1")
 
     backends = [b.split(":") if ":" in b else (b, "fp32") for b in args.backends.split(",")]
     trees = {"this": ROOT}

@@ -47,13 +47,13 @@ Figures (the same definitions are written into the JSON's "definitions"):
                    decoder and per-tuple encoder part of the full count, plus the
                    prototype encoder's FLOPs per prototype times the prototypes it really
                    encoded (the cache's counter) per sample; a backend that keeps the
-                   attention memory per prototype computes the per-tuple keys and values
-                   once per new (prototype, slot) pair (fp32 ONNX Runtime and
-                   TorchScript: the cache's counter) or once per new prototype in every
-                   slot (the C++ runner) instead of per sample, and is counted so; for the
-                   C++ runner
-                   and a backend without a counter, each distinct prototype of its samples
-                   counted once (a lower bound of its work)
+                   attention memory per prototype is counted by the memory rows it
+                   computed (fp32 ONNX Runtime and TorchScript: the cache's counter, per
+                   sample in batch-wide rounds, once per prototype in every slot once the
+                   job revisits its prototypes; the C++ runner: once per new prototype in
+                   every slot); for the C++ runner and a backend without a counter, each
+                   distinct prototype of its samples counted once (a lower bound of its
+                   work)
   matmul_fraction[backend]  fp32 backends only: samples/s x gflop_per_sample[backend] /
                    matmul_gflops; a figure above 1 cannot be right: it is reported as
                    invalid, not capped (int8 and bf16 products have other ceilings)
@@ -363,7 +363,7 @@ def main() -> None:
         with torch.no_grad():
             enc = model.encode_sequences(flat)[0].reshape(batch, model.nproto, width, -1)
         # the per-tuple encoder's keys and values (K x width positions); a backend that keeps
-        # them per (prototype, slot) computes them once per new pair (the cache's counter)
+        # them per prototype is counted by the memory rows it computed (the cache's counter)
         memory = count_flops(lambda: model.attention.memory(enc)) / batch
         result = {"batch": batch, "gflop_per_sample_full": full / 1e9,
                   "gflop_per_prototype": per_prototype / 1e9}
