@@ -47,13 +47,12 @@ Figures (the same definitions are written into the JSON's "definitions"):
                    decoder and per-tuple encoder part of the full count, plus the
                    prototype encoder's FLOPs per prototype times the prototypes it really
                    encoded (the cache's counter) per sample; a backend that keeps the
-                   attention memory per prototype is counted by the memory rows it
-                   computed (fp32 ONNX Runtime and TorchScript: the cache's counter, per
-                   sample in batch-wide rounds, once per prototype in every slot once the
-                   job revisits its prototypes; the C++ runner: once per new prototype in
-                   every slot); for the C++ runner and a backend without a counter, each
-                   distinct prototype of its samples counted once (a lower bound of its
-                   work)
+                   attention memory per prototype is counted by the memory rows the
+                   cache's counter says it computed (fp32 ONNX Runtime and TorchScript:
+                   per sample in batch-wide rounds, once per prototype in every slot once
+                   the job revisits its prototypes); the C++ runner, which has no counter,
+                   and any other backend without one: each distinct prototype of its
+                   samples counted once (a lower bound of its work)
   matmul_fraction[backend]  fp32 backends only: samples/s x gflop_per_sample[backend] /
                    matmul_gflops; a figure above 1 cannot be right: it is reported as
                    invalid, not capped (int8 and bf16 products have other ceilings)
