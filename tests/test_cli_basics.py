@@ -57,7 +57,8 @@ def test_presets_list_and_show():
     assert "novel examples kept per template" in about["geca_generic"]
     assert "novel_variants = true" in compgen("presets", "geca_generic").stdout
     assert not any("novel_variants" in compgen("presets", name).stdout
-                   for name in ("geca_scan", "geca_lm", "geca_lm_na", "geca_semparse"))
+                   for name in ("geca_scan", "geca_lm", "geca_lm_na", "geca_semparse",
+                                "geca_semparse_logic"))
     shown = compgen("presets", "recombine_sig_cpu")
     assert tomllib.loads(shown.stdout)["kind"] == "recombine"
     bad = compgen("presets", "no_such_preset")

@@ -55,7 +55,7 @@ def test_every_shipped_preset_reads_into_its_sections():
             typed = read_section(cls, doc.get(section, {}), name, skip=("vocab_size",))
             for key, value in doc.get(section, {}).items():
                 assert getattr(typed, key) == value, (name, section, key)
-    for name in ("scan", "lm", "lm-na", "semparse"):
+    for name in ("scan", "lm", "lm-na", "semparse", "semparse-logic"):
         assert isinstance(make_config(name), GecaConfig)
 
 

@@ -27,7 +27,7 @@ def test_a_folder_gets_the_generic_preset_and_the_papers_presets_count_tries():
     assert cfg == make_config("generic")
     assert cfg.novel_variants and (cfg.wug_size, cfg.wug_count, cfg.variants) == (1, 2, 2)
     assert cfg.novel_tries is not None and cfg.novel_tries > cfg.variants
-    for preset in ("scan", "lm", "lm-na", "semparse"):
+    for preset in ("scan", "lm", "lm-na", "semparse", "semparse-logic"):
         assert not make_config(preset).novel_variants, preset
     assert not make_config(None, data="scan/jump").novel_variants
     assert not make_config("generic", {"novel_variants": False}).novel_variants

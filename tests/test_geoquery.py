@@ -6,12 +6,15 @@ import json
 
 import pytest
 
-from compgen.augment.geca import make_config
+from compgen.augment.geca import augment_file, make_config
 from compgen.augment.geca.config import load_preset
 from compgen.data import dataset_names, keeps_own_dev, load_dataset
 from compgen.data.geoquery import parse_geoquery
 from compgen.data.sources import fetch
 from compgen.errors import UserError
+from compgen.pipelines.rows import find_run
+from compgen.pipelines.runs import PipelineOptions, make_geca
+from compgen.pipelines.step_records import Timer
 
 ENTRIES = [
     {"sql": ['SELECT CITY.NAME FROM CITY WHERE CITY.STATE = "state_name0" AND CITY.POP > (SELECT 1)',
@@ -99,7 +102,26 @@ def test_geoquery_uses_the_papers_geca_preset_and_its_own_dev_split():
     assert (cfg.wug_limit, cfg.wug_size, cfg.wug_count, cfg.n_sample) == (
         semparse["wug_limit"], semparse["wug_size"], semparse["wug_count"], semparse["n_sample"]) == (50, 4, 3, 2000)
     assert cfg.seed == 3
+    # the logical-form scripts keep the reference's defaults: 2 spans, 1,000 examples
+    logic = make_config(None, {"seed": 3}, "geoquery/logic-question")
+    assert (logic.wug_limit, logic.wug_size, logic.wug_count, logic.n_sample) == (50, 4, 2, 1000)
     assert keeps_own_dev("geoquery/sql-query") and not keeps_own_dev("scan/jump")
+
+
+def test_the_logic_rows_run_the_reference_logic_scripts_geca(data_dir, require_data, tmp_path):
+    """``geo-logic-query-geca`` writes what GECA writes with the logical-form preset, which
+    is not what the SQL preset writes on the same data."""
+    require_data(data_dir / "geoquery" / "geography-logic.txt")
+    opts = PipelineOptions(root=tmp_path, data_dir=data_dir, log=lambda line: None)
+    written = make_geca(find_run("geo-logic-query-geca"), 0, tmp_path, opts,
+                        Timer(tmp_path / "timing.json"))
+    for preset in ("semparse-logic", "semparse"):
+        augment_file("geoquery/logic-query", tmp_path / f"{preset}.tsv",
+                     make_config(preset, {"seed": 0}), data_dir=data_dir)
+    rows = written.read_text()
+    assert rows == (tmp_path / "semparse-logic.tsv").read_text()
+    assert rows != (tmp_path / "semparse.tsv").read_text()
+    assert find_run("geo-sql-query-geca").geca_preset == "semparse"
 
 
 def test_an_edited_copy_in_the_data_folder_is_refused(data_dir, require_data, tmp_path):

@@ -35,6 +35,8 @@ def test_the_recipes_of_each_family():
     assert task_of("scan/jump").default_preset("generator") == "recombine_scan_cpu"
     assert task_of("geoquery/sql-query").default_preset("predictor") == "seq2seq_geo"
     assert task_of("geoquery/sql-query").geca_preset() == "semparse"
+    assert task_of("geoquery/sql-question").geca_preset() == "semparse"
+    assert task_of("geoquery/logic-query").geca_preset() == "semparse-logic"
     assert task_of("geoquery/sql-query").keeps_own_dev
     assert not task_of("scan/jump").keeps_own_dev and not task_of("cogs").keeps_own_dev
     assert task_of("cogs").csl_preset() == "cogs" and task_of("scan/simple").csl_preset() == "scan"

@@ -44,7 +44,7 @@ def _count_option(name: str, value: str | None, words: tuple[str, ...]):
 def augment_geca(
     data: str = typer.Argument(..., help="data set name (scan/jump, lm/kin, cogs, ...) or data file; its train split is used"),
     output: Path = typer.Option(..., "-o", "--output", help="samples TSV to write (x<TAB>y)"),
-    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse | generic (options below override it; default: generic for a data file or folder, none for a named set)"),
+    preset: str | None = typer.Option(None, "--preset", help="scan | lm | lm-na | semparse | semparse-logic | generic (options below override it; default: generic for a data file or folder, none for a named set)"),
     concat: bool = typer.Option(False, "--concat", help="write the training examples first, then the synthesized ones"),
     wug_limit: str | None = typer.Option(None, "--wug-limit", help="keep spans whose n-gram count is <= this; 'none' = no limit"),
     wug_size: int | None = typer.Option(None, "--wug-size", help="max tokens per span"),

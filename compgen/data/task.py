@@ -56,8 +56,11 @@ class Task:
 
     def geca_preset(self) -> str | None:
         """GECA's preset when none is given: the generic one on own data, the paper's
-        semantic-parsing settings on GeoQuery, else GECA's defaults (None)."""
-        return {OWN: "generic", "geoquery": "semparse"}.get(self.family)
+        semantic-parsing settings on GeoQuery (its SQL or its logical-form scripts'), else
+        GECA's defaults (None)."""
+        if self.family == "geoquery":
+            return "semparse-logic" if self.split.startswith("logic") else "semparse"
+        return {OWN: "generic"}.get(self.family)
 
     def csl_preset(self) -> str:
         """CSL's preset when none is given: COGS's and SCAN's own, the generic one on

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from compgen.data.task import task_of
 from compgen.decoding.options import NO_ROUND_CAP
 from compgen.errors import SettingError, UserError
 
@@ -52,6 +53,7 @@ class Run:
     # (generator, predictor) at every --size; a predictor None: sized from the data
     presets: tuple[str, str | None] | None = None
     recipe: dict = field(default_factory=dict)  # PipelineOptions the run sets unless given
+    geca_preset: str | None = None  # None: the scan preset on SCAN, else semparse
     # own data: the user's set, read once (with the fields named); a named set: None here,
     # read once per seed by the pipeline before its steps
     dataset: Dataset | None = field(default=None, compare=False, repr=False)
@@ -168,7 +170,7 @@ def _geo_runs(name: str) -> dict[str, Run]:
     data, task = f"geoquery/{name}", "semparse"
     rows = {"baseline": Run("baseline", data, "baseline", task=task, presets=GEO_PRESETS),
             "geca": Run("geca", data, "GECA", augment="geca", p_aug=GEO_P_AUG, task=task,
-                        presets=GEO_PRESETS)}
+                        presets=GEO_PRESETS, geca_preset=task_of(data).geca_preset())}
     if name == "sql-query":   # rows no paper has
         rows["recomb2"] = Run("recomb2", data, "recomb-2", "generator", {"model.nproto": 2},
                               {"resample": "rare", "rare": "auto"}, GEO_P_AUG, task=task,

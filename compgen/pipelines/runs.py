@@ -270,7 +270,7 @@ def make_geca(run: Run, seed: int, folder: Path, opts: PipelineOptions, timer: T
     if path.is_file():
         return path
     tic = time.perf_counter()
-    preset = "scan" if run.task == "scan" else "semparse"
+    preset = run.geca_preset or ("scan" if run.task == "scan" else "semparse")
     augment_file(run.dataset_for(seed), path, make_config(preset, {"seed": seed}, run.data_for(seed)),
                  data_dir=opts.data_dir)
     timer.record("geca", time.perf_counter() - tic)

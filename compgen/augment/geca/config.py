@@ -10,7 +10,7 @@ from compgen.configs import read_section
 from compgen.data.task import task_of
 from compgen.errors import SettingError, UserError, check_seed
 
-PRESETS = ("scan", "lm", "lm-na", "semparse", "generic")
+PRESETS = ("scan", "lm", "lm-na", "semparse", "semparse-logic", "generic")
 
 
 @dataclass
